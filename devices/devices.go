@@ -1,0 +1,145 @@
+package devices
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Class is what kind of device a device is. It decides which attributes a
+// command may name and how a reported state confirms a target.
+type Class string
+
+// The device classes of DESIGN.md. Commands are validated for Light, Switch,
+// Lock and Cover; the other classes are recognised in config but take no
+// commands yet.
+const (
+	Light   Class = "light"
+	Switch  Class = "switch"
+	Lock    Class = "lock"
+	Cover   Class = "cover"
+	Climate Class = "climate"
+	Valve   Class = "valve"
+	Alarm   Class = "alarm"
+	Sensor  Class = "sensor"
+)
+
+// Classes lists every known class, in documentation order.
+var Classes = []Class{Light, Switch, Lock, Cover, Climate, Valve, Alarm, Sensor}
+
+// ParseClass returns the class named s, or an error listing the known ones.
+func ParseClass(s string) (Class, error) {
+	for _, c := range Classes {
+		if string(c) == s {
+			return c, nil
+		}
+	}
+	names := make([]string, len(Classes))
+	for i, c := range Classes {
+		names[i] = string(c)
+	}
+	return "", fmt.Errorf("unknown class %q (known: %s)", s, strings.Join(names, ", "))
+}
+
+// Device is one configured device.
+type Device struct {
+	// ID is Hearth's name for the device: the <device> level of
+	// hearth/<device>/set. It is a single MQTT topic level.
+	ID string
+	// Service names the bridge or service that reaches the device.
+	Service string
+	// Class is the kind of device.
+	Class Class
+	// Address is the device's name on its bridge, for example Zigbee2MQTT's
+	// friendly_name. It defaults to ID.
+	Address string
+}
+
+// ValidID reports whether id can be a device ID: a non-empty MQTT topic
+// level without wildcards ('+', '#'), separators ('/') or control
+// characters, at most 64 bytes, and not a name Hearth reserves for its own
+// topics ("bridge", "services", "notifications").
+func ValidID(id string) error {
+	if id == "" {
+		return fmt.Errorf("empty device id")
+	}
+	if len(id) > 64 {
+		return fmt.Errorf("device id %q is longer than 64 bytes", id)
+	}
+	switch id {
+	case "bridge", "services", "notifications":
+		return fmt.Errorf("device id %q is reserved for hearth's own topics", id)
+	}
+	for _, r := range id {
+		if r == '/' || r == '+' || r == '#' || r < 0x20 || r == 0x7f {
+			return fmt.Errorf("device id %q contains %q, which cannot stand in one MQTT topic level", id, r)
+		}
+	}
+	return nil
+}
+
+// Status is where a command stands, as published on hearth/<device>/result.
+type Status string
+
+// Statuses of DESIGN.md. Accepted and Queued are interim; the rest are
+// terminal: a command ends in exactly one of them.
+const (
+	Accepted   Status = "accepted"
+	Queued     Status = "queued"
+	Succeeded  Status = "succeeded"
+	Failed     Status = "failed"
+	Expired    Status = "expired"
+	Superseded Status = "superseded"
+	Rejected   Status = "rejected"
+)
+
+// Terminal reports whether s ends a command.
+func (s Status) Terminal() bool {
+	switch s {
+	case Succeeded, Failed, Expired, Superseded, Rejected:
+		return true
+	}
+	return false
+}
+
+// Reason is a short machine code that says why a command ended as it did.
+type Reason string
+
+// Reasons published in results.
+const (
+	// Rejections: the command was never accepted and nothing was sent.
+	ReasonInvalidPayload   Reason = "invalid_payload"   // not JSON, or not an object or string
+	ReasonPayloadTooLarge  Reason = "payload_too_large" // over MaxPayloadBytes
+	ReasonUnknownDevice    Reason = "unknown_device"    // no such device in config
+	ReasonUnknownAttribute Reason = "unknown_attribute" // the class has no such attribute
+	ReasonInvalidValue     Reason = "invalid_value"     // wrong type or not one of the allowed values
+	ReasonOutOfRange       Reason = "out_of_range"      // a number outside the attribute's range
+	ReasonRelativeCommand  Reason = "relative_command"  // TOGGLE, *_step, *_move: not absolute state
+	ReasonRetainedCommand  Reason = "retained_command"  // the command message had the retain flag
+	ReasonInvalidOpID      Reason = "invalid_op_id"     // empty, over 64 bytes, or not printable
+	ReasonInvalidTTL       Reason = "invalid_ttl"       // does not parse, or not positive
+	ReasonInvalidIssuedAt  Reason = "invalid_issued_at" // not RFC 3339
+	ReasonUnsupported      Reason = "unsupported"       // the class or service takes no commands
+
+	// Outcomes of accepted commands.
+	ReasonTimeout        Reason = "timeout"         // no confirming report within the attempts
+	ReasonTTLElapsed     Reason = "ttl_elapsed"     // the TTL passed before the command could finish
+	ReasonNewerCommand   Reason = "newer_command"   // a newer command for the same attributes arrived
+	ReasonSendFailed     Reason = "send_failed"     // the bridge could not be reached within the attempts
+	ReasonPermanentError Reason = "permanent_error" // the bridge refused the command for good
+	ReasonStoreError     Reason = "store_error"     // the command could not be stored, so it was not accepted
+)
+
+// Result is one message on hearth/<device>/result: where a command stands.
+// Field names are the external contract of DESIGN.md.
+type Result struct {
+	OpID     string         `json:"op_id"`
+	Device   string         `json:"device"`
+	Status   Status         `json:"status"`
+	Reason   Reason         `json:"reason,omitempty"`
+	Detail   string         `json:"detail,omitempty"`
+	Attempts int            `json:"attempts"`
+	Target   Target         `json:"target,omitempty"`
+	State    map[string]any `json:"state,omitempty"`
+	At       time.Time      `json:"at"`
+}

@@ -1,0 +1,22 @@
+module github.com/hearthd/hearth
+
+go 1.26.8
+
+require (
+	github.com/eclipse/paho.golang v0.23.0
+	github.com/eclipse/paho.mqtt.golang v1.5.1
+	github.com/jonboulle/clockwork v0.5.0
+	github.com/mochi-mqtt/server/v2 v2.7.9
+	github.com/oklog/ulid/v2 v2.1.1
+	go.etcd.io/bbolt v1.4.3
+	go.uber.org/goleak v1.3.0
+	gopkg.in/yaml.v3 v3.0.1
+)
+
+require (
+	github.com/gorilla/websocket v1.5.3 // indirect
+	github.com/rs/xid v1.4.0 // indirect
+	golang.org/x/net v0.44.0 // indirect
+	golang.org/x/sync v0.17.0 // indirect
+	golang.org/x/sys v0.36.0 // indirect
+)
