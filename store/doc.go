@@ -1,0 +1,53 @@
+// Package store is Hearth's durable record: every accepted command (a
+// devices.Op) with its pending index, the last confirmed state of every
+// device, and the terminal ops kept so that the same op_id sent again
+// returns the stored result. It keeps them in one bbolt file, hearth.db,
+// in the data directory.
+//
+// The package owns the file, its buckets and the encoding; callers see a
+// few verbs. Ops are written with Save and read with Lookup and Pending;
+// device states with SaveState and States; retention is PruneTerminal.
+// It never decides what a status means beyond devices.Status.Terminal, and
+// it imports nothing of Hearth's but devices.
+//
+// # Durability and group commit
+//
+// Save and SaveState return only after their transaction is committed and
+// fsync'd (bbolt's NoSync is false), which is what DESIGN.md's "nothing
+// accepted is lost" asks for. One writer goroutine owns every write: it takes
+// all requests waiting at that moment, applies them in arrival order in one
+// read-write transaction, commits once and wakes each caller with the
+// shared result. A lone caller commits at once; callers that arrive while a
+// commit is in flight ride the next one. So throughput grows with the
+// number of concurrent callers instead of being capped at one fsync (about
+// 10 ms on an SD card) per call, and no caller waits on a timer, unlike
+// bbolt's DB.Batch.
+//
+// # Caveats
+//
+// A transaction that fails (disk full, I/O error) fails every request in its
+// group; only encoding errors, which are found in the caller's goroutine
+// before the request is queued, fail a single caller. The ops of one Save
+// call are committed together or not at all.
+//
+// Records are JSON. What Lookup, Pending and States return is decoded, not
+// the caller's value: numbers in Target and State come back as float64,
+// times keep their instant and offset but not their monotonic reading and
+// location (compare them with time.Time.Equal), and an op's empty State map
+// comes back nil.
+//
+// The store assigns Seq: the Seq of an op passed to Save is ignored. Read
+// it back with Lookup or Pending.
+//
+// A stored terminal status is final: a later Save of that op_id is
+// ignored, whatever it says, so a late write of an attempt can never reopen
+// a command that already ended.
+//
+// Only one Store may have a data directory open at a time, in any process:
+// bbolt takes an exclusive flock on hearth.db, and a second Open fails
+// with ErrLocked after Options.LockTimeout. On Linux this holds within one
+// process too, because flock is per open file description.
+//
+// PruneTerminal reads every op; run it now and then, not per command. bbolt
+// reuses the pages it frees but never shrinks the file.
+package store

@@ -1,0 +1,269 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+)
+
+// FileName is the name of the database file inside the data directory.
+const FileName = "hearth.db"
+
+// DefaultLockTimeout is how long Open waits for the file lock when
+// Options.LockTimeout is zero.
+const DefaultLockTimeout = time.Second
+
+var (
+	// ErrLocked means another process (or another Store in this one) holds
+	// the data directory's file lock. Open's error wraps it and names the
+	// directory and file.
+	ErrLocked = errors.New("data directory is locked by another process")
+
+	// ErrClosed is returned by every method called after Close.
+	ErrClosed = errors.New("store is closed")
+)
+
+// Buckets. Keys of ops are op_id bytes; keys of pending are the 8-byte
+// big-endian Seq followed by the op_id, with empty values; keys of states
+// are device IDs.
+var (
+	bucketOps     = []byte("ops")
+	bucketPending = []byte("pending")
+	bucketStates  = []byte("states")
+)
+
+// Options configures Open. Every zero value has a documented default.
+type Options struct {
+	// LockTimeout is how long Open waits for the exclusive lock on the
+	// database file before it gives up with ErrLocked. Zero or negative
+	// means DefaultLockTimeout (1s). bbolt polls the lock every 50 ms and
+	// gives up once less than 50 ms of the timeout is left, so a value of
+	// 50 ms or less tries once.
+	LockTimeout time.Duration
+}
+
+// Store is an open data directory. Its methods are safe for concurrent use.
+type Store struct {
+	db   *bolt.DB
+	path string
+
+	mu      sync.Mutex
+	wake    *sync.Cond // signalled when queue grows or closed is set
+	queue   []*request // requests waiting for the next commit, in arrival order
+	closed  bool
+	stopped chan struct{} // closed when the writer goroutine has returned
+
+	closeOnce sync.Once
+	closeErr  error
+
+	commits atomic.Uint64 // read-write transactions run by the writer
+	hooks   hooks
+}
+
+// hooks let tests observe and hold the writer. They are set before the
+// writer starts and never change.
+type hooks struct {
+	// queued runs in the caller's goroutine once its request joined the
+	// queue, with the queue's length at that moment.
+	queued func(n int)
+	// beforeCommit runs in the writer goroutine with the number of
+	// requests in a group, before its transaction begins.
+	beforeCommit func(group int)
+	// closing runs in Close once new writes are refused, before it waits
+	// for the writer.
+	closing func()
+}
+
+// request is one Save or SaveState call waiting for the writer. Its
+// records are already encoded, so applying it can fail only on bbolt's
+// own errors.
+type request struct {
+	ops   []encodedOp
+	state *encodedState
+	done  chan error // buffered: the writer never blocks on a caller
+}
+
+// Open opens the store in dir, creating dir (mode 0700) and dir/hearth.db
+// (mode 0600) if missing, and starts its writer goroutine. Close it when
+// done.
+//
+// If another process holds the database, Open waits opts.LockTimeout and
+// then returns an error that wraps ErrLocked and says which directory is
+// in use. A corrupt or unreadable file gives an error naming its path.
+func Open(dir string, opts Options) (*Store, error) {
+	return open(dir, opts, hooks{})
+}
+
+func open(dir string, opts Options, h hooks) (*Store, error) {
+	timeout := opts.LockTimeout
+	if timeout <= 0 {
+		timeout = DefaultLockTimeout
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create data directory: %w", err)
+	}
+	path := filepath.Join(dir, FileName)
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout})
+	if err != nil {
+		return nil, openError(dir, path, err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, name := range [][]byte{bucketOps, bucketPending, bucketStates} {
+			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+				return fmt.Errorf("bucket %s: %w", name, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("database file %s: %w", path, err)
+	}
+	s := &Store{db: db, path: path, stopped: make(chan struct{}), hooks: h}
+	s.wake = sync.NewCond(&s.mu)
+	go s.writer()
+	return s, nil
+}
+
+func openError(dir, path string, err error) error {
+	if errors.Is(err, berrors.ErrTimeout) {
+		return &lockedError{dir: dir, path: path, err: err}
+	}
+	var pe *fs.PathError
+	if errors.As(err, &pe) && pe.Path == path {
+		return err // already names the file
+	}
+	return fmt.Errorf("database file %s is unreadable: %w", path, err)
+}
+
+// lockedError is Open's error when the file lock is held: plain words for
+// the operator, ErrLocked and bbolt's ErrTimeout for errors.Is.
+type lockedError struct {
+	dir, path string
+	err       error
+}
+
+func (e *lockedError) Error() string {
+	return fmt.Sprintf("data directory %q is in use by another hearthd (lock on %s held); stop it or use -data-dir", e.dir, e.path)
+}
+
+func (e *lockedError) Unwrap() []error { return []error{ErrLocked, e.err} }
+
+// Path returns the database file's path: dir/hearth.db.
+func (s *Store) Path() string { return s.path }
+
+// Close stops taking writes, waits until every request already queued is
+// committed and its caller woken, and closes the file, releasing the lock.
+// Calling it again returns the first call's result.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		s.closed = true
+		s.wake.Signal()
+		s.mu.Unlock()
+		if s.hooks.closing != nil {
+			s.hooks.closing()
+		}
+		<-s.stopped
+		s.closeErr = s.db.Close()
+	})
+	return s.closeErr
+}
+
+// submit queues r for the next group commit and waits for its result.
+func (s *Store) submit(r *request) error {
+	r.done = make(chan error, 1)
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return ErrClosed
+	}
+	s.queue = append(s.queue, r)
+	n := len(s.queue)
+	s.wake.Signal()
+	s.mu.Unlock()
+	if s.hooks.queued != nil {
+		s.hooks.queued(n)
+	}
+	return <-r.done
+}
+
+// writer is the only goroutine that writes. Each turn it takes every
+// request queued so far and commits them in one transaction; requests that
+// arrive meanwhile wait for the next turn. It returns once the store is
+// closed and the queue is empty.
+func (s *Store) writer() {
+	defer close(s.stopped)
+	for {
+		s.mu.Lock()
+		for len(s.queue) == 0 && !s.closed {
+			s.wake.Wait()
+		}
+		group := s.queue
+		s.queue = nil
+		s.mu.Unlock()
+		if len(group) == 0 {
+			return // closed and drained
+		}
+		err := s.commit(group)
+		for _, r := range group {
+			r.done <- err
+		}
+	}
+}
+
+// commit applies group in arrival order in one read-write transaction.
+func (s *Store) commit(group []*request) error {
+	if s.hooks.beforeCommit != nil {
+		s.hooks.beforeCommit(len(group))
+	}
+	s.commits.Add(1)
+	return s.db.Update(func(tx *bolt.Tx) error {
+		b := buckets{
+			ops:     tx.Bucket(bucketOps),
+			pending: tx.Bucket(bucketPending),
+			states:  tx.Bucket(bucketStates),
+		}
+		for _, r := range group {
+			for _, op := range r.ops {
+				if err := b.putOp(op); err != nil {
+					return err
+				}
+			}
+			if r.state != nil {
+				if err := b.states.Put(r.state.key, r.state.value); err != nil {
+					return fmt.Errorf("save state of %s: %w", r.state.key, err)
+				}
+			}
+		}
+		return nil
+	})
+}
+
+// view runs fn in a read-only transaction, reporting ErrClosed after Close.
+func (s *Store) view(fn func(b buckets) error) error {
+	err := s.db.View(func(tx *bolt.Tx) error {
+		return fn(buckets{
+			ops:     tx.Bucket(bucketOps),
+			pending: tx.Bucket(bucketPending),
+			states:  tx.Bucket(bucketStates),
+		})
+	})
+	if errors.Is(err, berrors.ErrDatabaseNotOpen) {
+		return ErrClosed
+	}
+	return err
+}
+
+// buckets are the store's buckets within one transaction.
+type buckets struct {
+	ops, pending, states *bolt.Bucket
+}
