@@ -1,0 +1,218 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"net/url"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/hearthd/hearth/devices"
+)
+
+// Checks of single values. Each returns an error whose text follows the
+// dotted key in a problem, so it does not repeat the key.
+
+var errEmpty = errors.New("must not be empty (leave the key out for the default)")
+
+func notEmpty(s string) error {
+	if s == "" {
+		return errEmpty
+	}
+	return nil
+}
+
+func positive(d time.Duration) error {
+	if d <= 0 {
+		return fmt.Errorf("must be positive, got %s", fmtDuration(d))
+	}
+	return nil
+}
+
+func ttl(d time.Duration) error {
+	if err := positive(d); err != nil {
+		return err
+	}
+	if d > devices.MaxTTL {
+		return fmt.Errorf("must be at most %s (30 days), got %s", fmtDuration(devices.MaxTTL), fmtDuration(d))
+	}
+	return nil
+}
+
+func keepAlive(d time.Duration) error {
+	if err := positive(d); err != nil {
+		return err
+	}
+	if d%time.Second != 0 {
+		return fmt.Errorf("must be whole seconds, as MQTT counts it, got %s", fmtDuration(d))
+	}
+	if d > MaxKeepAlive {
+		return fmt.Errorf("must be at most %s, as MQTT counts it in 16 bits, got %s", fmtDuration(MaxKeepAlive), fmtDuration(d))
+	}
+	return nil
+}
+
+func attempts(n int) error {
+	if n < 1 || n > MaxAttempts {
+		return fmt.Errorf("must be from 1 to %d, got %d; the radio layer already retries", MaxAttempts, n)
+	}
+	return nil
+}
+
+func atLeastOne(f float64) error {
+	if f < 1 {
+		return fmt.Errorf("must be at least 1, got %g", f)
+	}
+	return nil
+}
+
+func knownProtocol(s string) error {
+	if _, ok := protocols[s]; !ok {
+		return fmt.Errorf("unknown protocol %q (known: %s)", s, strings.Join(protocolNames, ", "))
+	}
+	return nil
+}
+
+var serviceName = regexp.MustCompile(`^[a-z0-9_-]+$`)
+
+func classNames() string {
+	names := make([]string, len(devices.Classes))
+	for i, c := range devices.Classes {
+		names[i] = string(c)
+	}
+	return strings.Join(names, ", ")
+}
+
+// topicRoot checks a topic that Hearth or a bridge puts its topics under:
+// one or more levels, as topicLevels checks them, not starting with '$',
+// which brokers keep for their own topics ($SYS).
+func topicRoot(s string) error {
+	if strings.HasPrefix(s, "$") {
+		return fmt.Errorf("%q starts with '$', which brokers keep for their own topics", s)
+	}
+	return topicLevels(s)
+}
+
+// topicLevels checks a part of an MQTT topic: one or more non-empty levels
+// separated by '/', without the wildcards '+' and '#' or control
+// characters.
+func topicLevels(s string) error {
+	if s == "" {
+		return errEmpty
+	}
+	if i := strings.IndexAny(s, "+#"); i >= 0 {
+		return fmt.Errorf("%q contains %q, an MQTT wildcard", s, s[i])
+	}
+	if slices.Contains(strings.Split(s, "/"), "") {
+		return fmt.Errorf("%q has an empty topic level; separate levels with one '/' and put none at either end", s)
+	}
+	if strings.ContainsFunc(s, unicode.IsControl) {
+		return fmt.Errorf("%q contains a control character", s)
+	}
+	return nil
+}
+
+var hostName = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$`)
+
+// listenAddress checks a listen address: host:port, where host is empty
+// (every interface), an IP address or a host name, and port is 0–65535
+// (0: any free port).
+func listenAddress(s string) error {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return fmt.Errorf("want host:port such as 127.0.0.1:8080, got %q", s)
+	}
+	if err := checkPort(port, 0); err != nil {
+		return err
+	}
+	if host == "" || hostName.MatchString(host) {
+		return nil
+	}
+	if _, err := netip.ParseAddr(host); err != nil {
+		return fmt.Errorf("host %q is neither an IP address nor a host name", host)
+	}
+	return nil
+}
+
+func checkPort(port string, low int) error {
+	n, err := strconv.Atoi(port)
+	if strings.Trim(port, "0123456789") != "" || err != nil || n < low || n > 65535 {
+		return fmt.Errorf("port %q is not a number from %d to 65535", port, low)
+	}
+	return nil
+}
+
+// brokerSchemes are the URL schemes of an external broker, as the Eclipse
+// Paho client takes them, with their usual ports; ws and wss default to
+// HTTP's ports.
+var brokerSchemes = []brokerScheme{
+	{"tcp", 1883}, {"ssl", 8883}, {"mqtt", 1883}, {"mqtts", 8883}, {"ws", 0}, {"wss", 0},
+}
+
+type brokerScheme struct {
+	scheme string
+	port   int // 0: the port may be left out
+}
+
+// brokerURL checks an external broker's URL. It never repeats the URL,
+// which may hold a password.
+func brokerURL(s string) error {
+	if s == "" {
+		return nil
+	}
+	if !strings.Contains(s, "://") {
+		return errors.New("want a URL such as tcp://broker.local:1883; this one has no scheme")
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return fmt.Errorf("not a valid URL: %v", err)
+	}
+	i := slices.IndexFunc(brokerSchemes, func(b brokerScheme) bool { return b.scheme == u.Scheme })
+	if i < 0 {
+		known := make([]string, len(brokerSchemes))
+		for i, b := range brokerSchemes {
+			known[i] = b.scheme
+		}
+		return fmt.Errorf("unknown scheme %q (known: %s)", u.Scheme, strings.Join(known, ", "))
+	}
+	defaultPort := brokerSchemes[i].port
+	switch {
+	case u.User != nil:
+		return errors.New("put credentials in mqtt.username and mqtt.password, not in the URL")
+	case u.Hostname() == "":
+		return fmt.Errorf("no host; want %s://host:port", u.Scheme)
+	case u.Port() == "" && defaultPort != 0:
+		return fmt.Errorf("no port; want %s://%s:%d or another port", u.Scheme, u.Host, defaultPort)
+	case u.Port() != "":
+		if err := checkPort(u.Port(), 1); err != nil {
+			return err
+		}
+	}
+	if defaultPort != 0 && (u.Path != "" || u.RawQuery != "") {
+		return fmt.Errorf("a %s:// URL takes no path; only ws:// and wss:// do", u.Scheme)
+	}
+	return nil
+}
+
+// fmtDuration formats d as time.Duration does, without zero minutes and
+// seconds after hours: 720h, not 720h0m0s.
+func fmtDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}

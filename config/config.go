@@ -1,0 +1,218 @@
+package config
+
+import (
+	"time"
+
+	"github.com/hearthd/hearth/devices"
+	"github.com/hearthd/hearth/retry"
+)
+
+// ProtocolZigbee2MQTT is the protocol of a service that is a Zigbee2MQTT
+// bridge, reached over MQTT under its base topic.
+const ProtocolZigbee2MQTT = "zigbee2mqtt"
+
+// Limits of the schema.
+const (
+	// MaxAttempts is the most attempts a service's retry policy may ask
+	// for. Zigbee, Z-Wave and Matter already retry at the radio layer, so
+	// Hearth adds few attempts of its own.
+	MaxAttempts = 3
+	// MaxKeepAlive is the longest MQTT keep alive: the protocol carries it
+	// as a 16-bit number of seconds.
+	MaxKeepAlive = 65535 * time.Second
+)
+
+// Config is Hearth's whole configuration. Parse fills what the file leaves
+// out with the default documented on each field.
+type Config struct {
+	// Prefix is the topic prefix of Hearth's MQTT contract (<prefix>/<device>/set
+	// and so on): one or more topic levels without wildcards. Default "hearth".
+	Prefix string
+	// DataDir is the directory of the bbolt store. Default "data".
+	DataDir string
+	// Defaults hold values that devices may override.
+	Defaults Defaults
+	// MQTT is the connection to the broker.
+	MQTT MQTT
+	// HTTP is the HTTP API.
+	HTTP HTTP
+	// Services are the bridges and services that reach devices, in file
+	// order. Default none.
+	Services []Service
+	// Devices are the configured devices, in file order. Default none.
+	Devices []Device
+}
+
+// Defaults hold values that devices may override.
+type Defaults struct {
+	// TTL is how long a command stays worth doing when neither the command
+	// nor its device says: positive, at most devices.MaxTTL. Default 60s.
+	TTL time.Duration
+}
+
+// MQTT is the connection to the broker: the embedded one, or an external
+// one when URL is set.
+type MQTT struct {
+	// Listen is the embedded broker's listen address, host:port. Unused
+	// when URL is set. Default "127.0.0.1:1883".
+	Listen string
+	// URL is an external broker (tcp://, ssl://, mqtt://, mqtts://, ws://,
+	// wss://, as the Eclipse Paho client takes them). When it is set no
+	// embedded broker runs. Default "": run the embedded broker.
+	URL string
+	// Username and Password are the credentials Hearth connects with.
+	// Default "": none.
+	Username string
+	Password string
+	// ClientID is Hearth's MQTT client ID. Default "": the daemon chooses
+	// one ("hearth-" + host name), since config does not read the host.
+	ClientID string
+	// KeepAlive is the MQTT keep alive: whole seconds, at most MaxKeepAlive.
+	// Default 30s.
+	KeepAlive time.Duration
+	// TLS configures the connection to an ssl://, mqtts:// or wss:// URL.
+	TLS TLS
+	// Reconnect spaces Hearth's own connects and reconnects with full
+	// jitter. Default base 1s, multiplier 2, cap 60s.
+	Reconnect retry.Backoff
+}
+
+// TLS configures the connection to a TLS broker URL. File paths are read by
+// the daemon, not by config. Every zero value means "as Go's crypto/tls
+// does by default": the system roots and no client certificate.
+type TLS struct {
+	// CAFile is a PEM file of roots to trust instead of the system's.
+	CAFile string
+	// CertFile and KeyFile are a PEM client certificate and its key; they
+	// are given together or not at all.
+	CertFile string
+	KeyFile  string
+	// InsecureSkipVerify turns off verification of the broker's
+	// certificate. For testing only.
+	InsecureSkipVerify bool
+}
+
+// HTTP is the HTTP API.
+type HTTP struct {
+	// Listen is the listen address, host:port. Default "127.0.0.1:8080".
+	Listen string
+}
+
+// Service is one bridge or service that reaches devices.
+type Service struct {
+	// Name is the service's name in the file: lower-case letters, digits,
+	// '_' and '-'.
+	Name string
+	// Protocol is how Hearth talks to the service. Required; the only one
+	// known for now is ProtocolZigbee2MQTT.
+	Protocol string
+	// BaseTopic is the bridge's MQTT base topic. Default per protocol:
+	// "zigbee2mqtt" for zigbee2mqtt, Zigbee2MQTT's own default.
+	BaseTopic string
+	// Retry is how Hearth retries commands sent through the service.
+	Retry Retry
+}
+
+// Retry is a service's retry policy.
+type Retry struct {
+	// MaxAttempts is how many times a command is sent at most, the first
+	// included: 1 to MaxAttempts. Default per protocol: 2 for zigbee2mqtt,
+	// because Zigbee retries at the radio layer.
+	MaxAttempts int
+	// AttemptTimeout is how long one attempt waits for a confirming
+	// report. Default 5s.
+	AttemptTimeout time.Duration
+	// Backoff spaces the attempts with full jitter. Default base 1s,
+	// multiplier 2, cap 10s.
+	Backoff retry.Backoff
+}
+
+// Device is one configured device.
+type Device struct {
+	devices.Device
+	// TTL is the device's default command TTL: its own ttl from the file,
+	// or else Defaults.TTL.
+	TTL time.Duration
+}
+
+// Default returns the configuration of an empty file: every default, no
+// services and no devices.
+func Default() *Config {
+	return &Config{
+		Prefix:   "hearth",
+		DataDir:  "data",
+		Defaults: Defaults{TTL: 60 * time.Second},
+		MQTT: MQTT{
+			Listen:    "127.0.0.1:1883",
+			KeepAlive: 30 * time.Second,
+			Reconnect: retry.Backoff{Base: time.Second, Multiplier: 2, Cap: 60 * time.Second},
+		},
+		HTTP: HTTP{Listen: "127.0.0.1:8080"},
+	}
+}
+
+// protocols holds, per known protocol, a service with that protocol's
+// defaults.
+var protocols = map[string]Service{
+	ProtocolZigbee2MQTT: {
+		BaseTopic: "zigbee2mqtt",
+		Retry: Retry{
+			MaxAttempts:    2,
+			AttemptTimeout: 5 * time.Second,
+			Backoff:        retry.Backoff{Base: time.Second, Multiplier: 2, Cap: 10 * time.Second},
+		},
+	},
+}
+
+// protocolNames lists the known protocols, sorted, for error messages.
+var protocolNames = []string{ProtocolZigbee2MQTT}
+
+// withDefaults returns s with every zero field set to its protocol's
+// default. An unknown protocol leaves s as it is.
+func (s Service) withDefaults() Service {
+	d, ok := protocols[s.Protocol]
+	if !ok {
+		return s
+	}
+	if s.BaseTopic == "" {
+		s.BaseTopic = d.BaseTopic
+	}
+	r, dr := &s.Retry, d.Retry
+	if r.MaxAttempts == 0 {
+		r.MaxAttempts = dr.MaxAttempts
+	}
+	if r.AttemptTimeout == 0 {
+		r.AttemptTimeout = dr.AttemptTimeout
+	}
+	if r.Backoff.Base == 0 {
+		r.Backoff.Base = dr.Backoff.Base
+	}
+	if r.Backoff.Multiplier == 0 {
+		r.Backoff.Multiplier = dr.Backoff.Multiplier
+	}
+	if r.Backoff.Cap == 0 {
+		r.Backoff.Cap = dr.Backoff.Cap
+	}
+	return s
+}
+
+// Device returns the device with the given ID. It searches c.Devices in
+// order; callers on a hot path build their own index.
+func (c *Config) Device(id string) (Device, bool) {
+	for _, d := range c.Devices {
+		if d.ID == id {
+			return d, true
+		}
+	}
+	return Device{}, false
+}
+
+// Service returns the service with the given name.
+func (c *Config) Service(name string) (Service, bool) {
+	for _, s := range c.Services {
+		if s.Name == name {
+			return s, true
+		}
+	}
+	return Service{}, false
+}

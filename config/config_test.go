@@ -1,0 +1,311 @@
+package config
+
+import (
+	"errors"
+	"flag"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/hearthd/hearth/devices"
+	"github.com/hearthd/hearth/retry"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+
+func TestSampleLoads(t *testing.T) {
+	got, err := Load("../configs/hearth.yaml")
+	if err != nil {
+		t.Fatalf("Load() error: %v", err)
+	}
+	z2mRetry := Retry{
+		MaxAttempts:    2,
+		AttemptTimeout: 5 * time.Second,
+		Backoff:        retry.Backoff{Base: time.Second, Multiplier: 2, Cap: 10 * time.Second},
+	}
+	dev := func(id string, class devices.Class, address string, ttl time.Duration) Device {
+		return Device{Device: devices.Device{ID: id, Service: "zigbee", Class: class, Address: address}, TTL: ttl}
+	}
+	want := &Config{
+		Prefix:   "hearth",
+		DataDir:  "data",
+		Defaults: Defaults{TTL: time.Minute},
+		MQTT: MQTT{
+			Listen:    "127.0.0.1:1883",
+			KeepAlive: 30 * time.Second,
+			Reconnect: retry.Backoff{Base: time.Second, Multiplier: 2, Cap: time.Minute},
+		},
+		HTTP: HTTP{Listen: "127.0.0.1:8080"},
+		Services: []Service{
+			{Name: "zigbee", Protocol: ProtocolZigbee2MQTT, BaseTopic: "zigbee2mqtt", Retry: z2mRetry},
+		},
+		Devices: []Device{
+			dev("hall_light", devices.Light, "hall_light", time.Minute),
+			dev("kitchen_light", devices.Light, "kitchen_light", time.Minute),
+			dev("coffee_maker", devices.Switch, "coffee_maker", time.Minute),
+			dev("front_door", devices.Lock, "Front Door", 30*time.Second),
+			dev("living_blinds", devices.Cover, "living_blinds", time.Minute),
+		},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Load(sample):\ngot  %+v\nwant %+v", got, want)
+	}
+}
+
+// TestSampleShowsDefaults keeps the sample honest: the values it writes
+// out are the defaults its comments name.
+func TestSampleShowsDefaults(t *testing.T) {
+	c, err := Load("../configs/hearth.yaml")
+	if err != nil {
+		t.Fatalf("Load() error: %v", err)
+	}
+	got := *c
+	got.Services, got.Devices = nil, nil
+	if want := Default(); !reflect.DeepEqual(&got, want) {
+		t.Errorf("sample settings:\ngot  %+v\nwant %+v (Default())", &got, want)
+	}
+	s, _ := c.Service("zigbee")
+	if got, want := s, (Service{Name: "zigbee", Protocol: ProtocolZigbee2MQTT}).withDefaults(); got != want {
+		t.Errorf("sample service:\ngot  %+v\nwant %+v (protocol defaults)", got, want)
+	}
+}
+
+func TestDefault(t *testing.T) {
+	c := Default()
+	tests := []struct {
+		key       string
+		got, want any
+	}{
+		{"prefix", c.Prefix, "hearth"},
+		{"data_dir", c.DataDir, "data"},
+		{"defaults.ttl", c.Defaults.TTL, 60 * time.Second},
+		{"mqtt.listen", c.MQTT.Listen, "127.0.0.1:1883"},
+		{"mqtt.url", c.MQTT.URL, ""},
+		{"mqtt.username", c.MQTT.Username, ""},
+		{"mqtt.password", c.MQTT.Password, ""},
+		{"mqtt.client_id", c.MQTT.ClientID, ""},
+		{"mqtt.keepalive", c.MQTT.KeepAlive, 30 * time.Second},
+		{"mqtt.tls", c.MQTT.TLS, TLS{}},
+		{"mqtt.reconnect", c.MQTT.Reconnect, retry.Backoff{Base: time.Second, Multiplier: 2, Cap: 60 * time.Second}},
+		{"http.listen", c.HTTP.Listen, "127.0.0.1:8080"},
+		{"services", len(c.Services), 0},
+		{"devices", len(c.Devices), 0},
+	}
+	for _, tt := range tests {
+		if tt.got != tt.want {
+			t.Errorf("Default() %s = %v, want %v", tt.key, tt.got, tt.want)
+		}
+	}
+}
+
+// TestEmptyFileIsDefault: a file that sets nothing, however it says so,
+// gives Default().
+func TestEmptyFileIsDefault(t *testing.T) {
+	tests := []struct{ name, yaml string }{
+		{"empty", ""},
+		{"comments only", "# nothing here\n\n# yet\n"},
+		{"null document", "~\n"},
+		{"bare document marker", "---\n"},
+		{"trailing empty document", "prefix: hearth\n---\n"},
+		{"every section null", "prefix:\ndata_dir: ~\ndefaults:\nmqtt:\n  tls:\n  reconnect:\nhttp:\nservices:\ndevices:\n"},
+		{"every section empty", "defaults: {}\nmqtt: {tls: {}, reconnect: {}}\nhttp: {}\nservices: {}\ndevices: {}\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := Parse("hearth.yaml", []byte(tt.yaml))
+			if err != nil {
+				t.Fatalf("Parse() error: %v", err)
+			}
+			if want := Default(); !reflect.DeepEqual(got, want) {
+				t.Errorf("Parse():\ngot  %+v\nwant %+v", got, want)
+			}
+		})
+	}
+}
+
+// TestZeroValuesTakeDefaults: a service and a device that say only what is
+// required get every other value from the documented defaults.
+func TestZeroValuesTakeDefaults(t *testing.T) {
+	c, err := Parse("hearth.yaml", []byte(`
+defaults:
+  ttl: 2m
+services:
+  zigbee:
+    protocol: zigbee2mqtt
+    retry:
+      base: 500ms
+devices:
+  lamp:
+    class: light
+`))
+	if err != nil {
+		t.Fatalf("Parse() error: %v", err)
+	}
+	s, d := c.Services[0], c.Devices[0]
+	tests := []struct {
+		key       string
+		got, want any
+	}{
+		{"services.zigbee.base_topic", s.BaseTopic, "zigbee2mqtt"},
+		{"services.zigbee.retry.max_attempts", s.Retry.MaxAttempts, 2},
+		{"services.zigbee.retry.attempt_timeout", s.Retry.AttemptTimeout, 5 * time.Second},
+		{"services.zigbee.retry.base", s.Retry.Backoff.Base, 500 * time.Millisecond},
+		{"services.zigbee.retry.multiplier", s.Retry.Backoff.Multiplier, 2.0},
+		{"services.zigbee.retry.cap", s.Retry.Backoff.Cap, 10 * time.Second},
+		{"devices.lamp.service (the only one)", d.Service, "zigbee"},
+		{"devices.lamp.address (the ID)", d.Address, "lamp"},
+		{"devices.lamp.ttl (defaults.ttl)", d.TTL, 2 * time.Minute},
+	}
+	for _, tt := range tests {
+		if tt.got != tt.want {
+			t.Errorf("%s = %v, want %v", tt.key, tt.got, tt.want)
+		}
+	}
+}
+
+// TestParseAccepts covers values near the edges of what is valid.
+func TestParseAccepts(t *testing.T) {
+	tests := []struct {
+		name string
+		yaml string
+		get  func(*Config) any
+		want any
+	}{
+		{"prefix of several levels", "prefix: home/hearth\n", func(c *Config) any { return c.Prefix }, "home/hearth"},
+		{"number taken as text", "prefix: 2024\n", func(c *Config) any { return c.Prefix }, "2024"},
+		{"password of digits, as written", "mqtt:\n  password: 0123\n", func(c *Config) any { return c.MQTT.Password }, "0123"},
+		{"listen on every interface", "http:\n  listen: :8080\n", func(c *Config) any { return c.HTTP.Listen }, ":8080"},
+		{"listen on any port", "http:\n  listen: 127.0.0.1:0\n", func(c *Config) any { return c.HTTP.Listen }, "127.0.0.1:0"},
+		{"listen on IPv6", "mqtt:\n  listen: '[::1]:1883'\n", func(c *Config) any { return c.MQTT.Listen }, "[::1]:1883"},
+		{"listen on a host name", "mqtt:\n  listen: hub.local:1883\n", func(c *Config) any { return c.MQTT.Listen }, "hub.local:1883"},
+		{"external broker with TLS", "mqtt:\n  url: mqtts://broker:8883\n  tls: {ca_file: ca.pem, cert_file: c.pem, key_file: k.pem}\n",
+			func(c *Config) any { return c.MQTT.TLS }, TLS{CAFile: "ca.pem", CertFile: "c.pem", KeyFile: "k.pem"}},
+		{"websocket broker without port, with path", "mqtt:\n  url: wss://broker/mqtt\n  tls:\n    insecure_skip_verify: true\n",
+			func(c *Config) any { return c.MQTT.TLS.InsecureSkipVerify }, true},
+		{"upper-case scheme", "mqtt:\n  url: TCP://broker:1883\n", func(c *Config) any { return c.MQTT.URL }, "TCP://broker:1883"},
+		{"empty tls with embedded broker", "mqtt:\n  tls:\n    ca_file: ''\n    insecure_skip_verify: false\n", func(c *Config) any { return c.MQTT.TLS }, TLS{}},
+		{"ttl at the limit", "defaults:\n  ttl: 720h\n", func(c *Config) any { return c.Defaults.TTL }, devices.MaxTTL},
+		{"keepalive at the limit", "mqtt:\n  keepalive: 65535s\n", func(c *Config) any { return c.MQTT.KeepAlive }, MaxKeepAlive},
+		{"multiplier of one", z2m + "    retry: {multiplier: 1}\n", func(c *Config) any { return c.Services[0].Retry.Backoff.Multiplier }, 1.0},
+		{"fractional multiplier", z2m + "    retry: {multiplier: 1.5}\n", func(c *Config) any { return c.Services[0].Retry.Backoff.Multiplier }, 1.5},
+		{"cap equal to base", z2m + "    retry: {base: 2s, cap: 2s}\n", func(c *Config) any { return c.Services[0].Retry.Backoff.Cap }, 2 * time.Second},
+		{"three attempts", z2m + "    retry: {max_attempts: 3}\n", func(c *Config) any { return c.Services[0].Retry.MaxAttempts }, 3},
+		{"address of several levels", z2m + "devices:\n  lamp: {class: light, address: kitchen/lamp}\n", func(c *Config) any { return c.Devices[0].Address }, "kitchen/lamp"},
+		{"same address on two services", z2m + "    base_topic: z2m_a\n  b:\n    protocol: zigbee2mqtt\n    base_topic: z2m_b\ndevices:\n  x: {service: zigbee, class: light, address: lamp}\n  y: {service: b, class: light, address: lamp}\n",
+			func(c *Config) any { return c.Devices[1].Address }, "lamp"},
+		{"device ID with a space", z2m + "devices:\n  Hall Light: {class: light}\n", func(c *Config) any { return c.Devices[0].Address }, "Hall Light"},
+		{"anchors and aliases", "services:\n  a: {protocol: zigbee2mqtt, base_topic: za, retry: &r {max_attempts: 3}}\n  b: {protocol: zigbee2mqtt, base_topic: zb, retry: *r}\n",
+			func(c *Config) any { return c.Services[1].Retry.MaxAttempts }, 3},
+		{"devices before services", "devices:\n  lamp: {class: light}\n" + z2m, func(c *Config) any { return c.Devices[0].Service }, "zigbee"},
+		{"file order kept", "services:\n  b: {protocol: zigbee2mqtt, base_topic: zb}\n  a: {protocol: zigbee2mqtt, base_topic: za}\n",
+			func(c *Config) any { return c.Services[0].Name + "," + c.Services[1].Name }, "b,a"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Parse("hearth.yaml", []byte(tt.yaml))
+			if err != nil {
+				t.Fatalf("Parse() error: %v", err)
+			}
+			if got := tt.get(c); got != tt.want {
+				t.Errorf("got %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestEveryProblemReported: one file with many mistakes yields all of
+// them, sorted by line.
+func TestEveryProblemReported(t *testing.T) {
+	_, err := Load("testdata/broken.yaml")
+	if err == nil {
+		t.Fatal("Load() succeeded, want problems")
+	}
+	golden := "testdata/broken.golden"
+	got := err.Error() + "\n"
+	if *update {
+		if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("Load() error:\ngot\n%s\nwant\n%s", got, want)
+	}
+}
+
+func TestProblemFields(t *testing.T) {
+	_, err := Parse("configs/hearth.yaml", []byte(z2m+"devices:\n  hall_light:\n    class: lamp\n    colour: red\n"))
+	var ce *Error
+	if !errors.As(err, &ce) {
+		t.Fatalf("Parse() error is %T, want *Error", err)
+	}
+	want := []Problem{
+		{File: "configs/hearth.yaml", Line: 6, Key: "devices.hall_light.class", Message: `unknown class "lamp" (known: light, switch, lock, cover, climate, valve, alarm, sensor)`},
+		{File: "configs/hearth.yaml", Line: 7, Key: "devices.hall_light.colour", Message: "unknown key (known here: service, class, address, ttl)"},
+	}
+	if len(ce.Problems) != len(want) {
+		t.Fatalf("got %d problems, want %d:\n%v", len(ce.Problems), len(want), err)
+	}
+	for i, p := range ce.Problems {
+		if *p != want[i] {
+			t.Errorf("problem %d:\ngot  %+v\nwant %+v", i, *p, want[i])
+		}
+	}
+	var p *Problem
+	if !errors.As(err, &p) || *p != want[0] {
+		t.Errorf("errors.As(err, *Problem) = %+v, want %+v", p, want[0])
+	}
+}
+
+func TestLoadMissingFile(t *testing.T) {
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	abs := filepath.Join(t.TempDir(), "hearth.yaml")
+	tests := []struct {
+		path string
+		want string
+	}{
+		{"testdata/missing.yaml", "testdata/missing.yaml: cannot read config file: no such file or directory (the working directory is " + wd + ")"},
+		{abs, abs + ": cannot read config file: no such file or directory"},
+		{"testdata", "testdata: cannot read config file: is a directory"},
+	}
+	for _, tt := range tests {
+		c, err := Load(tt.path)
+		if err == nil {
+			t.Fatalf("Load(%q) = %+v, want error", tt.path, c)
+		}
+		if got := err.Error(); got != tt.want {
+			t.Errorf("Load(%q) error:\ngot  %s\nwant %s", tt.path, got, tt.want)
+		}
+	}
+	if _, err := Load("testdata/missing.yaml"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Load(missing) error %v is not fs.ErrNotExist", err)
+	}
+}
+
+func TestLookups(t *testing.T) {
+	c, err := Load("../configs/hearth.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, ok := c.Device("front_door"); !ok || d.Address != "Front Door" || d.Class != devices.Lock {
+		t.Errorf("Device(front_door) = %+v, %v; want the lock addressed Front Door", d, ok)
+	}
+	if d, ok := c.Device("attic"); ok {
+		t.Errorf("Device(attic) = %+v, true; want not found", d)
+	}
+	if s, ok := c.Service("zigbee"); !ok || s.BaseTopic != "zigbee2mqtt" {
+		t.Errorf("Service(zigbee) = %+v, %v; want base topic zigbee2mqtt", s, ok)
+	}
+	if s, ok := c.Service("zwave"); ok {
+		t.Errorf("Service(zwave) = %+v, true; want not found", s)
+	}
+}

@@ -1,0 +1,148 @@
+package config
+
+import (
+	"errors"
+	"testing"
+)
+
+// z2m is a valid services section, for cases that need one.
+const z2m = "services:\n  zigbee:\n    protocol: zigbee2mqtt\n"
+
+// TestParseErrors checks, per kind of mistake, the exact problem reported:
+// file, line, dotted key and message.
+func TestParseErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		yaml string
+		want string
+	}{
+		// Keys.
+		{"unknown top-level key", "prfix: home\n", `hearth.yaml:1: prfix: unknown key (did you mean prefix? known here: prefix, data_dir, defaults, mqtt, http, services, devices)`},
+		{"unknown nested key", "mqtt:\n  tsl: {}\n", `hearth.yaml:2: mqtt.tsl: unknown key (did you mean tls? known here: listen, url, username, password, client_id, keepalive, tls, reconnect)`},
+		{"unknown device key", z2m + "devices:\n  lamp:\n    class: light\n    colour: red\n", `hearth.yaml:7: devices.lamp.colour: unknown key (known here: service, class, address, ttl)`},
+		{"unknown key without a near match", "http:\n  port: 80\n", `hearth.yaml:2: http.port: unknown key (known here: listen)`},
+		{"duplicate top-level key", "prefix: a\nprefix: b\n", `hearth.yaml:2: prefix: duplicate key (first at line 1)`},
+		{"duplicate device", z2m + "devices:\n  lamp: {class: light}\n  lamp: {class: switch}\n", `hearth.yaml:6: devices.lamp: duplicate key (first at line 5)`},
+		{"merge key", "mqtt: &m {listen: ':1'}\nhttp:\n  <<: *m\n", `hearth.yaml:3: http: merge keys (<<) are not supported; write the keys out`},
+
+		// Types.
+		{"word for a whole number", z2m + "    retry:\n      max_attempts: two\n", `hearth.yaml:5: services.zigbee.retry.max_attempts: want a whole number, got "two"`},
+		{"fraction for a whole number", z2m + "    retry:\n      max_attempts: 2.5\n", `hearth.yaml:5: services.zigbee.retry.max_attempts: want a whole number, got 2.5`},
+		{"quoted number for a whole number", z2m + "    retry:\n      max_attempts: \"2\"\n", `hearth.yaml:5: services.zigbee.retry.max_attempts: want a whole number, got "2"`},
+		{"word for a number", z2m + "    retry:\n      multiplier: double\n", `hearth.yaml:5: services.zigbee.retry.multiplier: want a number, got "double"`},
+		{"infinite number", z2m + "    retry:\n      multiplier: .inf\n", `hearth.yaml:5: services.zigbee.retry.multiplier: want a finite number, got .inf`},
+		{"yes for a bool", "mqtt:\n  tls:\n    insecure_skip_verify: yes\n", `hearth.yaml:3: mqtt.tls.insecure_skip_verify: want true or false, got "yes"`},
+		{"mapping for a string", "prefix: {home: 1}\n", `hearth.yaml:1: prefix: want a string, got a mapping`},
+		{"list for a string", "data_dir: [a, b]\n", `hearth.yaml:1: data_dir: want a string, got a list`},
+		{"scalar for a mapping", "mqtt: embedded\n", `hearth.yaml:1: mqtt: want a mapping, got "embedded"`},
+		{"list for a service", "services:\n  zigbee: [zigbee2mqtt]\n", `hearth.yaml:2: services.zigbee: want a mapping, got a list`},
+		{"scalar for a device", z2m + "devices:\n  lamp: light\n", `hearth.yaml:5: devices.lamp: want a mapping, got "light"`},
+		{"list for a key", "? [a, b]\n: c\n", `hearth.yaml:1: want a key name, got a list`},
+		{"list for services", "services:\n  - zigbee\n", `hearth.yaml:2: services: want a mapping, got a list`},
+		{"top level is a list", "- prefix\n", `hearth.yaml:1: want a mapping, got a list`},
+
+		// Durations.
+		{"bare number duration", "defaults:\n  ttl: 60\n", `hearth.yaml:2: defaults.ttl: want a duration, got 60 (no unit); use a Go duration such as 10s`},
+		{"bare fraction duration", "defaults:\n  ttl: 1.5\n", `hearth.yaml:2: defaults.ttl: want a duration, got 1.5 (no unit); use a Go duration such as 10s`},
+		{"word duration", "defaults:\n  ttl: soon\n", `hearth.yaml:2: defaults.ttl: want a duration, got "soon"; use a Go duration such as 10s`},
+		{"duration without unit after hours", "defaults:\n  ttl: 1h30\n", `hearth.yaml:2: defaults.ttl: want a duration, got "1h30"; use a Go duration such as 10s`},
+		{"zero duration", "defaults:\n  ttl: 0s\n", `hearth.yaml:2: defaults.ttl: must be positive, got 0s`},
+		{"negative duration", "mqtt:\n  reconnect:\n    base: -1s\n", `hearth.yaml:3: mqtt.reconnect.base: must be positive, got -1s`},
+		{"ttl over the limit", "defaults:\n  ttl: 1000h\n", `hearth.yaml:2: defaults.ttl: must be at most 720h (30 days), got 1000h`},
+		{"device ttl zero", z2m + "devices:\n  lamp:\n    class: light\n    ttl: 0s\n", `hearth.yaml:7: devices.lamp.ttl: must be positive, got 0s`},
+		{"keepalive fraction of a second", "mqtt:\n  keepalive: 1500ms\n", `hearth.yaml:2: mqtt.keepalive: must be whole seconds, as MQTT counts it, got 1.5s`},
+		{"keepalive over 16 bits", "mqtt:\n  keepalive: 20h\n", `hearth.yaml:2: mqtt.keepalive: must be at most 18h12m15s, as MQTT counts it in 16 bits, got 20h`},
+		{"attempt timeout zero", z2m + "    retry:\n      attempt_timeout: 0s\n", `hearth.yaml:5: services.zigbee.retry.attempt_timeout: must be positive, got 0s`},
+
+		// Ranges and backoff.
+		{"zero attempts", z2m + "    retry:\n      max_attempts: 0\n", `hearth.yaml:5: services.zigbee.retry.max_attempts: must be from 1 to 3, got 0; the radio layer already retries`},
+		{"four attempts", z2m + "    retry:\n      max_attempts: 4\n", `hearth.yaml:5: services.zigbee.retry.max_attempts: must be from 1 to 3, got 4; the radio layer already retries`},
+		{"multiplier below one", z2m + "    retry:\n      multiplier: 0.5\n", `hearth.yaml:5: services.zigbee.retry.multiplier: must be at least 1, got 0.5`},
+		{"cap below base", z2m + "    retry:\n      base: 2s\n      cap: 1s\n", `hearth.yaml:6: services.zigbee.retry.cap: 1s is less than base 2s`},
+		{"base above default cap", "mqtt:\n  reconnect:\n    base: 2m\n", `hearth.yaml:3: mqtt.reconnect.base: 2m is more than cap 1m`},
+
+		// Services.
+		{"unknown protocol", "services:\n  zwave:\n    protocol: zwave-js\n", `hearth.yaml:3: services.zwave.protocol: unknown protocol "zwave-js" (known: zigbee2mqtt)`},
+		{"missing protocol", "services:\n  zigbee:\n    base_topic: z2m\n", `hearth.yaml:2: services.zigbee.protocol: missing (known: zigbee2mqtt)`},
+		{"service without settings", "services:\n  zigbee:\n", `hearth.yaml:2: services.zigbee.protocol: missing (known: zigbee2mqtt)`},
+		{"invalid service name", "services:\n  Zig Bee:\n    protocol: zigbee2mqtt\n", `hearth.yaml:2: services."Zig Bee": invalid service name: use lower-case letters, digits, '_' and '-'`},
+		{"base topic equals prefix", "prefix: home\n" + z2m + "    base_topic: home\n", `hearth.yaml:5: services.zigbee.base_topic: base topic "home" overlaps prefix "home"; Hearth and each bridge need topics of their own`},
+		{"base topic under prefix", "prefix: home\n" + z2m + "    base_topic: home/zigbee\n", `hearth.yaml:5: services.zigbee.base_topic: base topic "home/zigbee" overlaps prefix "home"; Hearth and each bridge need topics of their own`},
+		{"default base topic equals prefix", "prefix: zigbee2mqtt\n" + z2m, `hearth.yaml:3: services.zigbee.base_topic: default base topic "zigbee2mqtt" overlaps prefix "zigbee2mqtt"; Hearth and each bridge need topics of their own`},
+		{"two services on one base topic", z2m + "  garden:\n    protocol: zigbee2mqtt\n", `hearth.yaml:4: services.garden.base_topic: default base topic "zigbee2mqtt" overlaps services.zigbee.base_topic "zigbee2mqtt"; Hearth and each bridge need topics of their own`},
+		{"base topic with wildcard", z2m + "    base_topic: z2m/#\n", `hearth.yaml:4: services.zigbee.base_topic: "z2m/#" contains '#', an MQTT wildcard`},
+
+		// Devices.
+		{"device naming a missing service", z2m + "devices:\n  lamp:\n    service: zigbe\n    class: light\n", `hearth.yaml:6: devices.lamp.service: no service "zigbe" (services: zigbee)`},
+		{"device naming a service when there are none", "devices:\n  lamp:\n    service: zigbee\n    class: light\n", `hearth.yaml:3: devices.lamp.service: no service "zigbee" (no services are configured)`},
+		{"device without service among two", z2m + "  garden:\n    protocol: zigbee2mqtt\n    base_topic: garden\ndevices:\n  lamp:\n    class: light\n", `hearth.yaml:8: devices.lamp.service: missing; with more than one service, name one of: zigbee, garden`},
+		{"device without service and no services", "devices:\n  lamp:\n    class: light\n", `hearth.yaml:2: devices.lamp.service: missing, and no services are configured`},
+		{"invalid device id", z2m + "devices:\n  hall/lamp:\n    class: light\n", `hearth.yaml:5: devices."hall/lamp": device id "hall/lamp" contains '/', which cannot stand in one MQTT topic level`},
+		{"reserved device id", z2m + "devices:\n  bridge:\n    class: light\n", `hearth.yaml:5: devices.bridge: device id "bridge" is reserved for hearth's own topics`},
+		{"unknown class", z2m + "devices:\n  hall_light:\n    class: lamp\n", `hearth.yaml:6: devices.hall_light.class: unknown class "lamp" (known: light, switch, lock, cover, climate, valve, alarm, sensor)`},
+		{"quoted device id in the key", z2m + "devices:\n  Hall Light:\n    class: lamp\n", `hearth.yaml:6: devices."Hall Light".class: unknown class "lamp" (known: light, switch, lock, cover, climate, valve, alarm, sensor)`},
+		{"missing class", z2m + "devices:\n  hall_light:\n    address: Hall\n", `hearth.yaml:5: devices.hall_light.class: missing (known: light, switch, lock, cover, climate, valve, alarm, sensor)`},
+		{"device without settings", z2m + "devices:\n  hall_light:\n", `hearth.yaml:5: devices.hall_light.class: missing (known: light, switch, lock, cover, climate, valve, alarm, sensor)`},
+		{"address used twice", z2m + "devices:\n  a:\n    class: light\n    address: Hall\n  b:\n    class: light\n    address: Hall\n", `hearth.yaml:10: devices.b.address: "Hall" is already the address of devices.a (line 5) on service zigbee`},
+		{"address equal to another device's id", z2m + "devices:\n  hall:\n    class: light\n  b:\n    class: light\n    address: hall\n", `hearth.yaml:9: devices.b.address: "hall" is already the address of devices.hall (line 5) on service zigbee`},
+		{"address ending in a number", z2m + "devices:\n  a:\n    class: light\n    address: kitchen/2\n", `hearth.yaml:7: devices.a.address: "kitchen/2" ends in '/' and a number, which Zigbee2MQTT does not allow in a friendly_name`},
+		{"address with wildcard", z2m + "devices:\n  a:\n    class: light\n    address: hall+\n", `hearth.yaml:7: devices.a.address: "hall+" contains '+', an MQTT wildcard`},
+		{"empty address", z2m + "devices:\n  a:\n    class: light\n    address: \"\"\n", `hearth.yaml:7: devices.a.address: must not be empty (leave the key out for the default)`},
+
+		// Listen addresses.
+		{"listen without port", "mqtt:\n  listen: localhost\n", `hearth.yaml:2: mqtt.listen: want host:port such as 127.0.0.1:8080, got "localhost"`},
+		{"listen port too high", "http:\n  listen: 127.0.0.1:65536\n", `hearth.yaml:2: http.listen: port "65536" is not a number from 0 to 65535`},
+		{"listen port by name", "http:\n  listen: localhost:http\n", `hearth.yaml:2: http.listen: port "http" is not a number from 0 to 65535`},
+		{"listen bad host", "http:\n  listen: my host:80\n", `hearth.yaml:2: http.listen: host "my host" is neither an IP address nor a host name`},
+
+		// Broker URL and TLS.
+		{"url with http scheme", "mqtt:\n  url: http://broker:1883\n", `hearth.yaml:2: mqtt.url: unknown scheme "http" (known: tcp, ssl, mqtt, mqtts, ws, wss)`},
+		{"url without scheme", "mqtt:\n  url: broker:1883\n", `hearth.yaml:2: mqtt.url: want a URL such as tcp://broker.local:1883; this one has no scheme`},
+		{"url without port", "mqtt:\n  url: tcp://broker\n", `hearth.yaml:2: mqtt.url: no port; want tcp://broker:1883 or another port`},
+		{"url without host", "mqtt:\n  url: tcp://:1883\n", `hearth.yaml:2: mqtt.url: no host; want tcp://host:port`},
+		{"url with port zero", "mqtt:\n  url: ssl://broker:0\n", `hearth.yaml:2: mqtt.url: port "0" is not a number from 1 to 65535`},
+		{"url with credentials", "mqtt:\n  url: tcp://hearth:secret@broker:1883\n", `hearth.yaml:2: mqtt.url: put credentials in mqtt.username and mqtt.password, not in the URL`},
+		{"url with bad port", "mqtt:\n  url: tcp://hearth:x\n", `hearth.yaml:2: mqtt.url: not a valid URL: invalid port ":x" after host`},
+		{"tcp url with path", "mqtt:\n  url: tcp://broker:1883/mqtt\n", `hearth.yaml:2: mqtt.url: a tcp:// URL takes no path; only ws:// and wss:// do`},
+		{"tls without url", "mqtt:\n  tls:\n    ca_file: ca.pem\n", `hearth.yaml:2: mqtt.tls: TLS settings need an ssl://, mqtts:// or wss:// mqtt.url; without one Hearth runs the embedded broker, which takes none`},
+		{"tls with tcp url", "mqtt:\n  url: tcp://broker:1883\n  tls:\n    insecure_skip_verify: true\n", `hearth.yaml:3: mqtt.tls: TLS settings need an ssl://, mqtts:// or wss:// mqtt.url, not tcp://`},
+		{"cert without key", "mqtt:\n  url: ssl://broker:8883\n  tls:\n    cert_file: c.pem\n", `hearth.yaml:4: mqtt.tls.cert_file: needs mqtt.tls.key_file too`},
+		{"key without cert", "mqtt:\n  url: ssl://broker:8883\n  tls:\n    key_file: k.pem\n", `hearth.yaml:4: mqtt.tls.key_file: needs mqtt.tls.cert_file too`},
+
+		// Prefix and data_dir.
+		{"empty prefix", "prefix: \"\"\n", `hearth.yaml:1: prefix: must not be empty (leave the key out for the default)`},
+		{"prefix with empty level", "prefix: home//hearth\n", `hearth.yaml:1: prefix: "home//hearth" has an empty topic level; separate levels with one '/' and put none at either end`},
+		{"prefix with trailing slash", "prefix: hearth/\n", `hearth.yaml:1: prefix: "hearth/" has an empty topic level; separate levels with one '/' and put none at either end`},
+		{"prefix with plus", "prefix: home/+\n", `hearth.yaml:1: prefix: "home/+" contains '+', an MQTT wildcard`},
+		{"prefix with hash", "prefix: \"#\"\n", `hearth.yaml:1: prefix: "#" contains '#', an MQTT wildcard`},
+		{"prefix with dollar", "prefix: $SYS/hearth\n", `hearth.yaml:1: prefix: "$SYS/hearth" starts with '$', which brokers keep for their own topics`},
+		{"empty data_dir", "data_dir: \"\"\n", `hearth.yaml:1: data_dir: must not be empty (leave the key out for the default)`},
+
+		// The file itself.
+		{"yaml syntax error on line 1", "prefix: a: b\n", `hearth.yaml:1: invalid YAML: mapping values are not allowed in this context`},
+		{"yaml tab indentation", "mqtt:\n\tlisten: x\n", `hearth.yaml:2: invalid YAML: found character that cannot start any token`},
+		{"yaml unclosed flow", "http: {listen: x\n", `hearth.yaml:1: invalid YAML: did not find expected ',' or '}'`},
+		{"two documents", "prefix: a\n---\nprefix: b\n", `hearth.yaml:2: a second YAML document; a config file holds one`},
+		{"syntax error in a second document", "prefix: a\n---\nprefix: [\n", `hearth.yaml:3: invalid YAML: did not find expected node content`},
+		{"not utf-8", "prefix: a\nhttp: \xff\n", `hearth.yaml:2: not valid UTF-8; a config file is UTF-8 text`},
+		{"control character", "prefix: a\x07\n", `hearth.yaml:1: control character U+0007 is not allowed`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Parse("hearth.yaml", []byte(tt.yaml))
+			if err == nil {
+				t.Fatalf("Parse() = %+v, want error %q", c, tt.want)
+			}
+			if c != nil {
+				t.Errorf("Parse() returned a config with its error")
+			}
+			var ce *Error
+			if !errors.As(err, &ce) {
+				t.Errorf("Parse() error is %T, want *Error", err)
+			}
+			if got := err.Error(); got != tt.want {
+				t.Errorf("Parse() error:\ngot  %s\nwant %s", got, tt.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,295 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/hearthd/hearth/devices"
+	"github.com/hearthd/hearth/retry"
+)
+
+// Load reads the config file at path and parses it as Parse does, naming
+// the file by path in every problem.
+//
+// A file that cannot be read is an error that names the path and wraps the
+// cause, so that errors.Is(err, fs.ErrNotExist) holds for a missing file.
+// A file that is read but wrong is an *Error.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err // the path is in our message already
+		}
+		if errors.Is(err, fs.ErrNotExist) && !filepath.IsAbs(path) {
+			if wd, werr := os.Getwd(); werr == nil {
+				return nil, fmt.Errorf("%s: cannot read config file: %w (the working directory is %s)", path, err, wd)
+			}
+		}
+		return nil, fmt.Errorf("%s: cannot read config file: %w", path, err)
+	}
+	return Parse(path, data)
+}
+
+// Parse parses data, the text of the config file called name, and returns
+// the validated config with every default filled in. An empty file (or
+// one of comments only) gives Default().
+//
+// When anything is wrong Parse returns a nil *Config and an *Error that
+// holds every problem found, each naming name, the line and the dotted key.
+func Parse(name string, data []byte) (*Config, error) {
+	w := newWalker(name)
+	c := Default()
+	if root := w.document(data); root != nil {
+		w.mapping(root, "", c.schema()...)
+	}
+	c.check(w)
+	if err := w.result(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// schema lists the keys of the file and where each value goes.
+func (c *Config) schema() []field {
+	m := &c.MQTT
+	return []field{
+		value("prefix", &c.Prefix, topicRoot),
+		value("data_dir", &c.DataDir, notEmpty),
+		section("defaults",
+			value("ttl", &c.Defaults.TTL, ttl),
+		),
+		section("mqtt",
+			value("listen", &m.Listen, listenAddress),
+			value("url", &m.URL, brokerURL),
+			value("username", &m.Username),
+			value("password", &m.Password),
+			value("client_id", &m.ClientID),
+			value("keepalive", &m.KeepAlive, keepAlive),
+			section("tls",
+				value("ca_file", &m.TLS.CAFile),
+				value("cert_file", &m.TLS.CertFile),
+				value("key_file", &m.TLS.KeyFile),
+				value("insecure_skip_verify", &m.TLS.InsecureSkipVerify),
+			),
+			section("reconnect", backoff(&m.Reconnect)...),
+		),
+		section("http",
+			value("listen", &c.HTTP.Listen, listenAddress),
+		),
+		{"services", func(w *walker, n *yaml.Node, key string) {
+			w.entries(n, key, func(name string, v *yaml.Node, k string) {
+				c.Services = append(c.Services, walkService(w, name, v, k))
+			})
+		}},
+		{"devices", func(w *walker, n *yaml.Node, key string) {
+			w.entries(n, key, func(id string, v *yaml.Node, k string) {
+				c.Devices = append(c.Devices, walkDevice(w, id, v, k))
+			})
+		}},
+	}
+}
+
+// backoff lists the keys of a full-jitter backoff.
+func backoff(b *retry.Backoff) []field {
+	return []field{
+		value("base", &b.Base, positive),
+		value("multiplier", &b.Multiplier, atLeastOne),
+		value("cap", &b.Cap, positive),
+	}
+}
+
+// walkService walks one entry of services and fills in its protocol's
+// defaults.
+func walkService(w *walker, name string, n *yaml.Node, key string) Service {
+	s := Service{Name: name}
+	if !serviceName.MatchString(name) {
+		w.reportf(w.lines[key], key, "invalid service name: use lower-case letters, digits, '_' and '-'")
+	}
+	w.mapping(n, key,
+		value("protocol", &s.Protocol, knownProtocol),
+		value("base_topic", &s.BaseTopic, topicRoot),
+		section("retry", append([]field{
+			value("max_attempts", &s.Retry.MaxAttempts, attempts),
+			value("attempt_timeout", &s.Retry.AttemptTimeout, positive),
+		}, backoff(&s.Retry.Backoff)...)...),
+	)
+	if k := join(key, "protocol"); s.Protocol == "" && !w.reported[k] && !w.reported[key] {
+		w.reportf(w.lines[key], k, "missing (known: %s)", strings.Join(protocolNames, ", "))
+	}
+	s = s.withDefaults()
+	w.checkBackoff(join(key, "retry"), s.Retry.Backoff)
+	return s
+}
+
+// walkDevice walks one entry of devices. Its service, address and TTL are
+// resolved by check, once the whole file is read.
+func walkDevice(w *walker, id string, n *yaml.Node, key string) Device {
+	d := Device{Device: devices.Device{ID: id}}
+	if err := devices.ValidID(id); err != nil {
+		w.report(w.lines[key], key, err)
+	}
+	w.mapping(n, key,
+		value("service", &d.Service, notEmpty),
+		value("class", &d.Class),
+		value("address", &d.Address, topicLevels),
+		value("ttl", &d.TTL, ttl),
+	)
+	if k := join(key, "class"); d.Class == "" && !w.reported[k] && !w.reported[key] {
+		w.reportf(w.lines[key], k, "missing (known: %s)", classNames())
+	}
+	return d
+}
+
+// check resolves what depends on more than one key and reports what does
+// not fit together.
+func (c *Config) check(w *walker) {
+	m := &c.MQTT
+	if m.TLS != (TLS{}) && !w.reported["mqtt.url"] {
+		switch scheme, _, _ := strings.Cut(m.URL, "://"); strings.ToLower(scheme) {
+		case "ssl", "mqtts", "wss":
+		case "":
+			w.reportf(w.lines["mqtt.tls"], "mqtt.tls", "TLS settings need an ssl://, mqtts:// or wss:// mqtt.url; without one Hearth runs the embedded broker, which takes none")
+		default:
+			w.reportf(w.lines["mqtt.tls"], "mqtt.tls", "TLS settings need an ssl://, mqtts:// or wss:// mqtt.url, not %s://", scheme)
+		}
+	}
+	if m.TLS.CertFile != "" && m.TLS.KeyFile == "" {
+		w.reportf(w.lines["mqtt.tls.cert_file"], "mqtt.tls.cert_file", "needs mqtt.tls.key_file too")
+	}
+	if m.TLS.KeyFile != "" && m.TLS.CertFile == "" {
+		w.reportf(w.lines["mqtt.tls.key_file"], "mqtt.tls.key_file", "needs mqtt.tls.cert_file too")
+	}
+	w.checkBackoff("mqtt.reconnect", m.Reconnect)
+	c.checkTopics(w)
+	c.checkDevices(w)
+}
+
+// checkTopics reports base topics that overlap Hearth's prefix or each
+// other: a bridge under Hearth's prefix would take Hearth's own topics for
+// commands, and two bridges on one base topic cannot be told apart.
+func (c *Config) checkTopics(w *walker) {
+	type root struct{ key, topic string }
+	roots := []root{{"prefix", c.Prefix}}
+	if w.reported["prefix"] {
+		roots = nil
+	}
+	for _, s := range c.Services {
+		skey := join("services", s.Name)
+		key := join(skey, "base_topic")
+		if w.reported[key] || s.BaseTopic == "" {
+			continue
+		}
+		_, line := w.at(key, skey)
+		_, explicit := w.lines[key]
+		for _, r := range roots {
+			if !overlaps(s.BaseTopic, r.topic) {
+				continue
+			}
+			what := "base topic"
+			if !explicit {
+				what = "default base topic"
+			}
+			w.reportf(line, key, "%s %q overlaps %s %q; Hearth and each bridge need topics of their own", what, s.BaseTopic, r.key, r.topic)
+			break
+		}
+		roots = append(roots, root{key, s.BaseTopic})
+	}
+}
+
+// overlaps reports whether topic a equals b or lies under it, or b under a.
+func overlaps(a, b string) bool {
+	return a == b || strings.HasPrefix(a, b+"/") || strings.HasPrefix(b, a+"/")
+}
+
+// checkDevices resolves each device's service, address and TTL, and
+// reports services that do not exist and addresses used twice on one
+// service.
+func (c *Config) checkDevices(w *walker) {
+	names := make([]string, len(c.Services))
+	for i, s := range c.Services {
+		names[i] = s.Name
+	}
+	type owner struct {
+		key  string
+		line int
+	}
+	addresses := map[[2]string]owner{}
+	for i := range c.Devices {
+		d := &c.Devices[i]
+		key := join("devices", d.ID)
+		skey := join(key, "service")
+		switch {
+		case w.reported[skey] || w.reported[key]:
+		case d.Service == "" && len(names) == 1:
+			d.Service = names[0]
+		case d.Service == "" && len(names) == 0:
+			w.reportf(w.lines[key], skey, "missing, and no services are configured")
+		case d.Service == "":
+			w.reportf(w.lines[key], skey, "missing; with more than one service, name one of: %s", strings.Join(names, ", "))
+		case len(names) == 0:
+			w.reportf(w.lines[skey], skey, "no service %q (no services are configured)", d.Service)
+		default:
+			if _, ok := c.Service(d.Service); !ok {
+				w.reportf(w.lines[skey], skey, "no service %q (services: %s)", d.Service, strings.Join(names, ", "))
+			}
+		}
+		if d.Address == "" {
+			d.Address = d.ID
+		}
+		if d.TTL == 0 {
+			d.TTL = c.Defaults.TTL
+		}
+		if d.Service == "" {
+			continue
+		}
+		akey, line := w.at(join(key, "address"), key)
+		if w.reported[akey] {
+			continue
+		}
+		if s, _ := c.Service(d.Service); s.Protocol == ProtocolZigbee2MQTT && endsInNumber(d.Address) {
+			w.reportf(line, join(key, "address"), "%q ends in '/' and a number, which Zigbee2MQTT does not allow in a friendly_name", d.Address)
+			continue
+		}
+		k := [2]string{d.Service, d.Address}
+		if o, taken := addresses[k]; taken {
+			w.reportf(line, join(key, "address"), "%q is already the address of %s (line %d) on service %s", d.Address, o.key, o.line, d.Service)
+			continue
+		}
+		addresses[k] = owner{key, w.lines[key]}
+	}
+}
+
+// endsInNumber reports whether the last of several topic levels is a
+// number, as in "kitchen/2".
+func endsInNumber(topic string) bool {
+	i := strings.LastIndexByte(topic, '/')
+	if i < 0 {
+		return false
+	}
+	last := topic[i+1:]
+	return last != "" && strings.Trim(last, "0123456789") == ""
+}
+
+// checkBackoff reports a cap below the base of the backoff at key.
+func (w *walker) checkBackoff(key string, b retry.Backoff) {
+	if b.Base <= 0 || b.Cap <= 0 || b.Cap >= b.Base {
+		return
+	}
+	ckey, bkey := join(key, "cap"), join(key, "base")
+	if w.reported[ckey] || w.reported[bkey] {
+		return
+	}
+	if line, ok := w.lines[ckey]; ok {
+		w.reportf(line, ckey, "%s is less than base %s", fmtDuration(b.Cap), fmtDuration(b.Base))
+		return
+	}
+	k, line := w.at(bkey, key)
+	w.reportf(line, k, "%s is more than cap %s", fmtDuration(b.Base), fmtDuration(b.Cap))
+}
