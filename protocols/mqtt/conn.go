@@ -1,0 +1,460 @@
+// Package mqtt is Hearth's one MQTT connection: MQTT 5 through Eclipse
+// Paho's paho.golang client. It connects and reconnects with its own
+// full-jitter backoff loop, announces itself with a birth message and
+// leaves a will, resubscribes after every reconnect, and hands messages to
+// handlers with their retain flag and an explicit acknowledgement.
+//
+// MQTT 5 is needed for one promise: every subscription asks for "Retain As
+// Published" (MQTT 5.0 §3.8.3.1), so a command that an automation published
+// with the retain flag arrives with the flag still set and can be refused.
+// Over MQTT 3.1.1 a broker clears the flag for established subscriptions
+// (MQTT 3.1.1 §3.3.1.3), which would let a retained command through. Every
+// subscription also sets "No Local", so Hearth never receives its own
+// publishes back.
+//
+// It never interprets topics or payloads: the bridge adapters and the
+// intake do. It imports retry of Hearth's and nothing else.
+package mqtt
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/eclipse/paho.golang/packets"
+	"github.com/eclipse/paho.golang/paho"
+	"github.com/jonboulle/clockwork"
+
+	"github.com/hearthd/hearth/retry"
+)
+
+// ErrNotConnected is returned by Publish while the connection is down.
+var ErrNotConnected = errors.New("mqtt: not connected")
+
+// Message is one received MQTT PUBLISH.
+type Message struct {
+	Topic     string
+	Payload   []byte
+	QoS       byte
+	Retained  bool // the broker sent it from its retained store
+	Duplicate bool // the DUP flag: a redelivery of a QoS 1 message
+	ack       func()
+}
+
+// Ack acknowledges the message to the broker (PUBACK for QoS 1). Handlers
+// registered with SubscribeManualAck must call it once the message is safe
+// (for a command: stored); other handlers are acknowledged on return. Ack is
+// safe to call more than once.
+func (m Message) Ack() {
+	if m.ack != nil {
+		m.ack()
+	}
+}
+
+// Handler receives messages of one subscription, in arrival order.
+type Handler func(Message)
+
+// Announcement is a retained status message: the birth on connect, the
+// will the broker sends on an unclean loss, and the message published on a
+// clean stop.
+type Announcement struct {
+	Topic   string
+	Online  string // payload published on every connect (birth)
+	Offline string // payload of the will and of a clean stop
+}
+
+// Options configures a Conn. Zero values take the documented defaults.
+type Options struct {
+	// URL is the broker: tcp:// or mqtt:// (plain), ssl://, tls:// or
+	// mqtts:// (TLS), e.g. tcp://127.0.0.1:1883.
+	URL string
+	// ClientID must be unique per broker; required.
+	ClientID           string
+	Username, Password string
+	TLS                *tls.Config
+	// KeepAlive is the MQTT keep-alive; 0 means 30 s.
+	KeepAlive time.Duration
+	// ConnectTimeout bounds one connection attempt; 0 means 10 s.
+	ConnectTimeout time.Duration
+	// Reconnect spaces connection attempts with full jitter; zero means
+	// base 1 s, cap 60 s.
+	Reconnect retry.Backoff
+	// Status is announced retained with a will, when its Topic is set.
+	Status Announcement
+	// OnConnect runs after every (re)connect, once the subscriptions are
+	// back and the birth is published. It runs on the connection's loop:
+	// keep it short or hand work off.
+	OnConnect func(ctx context.Context)
+	Clock     clockwork.Clock // nil means the real clock
+	Rand      retry.Rand      // nil means a randomly seeded source
+	Logger    *slog.Logger
+}
+
+type subscription struct {
+	filter    string
+	qos       byte
+	handler   Handler
+	manualAck bool
+}
+
+// Conn is a supervised MQTT connection. Create it with New, register
+// subscriptions, then Run it.
+type Conn struct {
+	opts Options
+	log  *slog.Logger
+
+	mu        sync.Mutex
+	client    *paho.Client // nil while disconnected
+	subs      []subscription
+	connected atomic.Bool
+	up        chan struct{} // closed on the first successful connect
+	upOnce    sync.Once
+}
+
+// New returns an unconnected Conn.
+func New(opts Options) *Conn {
+	if opts.KeepAlive == 0 {
+		opts.KeepAlive = 30 * time.Second
+	}
+	if opts.ConnectTimeout == 0 {
+		opts.ConnectTimeout = 10 * time.Second
+	}
+	if opts.Reconnect.Base == 0 {
+		opts.Reconnect.Base = time.Second
+	}
+	if opts.Reconnect.Cap == 0 {
+		opts.Reconnect.Cap = time.Minute
+	}
+	if opts.Clock == nil {
+		opts.Clock = clockwork.NewRealClock()
+	}
+	if opts.Rand == nil {
+		opts.Rand = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Conn{opts: opts, log: opts.Logger, up: make(chan struct{})}
+}
+
+// Connected reports whether the connection is up now.
+func (c *Conn) Connected() bool { return c.connected.Load() }
+
+// Up is closed once the first connection has been made, its subscriptions
+// are in place and its birth message is out.
+func (c *Conn) Up() <-chan struct{} { return c.up }
+
+// Subscribe registers h for filter at the given QoS. It holds across
+// reconnects. If the connection is up it subscribes at once and waits for
+// the SUBACK; otherwise the subscription is made on the next connect.
+// Messages are acknowledged when h returns. Filters must not overlap.
+func (c *Conn) Subscribe(ctx context.Context, filter string, qos byte, h Handler) error {
+	return c.subscribe(ctx, subscription{filter: filter, qos: qos, handler: h})
+}
+
+// SubscribeManualAck is Subscribe for handlers that acknowledge each
+// message themselves with Message.Ack, once it is safe (stored). Acks go to
+// the broker in the order the messages arrived, as MQTT requires.
+func (c *Conn) SubscribeManualAck(ctx context.Context, filter string, qos byte, h Handler) error {
+	return c.subscribe(ctx, subscription{filter: filter, qos: qos, handler: h, manualAck: true})
+}
+
+func (c *Conn) subscribe(ctx context.Context, s subscription) error {
+	c.mu.Lock()
+	c.subs = append(c.subs, s)
+	client := c.client
+	c.mu.Unlock()
+	if client == nil {
+		return nil
+	}
+	return subscribeOn(ctx, client, []subscription{s})
+}
+
+func subscribeOn(ctx context.Context, client *paho.Client, subs []subscription) error {
+	if len(subs) == 0 {
+		return nil
+	}
+	req := &paho.Subscribe{}
+	for _, s := range subs {
+		req.Subscriptions = append(req.Subscriptions, paho.SubscribeOptions{
+			Topic:             s.filter,
+			QoS:               s.qos,
+			NoLocal:           true,
+			RetainAsPublished: true,
+		})
+	}
+	ack, err := client.Subscribe(ctx, req)
+	if err != nil {
+		return fmt.Errorf("subscribe: %w", err)
+	}
+	for i, code := range ack.Reasons {
+		if code >= 0x80 && i < len(subs) {
+			return fmt.Errorf("subscribe %s: refused by the broker (reason code 0x%02x)", subs[i].filter, code)
+		}
+	}
+	return nil
+}
+
+// route hands a received message to the handler whose filter matches. It
+// runs on the client's single receive goroutine, so handlers see messages
+// in arrival order.
+func (c *Conn) route(client *paho.Client) func(paho.PublishReceived) (bool, error) {
+	return func(pr paho.PublishReceived) (bool, error) {
+		p := pr.Packet
+		var once sync.Once
+		ack := func() {
+			once.Do(func() {
+				if err := client.Ack(p); err != nil {
+					c.log.Debug("mqtt: ack", "topic", p.Topic, "err", err)
+				}
+			})
+		}
+		m := Message{Topic: p.Topic, Payload: p.Payload, QoS: p.QoS, Retained: p.Retain, Duplicate: p.Duplicate(), ack: ack}
+		c.mu.Lock()
+		var match *subscription
+		for i := range c.subs {
+			if Match(c.subs[i].filter, p.Topic) {
+				match = &c.subs[i]
+				break
+			}
+		}
+		c.mu.Unlock()
+		if match == nil {
+			ack()
+			return false, nil
+		}
+		match.handler(m)
+		if !match.manualAck {
+			ack()
+		}
+		return true, nil
+	}
+}
+
+// Match reports whether topic matches the subscription filter, with MQTT's
+// wildcards: '+' matches one level, '#' (last) any number of levels,
+// itself included (MQTT 5.0 §4.7). Topics starting with '$' match no filter
+// that starts with a wildcard.
+func Match(filter, topic string) bool {
+	if strings.HasPrefix(topic, "$") && (strings.HasPrefix(filter, "+") || strings.HasPrefix(filter, "#")) {
+		return false
+	}
+	fl := strings.Split(filter, "/")
+	tl := strings.Split(topic, "/")
+	for i, f := range fl {
+		if f == "#" {
+			return true
+		}
+		if i >= len(tl) {
+			return false
+		}
+		if f != "+" && f != tl[i] {
+			return false
+		}
+	}
+	return len(fl) == len(tl)
+}
+
+// Publish sends payload to topic and, for QoS 1 and 2, waits for the
+// broker's acknowledgement or ctx. It returns ErrNotConnected at once while
+// the connection is down: the caller decides whether to hold the message.
+func (c *Conn) Publish(ctx context.Context, topic string, qos byte, retained bool, payload []byte) error {
+	c.mu.Lock()
+	client := c.client
+	c.mu.Unlock()
+	if client == nil {
+		return ErrNotConnected
+	}
+	_, err := client.Publish(ctx, &paho.Publish{Topic: topic, QoS: qos, Retain: retained, Payload: payload})
+	if err != nil {
+		return fmt.Errorf("publish %s: %w", topic, err)
+	}
+	return nil
+}
+
+// Run connects, keeps the connection up until ctx is cancelled, and then
+// publishes the offline announcement and disconnects cleanly. Connection
+// attempts, the first included, are spaced with full-jitter backoff, so a
+// hub that boots before its broker waits instead of failing, and many
+// clients cut off together do not come back in lockstep. Run returns nil
+// after a clean stop.
+func (c *Conn) Run(ctx context.Context) error {
+	failures := 0
+	for {
+		client, lost, err := c.connect(ctx)
+		if err == nil {
+			failures = 0
+			select {
+			case err = <-lost:
+				c.drop(client)
+				c.log.Warn("mqtt connection lost", "broker", c.opts.URL, "err", err)
+			case <-ctx.Done():
+				c.stop(client)
+				return nil
+			}
+		} else if ctx.Err() == nil {
+			c.log.Warn("mqtt connect failed", "broker", c.opts.URL, "attempt", failures+1, "err", err)
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		failures++
+		delay := c.opts.Reconnect.FullJitter(failures, c.opts.Rand)
+		c.log.Info("mqtt reconnecting", "broker", c.opts.URL, "in", delay)
+		select {
+		case <-c.opts.Clock.After(delay):
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+// connect dials, connects, resubscribes and publishes the birth. lost
+// receives the reason once the connection ends.
+func (c *Conn) connect(ctx context.Context) (*paho.Client, <-chan error, error) {
+	cctx, cancel := context.WithTimeout(ctx, c.opts.ConnectTimeout)
+	defer cancel()
+	conn, err := c.dial(cctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	lost := make(chan error, 1)
+	report := func(err error) {
+		select {
+		case lost <- err:
+		default:
+		}
+	}
+	var client *paho.Client
+	client = paho.NewClient(paho.ClientConfig{
+		Conn:                       packets.NewThreadSafeConn(conn),
+		EnableManualAcknowledgment: true,
+		OnClientError:              report,
+		OnServerDisconnect: func(d *paho.Disconnect) {
+			reason := ""
+			if d.Properties != nil {
+				reason = d.Properties.ReasonString
+			}
+			report(fmt.Errorf("the broker disconnected Hearth (reason code 0x%02x %s)", d.ReasonCode, reason))
+		},
+	})
+	client.AddOnPublishReceived(c.route(client))
+	cp := &paho.Connect{
+		ClientID:   c.opts.ClientID,
+		KeepAlive:  uint16(c.opts.KeepAlive / time.Second),
+		CleanStart: true,
+	}
+	if c.opts.Username != "" {
+		cp.Username, cp.UsernameFlag = c.opts.Username, true
+	}
+	if c.opts.Password != "" {
+		cp.Password, cp.PasswordFlag = []byte(c.opts.Password), true
+	}
+	if a := c.opts.Status; a.Topic != "" {
+		cp.WillMessage = &paho.WillMessage{Retain: true, QoS: 1, Topic: a.Topic, Payload: []byte(a.Offline)}
+	}
+	ca, err := client.Connect(cctx, cp)
+	if err != nil {
+		conn.Close()
+		if ca != nil && ca.ReasonCode >= 0x80 {
+			reason := ""
+			if ca.Properties != nil {
+				reason = ca.Properties.ReasonString
+			}
+			return nil, nil, fmt.Errorf("the broker refused the connection (reason code 0x%02x %s)", ca.ReasonCode, reason)
+		}
+		return nil, nil, err
+	}
+	go func() {
+		<-client.Done()
+		report(errors.New("connection closed"))
+	}()
+	c.mu.Lock()
+	subs := append([]subscription(nil), c.subs...)
+	c.mu.Unlock()
+	if err := subscribeOn(cctx, client, subs); err != nil {
+		c.drop(client)
+		return nil, nil, err
+	}
+	if a := c.opts.Status; a.Topic != "" {
+		if _, err := client.Publish(cctx, &paho.Publish{Topic: a.Topic, QoS: 1, Retain: true, Payload: []byte(a.Online)}); err != nil {
+			c.drop(client)
+			return nil, nil, fmt.Errorf("publish birth: %w", err)
+		}
+	}
+	c.mu.Lock()
+	c.client = client
+	c.mu.Unlock()
+	c.connected.Store(true)
+	c.log.Info("mqtt connected", "broker", c.opts.URL, "client_id", c.opts.ClientID)
+	if c.opts.OnConnect != nil {
+		c.opts.OnConnect(ctx)
+	}
+	c.upOnce.Do(func() { close(c.up) })
+	return client, lost, nil
+}
+
+// dial opens the network connection for the URL's scheme: tcp:// and
+// mqtt:// plain, ssl://, tls:// and mqtts:// with TLS.
+func (c *Conn) dial(ctx context.Context) (net.Conn, error) {
+	u, err := url.Parse(c.opts.URL)
+	if err != nil {
+		return nil, fmt.Errorf("broker URL: %w", err)
+	}
+	switch u.Scheme {
+	case "tcp", "mqtt":
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", u.Host)
+	case "ssl", "tls", "mqtts":
+		conf := c.opts.TLS
+		if conf == nil {
+			conf = &tls.Config{MinVersion: tls.VersionTLS12}
+		}
+		if conf.ServerName == "" {
+			conf = conf.Clone()
+			conf.ServerName = u.Hostname()
+		}
+		d := tls.Dialer{Config: conf}
+		return d.DialContext(ctx, "tcp", u.Host)
+	}
+	return nil, fmt.Errorf("broker URL scheme %q is not supported; use tcp://, mqtt://, ssl:// or mqtts://", u.Scheme)
+}
+
+// drop forgets a connection that failed.
+func (c *Conn) drop(client *paho.Client) {
+	c.connected.Store(false)
+	c.mu.Lock()
+	if c.client == client {
+		c.client = nil
+	}
+	c.mu.Unlock()
+	client.Disconnect(&paho.Disconnect{ReasonCode: 0x04}) // with will: this was not a clean stop
+}
+
+// stop announces offline and disconnects with reason "normal", so the
+// broker does not send the will; the announcement says what the will
+// would.
+func (c *Conn) stop(client *paho.Client) {
+	if a := c.opts.Status; a.Topic != "" {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		if _, err := client.Publish(ctx, &paho.Publish{Topic: a.Topic, QoS: 1, Retain: true, Payload: []byte(a.Offline)}); err != nil {
+			c.log.Warn("mqtt: could not publish offline status", "err", err)
+		}
+		cancel()
+	}
+	c.connected.Store(false)
+	c.mu.Lock()
+	c.client = nil
+	c.mu.Unlock()
+	client.Disconnect(&paho.Disconnect{ReasonCode: 0})
+	<-client.Done()
+}

@@ -1,0 +1,198 @@
+// Package zigbee2mqtt is Hearth's adapter for Zigbee2MQTT: it encodes a
+// target as a set message, decodes the bridge's state, availability and
+// bridge-state messages, and says what the Zigbee transport already does.
+//
+// Topic layout as documented by Zigbee2MQTT's "MQTT Topics and Messages"
+// (https://www.zigbee2mqtt.io/guide/usage/mqtt_topics_and_messages.html):
+//
+//	<base_topic>/<friendly_name>/set           Hearth → device: JSON target
+//	<base_topic>/<friendly_name>               device → all: JSON state
+//	<base_topic>/<friendly_name>/availability  "online"/"offline", or {"state":"online"}
+//	<base_topic>/bridge/state                  "online"/"offline", or {"state":"online"}
+//
+// Friendly names may contain '/', so the adapter subscribes to
+// <base_topic>/# and matches exact configured names. It never decides
+// whether a command succeeded: it passes every report on and the
+// dispatcher judges it.
+package zigbee2mqtt
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+
+	"github.com/hearthd/hearth/devices"
+	"github.com/hearthd/hearth/protocols/mqtt"
+)
+
+// DefaultBaseTopic is Zigbee2MQTT's default base_topic.
+const DefaultBaseTopic = "zigbee2mqtt"
+
+// DefaultMaxAttempts is Hearth's default attempt count for Zigbee devices:
+// 2, because the Zigbee stack already retries at the MAC and APS layers, so
+// more application attempts only add load to a mesh that is struggling.
+const DefaultMaxAttempts = 2
+
+// Sink receives what the bridge reports. The dispatcher implements it.
+type Sink interface {
+	// Report passes a state report of device (Hearth's device ID).
+	Report(device string, state map[string]any)
+	// Availability passes the device's availability as the bridge sees it.
+	Availability(device string, online bool)
+	// BridgeState passes whether the bridge itself is online.
+	BridgeState(service string, online bool)
+}
+
+// Conn is the part of the MQTT connection the adapter uses; *mqtt.Conn
+// satisfies it.
+type Conn interface {
+	Publish(ctx context.Context, topic string, qos byte, retained bool, payload []byte) error
+	Subscribe(ctx context.Context, filter string, qos byte, h mqtt.Handler) error
+}
+
+// Options configures an Adapter.
+type Options struct {
+	// Service is the service name the adapter serves.
+	Service string
+	// BaseTopic is Zigbee2MQTT's base_topic; "" means DefaultBaseTopic.
+	BaseTopic string
+	// Devices are the devices this service reaches; their Address is the
+	// friendly_name.
+	Devices []devices.Device
+	Logger  *slog.Logger
+}
+
+// Adapter speaks Zigbee2MQTT's MQTT API for one service.
+type Adapter struct {
+	service string
+	base    string
+	byName  map[string]string // friendly_name → device ID
+	sink    Sink
+	log     *slog.Logger
+	conn    Conn
+	online  atomic.Bool
+}
+
+// New returns an adapter that speaks over conn.
+func New(conn Conn, opts Options) *Adapter {
+	a := &Adapter{
+		service: opts.Service,
+		base:    opts.BaseTopic,
+		byName:  make(map[string]string, len(opts.Devices)),
+		log:     opts.Logger,
+		conn:    conn,
+	}
+	if a.base == "" {
+		a.base = DefaultBaseTopic
+	}
+	if a.log == nil {
+		a.log = slog.New(slog.DiscardHandler)
+	}
+	for _, d := range opts.Devices {
+		name := d.Address
+		if name == "" {
+			name = d.ID
+		}
+		a.byName[name] = d.ID
+	}
+	return a
+}
+
+// Start subscribes to everything under the base topic and passes what the
+// bridge reports to sink. Call it once, before the connection runs.
+func (a *Adapter) Start(ctx context.Context, sink Sink) error {
+	a.sink = sink
+	return a.conn.Subscribe(ctx, a.base+"/#", 1, a.handle)
+}
+
+// Send publishes target to the device's set topic, QoS 1, not retained,
+// and waits for the broker's PUBACK. A nil error means the bridge's broker
+// has the message, not that the device acted on it.
+func (a *Adapter) Send(ctx context.Context, dev devices.Device, target devices.Target) error {
+	payload, err := json.Marshal(target)
+	if err != nil {
+		return fmt.Errorf("zigbee2mqtt: encode target: %w", err)
+	}
+	return a.conn.Publish(ctx, a.topic(dev)+"/set", 1, false, payload)
+}
+
+// BridgeOnline reports whether the bridge last said it was online.
+func (a *Adapter) BridgeOnline() bool { return a.online.Load() }
+
+func (a *Adapter) topic(dev devices.Device) string {
+	name := dev.Address
+	if name == "" {
+		name = dev.ID
+	}
+	return a.base + "/" + name
+}
+
+func (a *Adapter) handle(m mqtt.Message) {
+	rest, ok := strings.CutPrefix(m.Topic, a.base+"/")
+	if !ok {
+		return
+	}
+	if rest == "bridge/state" {
+		online, ok := parseOnline(m.Payload)
+		if !ok {
+			a.log.Warn("zigbee2mqtt: unreadable bridge state", "topic", m.Topic, "payload", truncate(m.Payload))
+			return
+		}
+		a.online.Store(online)
+		a.sink.BridgeState(a.service, online)
+		return
+	}
+	if name, ok := strings.CutSuffix(rest, "/availability"); ok {
+		if id, known := a.byName[name]; known {
+			online, ok := parseOnline(m.Payload)
+			if !ok {
+				a.log.Warn("zigbee2mqtt: unreadable availability", "topic", m.Topic, "payload", truncate(m.Payload))
+				return
+			}
+			a.sink.Availability(id, online)
+			return
+		}
+	}
+	id, known := a.byName[rest]
+	if !known {
+		return // /set and /get echoes, other devices, bridge/* topics
+	}
+	var state map[string]any
+	if err := json.Unmarshal(m.Payload, &state); err != nil || state == nil {
+		a.log.Warn("zigbee2mqtt: unreadable state report", "topic", m.Topic, "payload", truncate(m.Payload))
+		return
+	}
+	a.sink.Report(id, state)
+}
+
+// parseOnline reads Zigbee2MQTT's availability and bridge state, in the
+// JSON form ({"state":"online"}) and the legacy plain form ("online").
+func parseOnline(p []byte) (online, ok bool) {
+	s := strings.TrimSpace(string(p))
+	if strings.HasPrefix(s, "{") {
+		var v struct {
+			State string `json:"state"`
+		}
+		if json.Unmarshal(p, &v) != nil {
+			return false, false
+		}
+		s = v.State
+	}
+	switch strings.ToLower(s) {
+	case "online":
+		return true, true
+	case "offline":
+		return false, true
+	}
+	return false, false
+}
+
+func truncate(p []byte) string {
+	if len(p) > 120 {
+		return string(p[:117]) + "..."
+	}
+	return string(p)
+}
