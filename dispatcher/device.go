@@ -1,0 +1,318 @@
+package dispatcher
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"sync"
+	"time"
+
+	"github.com/hearthd/hearth/devices"
+)
+
+// deviceQueue runs one device's commands, one at a time, in acceptance
+// order. All its fields are guarded by mu; the worker goroutine (run) is
+// the only one that attempts.
+type deviceQueue struct {
+	d   *Dispatcher
+	dev Device
+	svc *Service
+
+	mu      sync.Mutex
+	waiting []*task // accepted, not started, in order
+	current *task   // being attempted, or nil
+	wake    chan struct{}
+
+	state     map[string]any // last reported state, merged
+	stateAt   time.Time
+	available *bool // last availability, nil if never reported
+}
+
+// task is an accepted op inside its device queue.
+type task struct {
+	op     devices.Op
+	ended  bool          // a terminal status was decided; guarded by the queue's mu
+	cancel chan struct{} // closed when the task ends from outside (superseded)
+	// confirm is set while an attempt waits for a confirming report.
+	confirm *confirmation
+}
+
+// confirmation collects the reports that arrive after one send.
+type confirmation struct {
+	sentAt time.Time
+	seen   map[string]any // attributes reported since sentAt, merged
+	done   chan struct{}  // closed once seen satisfies the target
+}
+
+func newDeviceQueue(d *Dispatcher, dev Device, svc *Service) *deviceQueue {
+	return &deviceQueue{d: d, dev: dev, svc: svc, wake: make(chan struct{}, 1)}
+}
+
+// add queues op behind the device's earlier commands. Every earlier command
+// whose attributes op covers ends superseded at once, whether it waits or
+// is being attempted, so no further attempt of it can start; add returns
+// them, updated, for the caller to store and publish.
+func (q *deviceQueue) add(op devices.Op) []devices.Op {
+	now := q.d.now()
+	q.mu.Lock()
+	var ended []devices.Op
+	keep := q.waiting[:0]
+	for _, t := range q.waiting {
+		if op.Target.Covers(t.op.Target) {
+			ended = append(ended, q.supersede(t, op.OpID, now))
+			continue
+		}
+		keep = append(keep, t)
+	}
+	clear(q.waiting[len(keep):])
+	q.waiting = keep
+	if t := q.current; t != nil && !t.ended && op.Target.Covers(t.op.Target) {
+		ended = append(ended, q.supersede(t, op.OpID, now))
+	}
+	q.waiting = append(q.waiting, &task{op: op, cancel: make(chan struct{})})
+	q.mu.Unlock()
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+	for _, e := range ended {
+		q.d.log.Info("command superseded", "op_id", e.OpID, "device", e.Device, "by", op.OpID, "attempts", e.Attempts)
+	}
+	return ended
+}
+
+// supersede ends t in favour of the op byOpID. Called with q.mu held.
+func (q *deviceQueue) supersede(t *task, byOpID string, now time.Time) devices.Op {
+	t.ended = true
+	close(t.cancel)
+	t.op.Status = devices.Superseded
+	t.op.Reason = devices.ReasonNewerCommand
+	t.op.Detail = "superseded by op_id " + byOpID
+	t.op.UpdatedAt = now
+	return t.op
+}
+
+// run is the device's worker: it attempts one command at a time until ctx
+// is cancelled.
+func (q *deviceQueue) run(ctx context.Context) {
+	for {
+		q.mu.Lock()
+		var t *task
+		if len(q.waiting) > 0 {
+			t = q.waiting[0]
+			q.waiting[0] = nil
+			q.waiting = q.waiting[1:]
+			q.current = t
+		}
+		q.mu.Unlock()
+		if t == nil {
+			select {
+			case <-q.wake:
+				continue
+			case <-ctx.Done():
+				return
+			}
+		}
+		q.execute(ctx, t)
+		q.mu.Lock()
+		q.current = nil
+		q.mu.Unlock()
+		if ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+// execute attempts t until it is confirmed, its attempts are spent, its
+// TTL passes, it is superseded, or ctx ends (then it stays pending in the
+// store and resumes at the next start).
+func (q *deviceQueue) execute(ctx context.Context, t *task) {
+	d, svc := q.d, q.svc
+	for {
+		now := d.now()
+		q.mu.Lock()
+		op := t.op
+		q.mu.Unlock()
+		if !now.Before(op.Deadline) {
+			q.finish(t, devices.Expired, devices.ReasonTTLElapsed,
+				fmt.Sprintf("the TTL passed after %d of %d attempts", op.Attempts, svc.MaxAttempts), nil)
+			return
+		}
+		if op.Attempts >= svc.MaxAttempts {
+			q.finish(t, devices.Failed, devices.ReasonTimeout,
+				fmt.Sprintf("no report showed the target after %d attempts", op.Attempts), nil)
+			return
+		}
+		var delay time.Duration
+		if op.Attempts > 0 {
+			delay = d.jitter(svc.Backoff, op.Attempts)
+			if left := op.Deadline.Sub(now); delay > left {
+				delay = left
+			}
+			if !q.sleep(ctx, t, delay) {
+				return
+			}
+			if !d.now().Before(op.Deadline) {
+				continue // the TTL ran out during the backoff
+			}
+		}
+
+		// Start the attempt: from here on, reports count as confirmation.
+		q.mu.Lock()
+		if t.ended {
+			q.mu.Unlock()
+			return
+		}
+		sentAt := d.now()
+		c := &confirmation{sentAt: sentAt, seen: map[string]any{}, done: make(chan struct{})}
+		t.confirm = c
+		t.op.Attempts++
+		t.op.LastSentAt = sentAt
+		t.op.UpdatedAt = sentAt
+		op = t.op
+		q.mu.Unlock()
+		// Record the attempt before sending: after a crash, a stored
+		// attempt says the outcome of that send is unknown.
+		if err := d.journal.Save(op); err != nil {
+			d.log.Error("store attempt", "op_id", op.OpID, "err", err)
+		}
+
+		wait := svc.AttemptTimeout
+		if left := op.Deadline.Sub(sentAt); wait > left {
+			wait = left
+		}
+		timer := d.clock.NewTimer(wait)
+		sendCtx, cancel := context.WithCancel(ctx)
+		err := svc.Bridge.Send(sendCtx, q.dev.Device, op.Target)
+		cancel()
+		outcome := "sent"
+		if err != nil {
+			outcome = "send_error"
+		}
+		d.log.Info("attempt", "op_id", op.OpID, "device", op.Device, "attempt", op.Attempts,
+			"max_attempts", svc.MaxAttempts, "delay", delay, "outcome", outcome, "err", err)
+		if err == nil {
+			select {
+			case <-c.done:
+				timer.Stop()
+				q.mu.Lock()
+				state := maps.Clone(c.seen)
+				q.mu.Unlock()
+				d.log.Info("attempt confirmed", "op_id", op.OpID, "device", op.Device, "attempt", op.Attempts)
+				q.finish(t, devices.Succeeded, "", "", state)
+				return
+			case <-timer.Chan():
+				d.log.Info("attempt unconfirmed", "op_id", op.OpID, "device", op.Device, "attempt", op.Attempts, "waited", wait)
+			case <-t.cancel:
+				timer.Stop()
+				return
+			case <-ctx.Done():
+				timer.Stop()
+				return
+			}
+		} else {
+			timer.Stop()
+		}
+		q.mu.Lock()
+		t.confirm = nil
+		q.mu.Unlock()
+	}
+}
+
+// sleep waits delay on the dispatcher's clock; false means stop: t ended or
+// ctx is done.
+func (q *deviceQueue) sleep(ctx context.Context, t *task, delay time.Duration) bool {
+	if delay <= 0 {
+		return true
+	}
+	timer := q.d.clock.NewTimer(delay)
+	defer timer.Stop()
+	select {
+	case <-timer.Chan():
+		return true
+	case <-t.cancel:
+		return false
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// finish ends t with a terminal status, stores and publishes it, unless
+// something else (a newer command) ended it first.
+func (q *deviceQueue) finish(t *task, status devices.Status, reason devices.Reason, detail string, state map[string]any) {
+	now := q.d.now()
+	q.mu.Lock()
+	if t.ended {
+		q.mu.Unlock()
+		return
+	}
+	t.ended = true
+	t.confirm = nil
+	t.op.Status, t.op.Reason, t.op.Detail = status, reason, detail
+	t.op.State = state
+	t.op.UpdatedAt = now
+	op := t.op
+	q.mu.Unlock()
+	if err := q.d.journal.Save(op); err != nil {
+		q.d.log.Error("store result", "op_id", op.OpID, "err", err)
+	}
+	q.d.log.Info("command ended", "op_id", op.OpID, "device", op.Device, "status", status, "reason", reason, "attempts", op.Attempts)
+	q.d.publishResult(op.Result())
+}
+
+// report takes a state report of the device: it confirms the running
+// attempt when the reports since its send show the target, and mirrors the
+// state.
+func (q *deviceQueue) report(state map[string]any) {
+	now := q.d.now()
+	q.mu.Lock()
+	if q.state == nil {
+		q.state = make(map[string]any, len(state))
+	}
+	maps.Copy(q.state, state)
+	q.stateAt = now
+	mirror := maps.Clone(q.state)
+	if t := q.current; t != nil && t.confirm != nil && !t.ended {
+		c := t.confirm
+		maps.Copy(c.seen, state)
+		if devices.Satisfied(q.dev.Class, t.op.Target, c.seen) {
+			select {
+			case <-c.done:
+			default:
+				close(c.done)
+			}
+		}
+	}
+	q.mu.Unlock()
+	q.d.out.push(q.d.topic(q.dev.ID, ""), mirror, true)
+	q.d.saver.mark(q.dev.ID, mirror, now)
+}
+
+// availability mirrors the device's availability as the bridge reports it.
+func (q *deviceQueue) availability(online bool) {
+	q.mu.Lock()
+	q.available = &online
+	q.mu.Unlock()
+	q.d.out.pushRaw(q.d.topic(q.dev.ID, "availability"), []byte(onlineWord(online)), true)
+}
+
+// republish publishes the mirrored state and availability again.
+func (q *deviceQueue) republish() {
+	q.mu.Lock()
+	state := maps.Clone(q.state)
+	avail := q.available
+	q.mu.Unlock()
+	if state != nil {
+		q.d.out.push(q.d.topic(q.dev.ID, ""), state, true)
+	}
+	if avail != nil {
+		q.d.out.pushRaw(q.d.topic(q.dev.ID, "availability"), []byte(onlineWord(*avail)), true)
+	}
+}
+
+func onlineWord(online bool) string {
+	if online {
+		return "online"
+	}
+	return "offline"
+}

@@ -1,0 +1,253 @@
+// Package dispatcher turns accepted commands into observed device state.
+//
+// Data flows one way: intake → validate → store → per-device queue →
+// attempt → confirm → result. The dispatcher owns every step after the raw
+// message arrives: it validates the payload for the device's class, stores
+// the command (group-committed) before it says "accepted", keeps one
+// ordered queue per device in which a newer command supersedes an older one
+// for the same attributes, spaces a few attempts with full-jitter backoff
+// inside the command's TTL, and declares success only when a report that
+// arrived after the send shows the target.
+//
+// It declares the small interfaces it consumes (Journal, Bridge, Publisher)
+// and never imports a concrete store, protocol or broker. Time and
+// randomness are injected, so every TTL, timeout and backoff path is tested
+// exactly with a fake clock.
+package dispatcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+	"github.com/oklog/ulid/v2"
+
+	"github.com/hearthd/hearth/devices"
+	"github.com/hearthd/hearth/retry"
+)
+
+// Journal is the durable record of commands and device state.
+type Journal interface {
+	// Save stores ops durably (synced) before it returns. A stored
+	// terminal status is final: later saves of that op are ignored.
+	Save(ops ...devices.Op) error
+	// Lookup returns the stored op with that op_id.
+	Lookup(opID string) (devices.Op, bool, error)
+	// Pending returns every non-terminal op in acceptance order.
+	Pending() ([]devices.Op, error)
+	// SaveState stores a device's last reported state.
+	SaveState(device string, state map[string]any, at time.Time) error
+}
+
+// Bridge delivers a target to a device through one service.
+type Bridge interface {
+	// Send hands target to the service for dev. A nil error means the
+	// service has it, never that the device acted on it.
+	Send(ctx context.Context, dev devices.Device, target devices.Target) error
+}
+
+// Publisher publishes Hearth's own messages: results, mirrored state and
+// availability.
+type Publisher interface {
+	Publish(ctx context.Context, topic string, qos byte, retained bool, payload []byte) error
+}
+
+// Service is one bridge and how to attempt commands through it.
+type Service struct {
+	Name   string
+	Bridge Bridge
+	// MaxAttempts is the most sends per command; at least 1.
+	MaxAttempts int
+	// AttemptTimeout is how long one attempt waits for a confirming report.
+	AttemptTimeout time.Duration
+	// Backoff spaces attempts with full jitter.
+	Backoff retry.Backoff
+}
+
+// Device is a device the dispatcher commands.
+type Device struct {
+	devices.Device
+	// TTL is the default TTL of the device's commands.
+	TTL time.Duration
+}
+
+// Options configures a Dispatcher. Zero values take the documented defaults.
+type Options struct {
+	// Prefix is the topic prefix of results and mirrored state; "" means
+	// "hearth".
+	Prefix    string
+	Services  []Service
+	Devices   []Device
+	Journal   Journal
+	Publisher Publisher
+	// Clock is the time source of every TTL, timeout and backoff; nil
+	// means the real clock.
+	Clock clockwork.Clock
+	// Rand draws backoff jitter; nil means a randomly seeded source.
+	Rand   retry.Rand
+	Logger *slog.Logger
+	// IntakeQueue bounds the commands waiting to be stored; 0 means 4096.
+	// Submit blocks while it is full.
+	IntakeQueue int
+}
+
+// Request is a raw command as it arrived, before validation.
+type Request struct {
+	// Device is the <device> topic level or URL segment.
+	Device string
+	// Payload is the command body as sent.
+	Payload []byte
+	// Retained is the MQTT retain flag: a retained command is a replay and
+	// is refused.
+	Retained bool
+	// Done, if set, is called once with the first result: accepted (the
+	// command is stored), rejected, or, for a known op_id, the stored one.
+	Done func(devices.Result)
+}
+
+// Dispatcher runs commands. Create it with New and start it with Run.
+type Dispatcher struct {
+	prefix  string
+	journal Journal
+	clock   clockwork.Clock
+	log     *slog.Logger
+	randMu  sync.Mutex
+	rand    retry.Rand
+
+	devices  map[string]*deviceQueue
+	services map[string]*Service
+	intake   chan Request
+	out      *outbox
+	saver    *stateSaver
+}
+
+// New checks the options and returns a dispatcher that does nothing until
+// Run.
+func New(opts Options) (*Dispatcher, error) {
+	if opts.Journal == nil || opts.Publisher == nil {
+		return nil, errors.New("dispatcher: Journal and Publisher are required")
+	}
+	d := &Dispatcher{
+		prefix:   opts.Prefix,
+		journal:  opts.Journal,
+		clock:    opts.Clock,
+		log:      opts.Logger,
+		rand:     opts.Rand,
+		devices:  make(map[string]*deviceQueue, len(opts.Devices)),
+		services: make(map[string]*Service, len(opts.Services)),
+	}
+	if d.prefix == "" {
+		d.prefix = "hearth"
+	}
+	if d.clock == nil {
+		d.clock = clockwork.NewRealClock()
+	}
+	if d.log == nil {
+		d.log = slog.New(slog.DiscardHandler)
+	}
+	if d.rand == nil {
+		d.rand = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+	}
+	n := opts.IntakeQueue
+	if n <= 0 {
+		n = 4096
+	}
+	d.intake = make(chan Request, n)
+	for i := range opts.Services {
+		s := opts.Services[i]
+		if s.Bridge == nil {
+			return nil, fmt.Errorf("dispatcher: service %q has no bridge", s.Name)
+		}
+		if s.MaxAttempts < 1 {
+			return nil, fmt.Errorf("dispatcher: service %q: max attempts %d < 1", s.Name, s.MaxAttempts)
+		}
+		if s.AttemptTimeout <= 0 {
+			return nil, fmt.Errorf("dispatcher: service %q: attempt timeout must be positive", s.Name)
+		}
+		d.services[s.Name] = &s
+	}
+	for _, dev := range opts.Devices {
+		svc, ok := d.services[dev.Service]
+		if !ok {
+			return nil, fmt.Errorf("dispatcher: device %q names unknown service %q", dev.ID, dev.Service)
+		}
+		if dev.TTL <= 0 {
+			return nil, fmt.Errorf("dispatcher: device %q: TTL must be positive", dev.ID)
+		}
+		d.devices[dev.ID] = newDeviceQueue(d, dev, svc)
+	}
+	d.out = newOutbox(opts.Publisher, d.log)
+	d.saver = newStateSaver(opts.Journal, d.log)
+	return d, nil
+}
+
+// Run resumes the stored pending commands, then takes commands until ctx
+// is cancelled. It returns once every goroutine it started has stopped;
+// commands still pending stay stored and resume at the next Run.
+func (d *Dispatcher) Run(ctx context.Context) error {
+	pending, err := d.journal.Pending()
+	if err != nil {
+		return fmt.Errorf("dispatcher: read pending commands: %w", err)
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { d.out.run(ctx) })
+	wg.Go(func() { d.saver.run(ctx) })
+	d.resume(pending)
+	for _, q := range d.devices {
+		wg.Go(func() { q.run(ctx) })
+	}
+	d.runIntake(ctx)
+	wg.Wait()
+	return nil
+}
+
+// Submit hands a raw command to the intake. It blocks only while the
+// intake queue is full (backpressure) or until ctx is done.
+func (d *Dispatcher) Submit(ctx context.Context, req Request) error {
+	select {
+	case d.intake <- req:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Reconnected tells the dispatcher that the MQTT connection is back: it
+// republishes every device's retained state and availability, since a
+// restarted broker may have lost them, and resumes publishing results
+// that waited for the connection.
+func (d *Dispatcher) Reconnected() {
+	for _, q := range d.devices {
+		q.republish()
+	}
+	d.out.kick()
+}
+
+func (d *Dispatcher) now() time.Time { return d.clock.Now() }
+
+func (d *Dispatcher) jitter(b retry.Backoff, n int) time.Duration {
+	d.randMu.Lock()
+	defer d.randMu.Unlock()
+	return b.FullJitter(n, d.rand)
+}
+
+func (d *Dispatcher) newOpID() string {
+	return ulid.MustNew(ulid.Timestamp(d.now()), ulid.DefaultEntropy()).String()
+}
+
+func (d *Dispatcher) topic(device, suffix string) string {
+	if suffix == "" {
+		return d.prefix + "/" + device
+	}
+	return d.prefix + "/" + device + "/" + suffix
+}
+
+// publishResult queues r for hearth/<device>/result.
+func (d *Dispatcher) publishResult(r devices.Result) {
+	d.out.push(d.topic(r.Device, "result"), r, false)
+}

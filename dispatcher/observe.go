@@ -1,0 +1,140 @@
+package dispatcher
+
+import (
+	"context"
+	"log/slog"
+	"maps"
+	"sync"
+	"time"
+
+	"github.com/hearthd/hearth/devices"
+)
+
+// Report takes a state report of a device from its bridge. Reports of
+// unknown devices are ignored.
+func (d *Dispatcher) Report(device string, state map[string]any) {
+	if q, ok := d.devices[device]; ok {
+		q.report(state)
+	}
+}
+
+// Availability takes a device's availability from its bridge and mirrors
+// it, retained, on hearth/<device>/availability.
+func (d *Dispatcher) Availability(device string, online bool) {
+	if q, ok := d.devices[device]; ok {
+		q.availability(online)
+	}
+}
+
+// BridgeState takes a bridge's own online state. It is logged; the
+// per-service breaker will use it.
+func (d *Dispatcher) BridgeState(service string, online bool) {
+	d.log.Info("bridge state", "service", service, "online", online)
+}
+
+// Restore seeds the mirrored state of devices from the store, so that it
+// is republished after a restart.
+func (d *Dispatcher) Restore(states map[string]map[string]any) {
+	for id, s := range states {
+		if q, ok := d.devices[id]; ok {
+			q.mu.Lock()
+			q.state = maps.Clone(s)
+			q.mu.Unlock()
+		}
+	}
+}
+
+// resume queues the stored pending ops again, in acceptance order. Those
+// whose TTL passed while Hearth was down end expired; those for a device no
+// longer configured end failed.
+func (d *Dispatcher) resume(pending []devices.Op) {
+	now := d.now()
+	var ended []devices.Op
+	for _, op := range pending {
+		q, ok := d.devices[op.Device]
+		switch {
+		case !ok:
+			op.Status, op.Reason = devices.Failed, devices.ReasonUnknownDevice
+			op.Detail = "the device is no longer in the configuration"
+		case !now.Before(op.Deadline):
+			op.Status, op.Reason = devices.Expired, devices.ReasonTTLElapsed
+			op.Detail = "the TTL passed while hearth was not running"
+		default:
+			d.log.Info("command resumed", "op_id", op.OpID, "device", op.Device, "attempts", op.Attempts, "deadline", op.Deadline)
+			ended = append(ended, q.add(op)...)
+			continue
+		}
+		op.UpdatedAt = now
+		ended = append(ended, op)
+	}
+	if len(ended) == 0 {
+		return
+	}
+	if err := d.journal.Save(ended...); err != nil {
+		d.log.Error("store resumed commands", "err", err)
+	}
+	for _, op := range ended {
+		d.log.Info("command ended", "op_id", op.OpID, "device", op.Device, "status", op.Status, "reason", op.Reason)
+		d.publishResult(op.Result())
+	}
+}
+
+// stateSaver stores mirrored device state in the background, keeping only
+// the newest state per device, so a chatty device costs at most one write
+// per commit instead of one per report.
+type stateSaver struct {
+	journal Journal
+	log     *slog.Logger
+
+	mu    sync.Mutex
+	dirty map[string]savedState
+	kick  chan struct{}
+}
+
+type savedState struct {
+	state map[string]any
+	at    time.Time
+}
+
+func newStateSaver(j Journal, log *slog.Logger) *stateSaver {
+	return &stateSaver{journal: j, log: log, dirty: map[string]savedState{}, kick: make(chan struct{}, 1)}
+}
+
+func (s *stateSaver) mark(device string, state map[string]any, at time.Time) {
+	s.mu.Lock()
+	s.dirty[device] = savedState{state, at}
+	s.mu.Unlock()
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (s *stateSaver) run(ctx context.Context) {
+	for {
+		select {
+		case <-s.kick:
+			s.flush()
+		case <-ctx.Done():
+			s.flush()
+			return
+		}
+	}
+}
+
+func (s *stateSaver) flush() {
+	s.mu.Lock()
+	batch := s.dirty
+	s.dirty = map[string]savedState{}
+	s.mu.Unlock()
+	var wg sync.WaitGroup
+	for dev, st := range batch {
+		wg.Go(func() {
+			// Concurrent saves share one commit in the store.
+			if err := s.journal.SaveState(dev, st.state, st.at); err != nil {
+				s.log.Error("store device state", "device", dev, "err", err)
+			}
+		})
+	}
+	wg.Wait()
+}
