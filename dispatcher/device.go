@@ -128,6 +128,7 @@ func (q *deviceQueue) run(ctx context.Context) {
 // store and resumes at the next start).
 func (q *deviceQueue) execute(ctx context.Context, t *task) {
 	d, svc := q.d, q.svc
+	var sendErr error // the last attempt's send error, if its send failed
 	for {
 		now := d.now()
 		q.mu.Lock()
@@ -139,6 +140,11 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 			return
 		}
 		if op.Attempts >= svc.MaxAttempts {
+			if sendErr != nil {
+				q.finish(t, devices.Failed, devices.ReasonSendFailed,
+					fmt.Sprintf("the last of %d attempts could not be sent: %v", op.Attempts, sendErr), nil)
+				return
+			}
 			q.finish(t, devices.Failed, devices.ReasonTimeout,
 				fmt.Sprintf("no report showed the target after %d attempts", op.Attempts), nil)
 			return
@@ -185,6 +191,7 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 		sendCtx, cancel := context.WithCancel(ctx)
 		err := svc.Bridge.Send(sendCtx, q.dev.Device, op.Target)
 		cancel()
+		sendErr = err
 		outcome := "sent"
 		if err != nil {
 			outcome = "send_error"

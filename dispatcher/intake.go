@@ -176,8 +176,10 @@ func (d *Dispatcher) validate(req Request, now time.Time) (devices.Op, *deviceQu
 	if ttl == 0 {
 		ttl = q.dev.TTL
 	}
+	// The TTL counts from issued_at when given, but never from a moment
+	// later than now: a caller's clock running ahead must not stretch it.
 	from := now
-	if !cmd.IssuedAt.IsZero() {
+	if !cmd.IssuedAt.IsZero() && cmd.IssuedAt.Before(now) {
 		from = cmd.IssuedAt
 	}
 	op := devices.Op{
