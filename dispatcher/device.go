@@ -172,6 +172,7 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 		sentAt := d.now()
 		c := &confirmation{sentAt: sentAt, seen: map[string]any{}, done: make(chan struct{})}
 		t.confirm = c
+		prev := t.op
 		t.op.Attempts++
 		t.op.LastSentAt = sentAt
 		t.op.UpdatedAt = sentAt
@@ -187,10 +188,20 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 		if left := op.Deadline.Sub(sentAt); wait > left {
 			wait = left
 		}
+		reconnect := d.nextReconnect()
 		timer := d.clock.NewTimer(wait)
 		sendCtx, cancel := context.WithCancel(ctx)
 		err := svc.Bridge.Send(sendCtx, q.dev.Device, op.Target)
 		cancel()
+		if err != nil && notSent(err) {
+			timer.Stop()
+			q.unsent(t, prev)
+			d.log.Info("attempt not sent; waiting for the connection", "op_id", op.OpID, "device", op.Device, "attempt", op.Attempts, "err", err)
+			if !q.awaitReconnect(ctx, t, reconnect, op.Deadline) {
+				return
+			}
+			continue
+		}
 		sendErr = err
 		outcome := "sent"
 		if err != nil {
@@ -223,6 +234,40 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 		q.mu.Lock()
 		t.confirm = nil
 		q.mu.Unlock()
+	}
+}
+
+// unsent takes back an attempt that never left Hearth: its record goes
+// back to prev, so that no attempt is spent on a connection that was down.
+func (q *deviceQueue) unsent(t *task, prev devices.Op) {
+	q.mu.Lock()
+	if t.ended {
+		q.mu.Unlock()
+		return
+	}
+	t.confirm = nil
+	t.op.Attempts, t.op.LastSentAt = prev.Attempts, prev.LastSentAt
+	op := t.op
+	q.mu.Unlock()
+	if err := q.d.journal.Save(op); err != nil {
+		q.d.log.Error("store attempt", "op_id", op.OpID, "err", err)
+	}
+}
+
+// awaitReconnect waits until the MQTT connection is back, the deadline
+// passes, t ends or ctx is done; false means stop.
+func (q *deviceQueue) awaitReconnect(ctx context.Context, t *task, reconnect <-chan struct{}, deadline time.Time) bool {
+	timer := q.d.clock.NewTimer(deadline.Sub(q.d.now()))
+	defer timer.Stop()
+	select {
+	case <-reconnect:
+		return true
+	case <-timer.Chan():
+		return true // the loop ends it: TTL elapsed
+	case <-t.cancel:
+		return false
+	case <-ctx.Done():
+		return false
 	}
 }
 

@@ -47,8 +47,17 @@ type Journal interface {
 // Bridge delivers a target to a device through one service.
 type Bridge interface {
 	// Send hands target to the service for dev. A nil error means the
-	// service has it, never that the device acted on it.
+	// service has it, never that the device acted on it. An error with a
+	// method NotSent() bool that returns true means nothing left Hearth
+	// (its MQTT connection is down): that costs no attempt, and the
+	// command waits for the connection instead.
 	Send(ctx context.Context, dev devices.Device, target devices.Target) error
+}
+
+// notSent reports whether err says that nothing was sent.
+func notSent(err error) bool {
+	var ns interface{ NotSent() bool }
+	return errors.As(err, &ns) && ns.NotSent()
 }
 
 // Publisher publishes Hearth's own messages: results, mirrored state and
@@ -124,6 +133,9 @@ type Dispatcher struct {
 	intake   chan Request
 	out      *outbox
 	saver    *stateSaver
+
+	connMu sync.Mutex
+	conn   chan struct{} // closed at the next Reconnected, then replaced
 }
 
 // New checks the options and returns a dispatcher that does nothing until
@@ -140,6 +152,7 @@ func New(opts Options) (*Dispatcher, error) {
 		rand:     opts.Rand,
 		devices:  make(map[string]*deviceQueue, len(opts.Devices)),
 		services: make(map[string]*Service, len(opts.Services)),
+		conn:     make(chan struct{}),
 	}
 	if d.prefix == "" {
 		d.prefix = "hearth"
@@ -222,10 +235,21 @@ func (d *Dispatcher) Submit(ctx context.Context, req Request) error {
 // restarted broker may have lost them, and resumes publishing results
 // that waited for the connection.
 func (d *Dispatcher) Reconnected() {
+	d.connMu.Lock()
+	close(d.conn)
+	d.conn = make(chan struct{})
+	d.connMu.Unlock()
 	for _, q := range d.devices {
 		q.republish()
 	}
 	d.out.kick()
+}
+
+// nextReconnect returns a channel closed at the next Reconnected.
+func (d *Dispatcher) nextReconnect() <-chan struct{} {
+	d.connMu.Lock()
+	defer d.connMu.Unlock()
+	return d.conn
 }
 
 func (d *Dispatcher) now() time.Time { return d.clock.Now() }

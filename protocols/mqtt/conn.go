@@ -37,8 +37,16 @@ import (
 	"github.com/hearthd/hearth/retry"
 )
 
-// ErrNotConnected is returned by Publish while the connection is down.
-var ErrNotConnected = errors.New("mqtt: not connected")
+// ErrNotConnected is returned by Publish while the connection is down:
+// nothing was sent. It has a method NotSent() bool that returns true, by
+// which callers that must not import this package (the dispatcher) tell a
+// message that never left from one whose fate is unknown.
+var ErrNotConnected error = notConnected{}
+
+type notConnected struct{}
+
+func (notConnected) Error() string { return "mqtt: not connected" }
+func (notConnected) NotSent() bool { return true }
 
 // Message is one received MQTT PUBLISH.
 type Message struct {
@@ -379,6 +387,7 @@ func (c *Conn) connect(ctx context.Context) (*paho.Client, <-chan error, error) 
 		report(errors.New("connection closed"))
 	}()
 	c.mu.Lock()
+	c.client = client // handlers may publish from the first message on
 	subs := append([]subscription(nil), c.subs...)
 	c.mu.Unlock()
 	if err := subscribeOn(cctx, client, subs); err != nil {
@@ -391,9 +400,6 @@ func (c *Conn) connect(ctx context.Context) (*paho.Client, <-chan error, error) 
 			return nil, nil, fmt.Errorf("publish birth: %w", err)
 		}
 	}
-	c.mu.Lock()
-	c.client = client
-	c.mu.Unlock()
 	c.connected.Store(true)
 	c.log.Info("mqtt connected", "broker", c.opts.URL, "client_id", c.opts.ClientID)
 	if c.opts.OnConnect != nil {
