@@ -1,0 +1,97 @@
+package hearth_test
+
+import (
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/hearthd/hearth/"
+
+// allowed lists, per package of ours, the packages of ours it may import
+// directly: the import rules of DESIGN.md ("Architecture"). A package
+// missing here may import nothing of ours until it is added.
+var allowed = map[string][]string{
+	"devices":               {},
+	"retry":                 {},
+	"breaker":               {},
+	"config":                {"devices", "retry", "breaker"},
+	"configs":               {},
+	"store":                 {"devices"},
+	"broker":                {},
+	"health":                {},
+	"dispatcher":            {"devices", "retry", "breaker"},
+	"automations":           {"devices"},
+	"api":                   {"dispatcher", "health", "devices"},
+	"simulator":             {"devices"},
+	"protocols/mqtt":        {"retry"},
+	"protocols/zigbee2mqtt": {"devices", "protocols/mqtt"},
+}
+
+// never lists what a package must not depend on even indirectly.
+var never = map[string][]string{
+	"dispatcher": {"store", "broker", "protocols/"},
+	"simulator":  {"protocols/"},
+}
+
+// TestImportRules enforces DESIGN.md's import rules over `go list -deps`:
+// leaves import nothing of ours, each room imports only what its row
+// allows, the dispatcher depends on no concrete store, protocol or broker,
+// the simulator shares no code with the protocols, and nothing imports cmd.
+func TestImportRules(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}|{{join .Imports \",\"}}|{{join .Deps \",\"}}", "./...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	checked := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		parts := strings.SplitN(line, "|", 3)
+		pkg, ok := strings.CutPrefix(parts[0], module)
+		if !ok {
+			continue
+		}
+		imports := ours(parts[1])
+		deps := ours(parts[2])
+		for _, dep := range deps {
+			if strings.HasPrefix(dep, "cmd/") {
+				t.Errorf("%s depends on %s: nothing may import a command", pkg, dep)
+			}
+		}
+		if strings.HasPrefix(pkg, "cmd/") {
+			checked++
+			continue
+		}
+		rule, known := allowed[pkg]
+		if !known {
+			t.Errorf("package %s has no row in the import rules: add it to DESIGN.md and this test", pkg)
+			continue
+		}
+		checked++
+		for _, imp := range imports {
+			if !slices.Contains(rule, imp) {
+				t.Errorf("%s imports %s; DESIGN.md allows only %v", pkg, imp, rule)
+			}
+		}
+		for _, bad := range never[pkg] {
+			for _, dep := range deps {
+				if dep == bad || (strings.HasSuffix(bad, "/") && strings.HasPrefix(dep, bad)) {
+					t.Errorf("%s depends on %s, which it must never do", pkg, dep)
+				}
+			}
+		}
+	}
+	if checked < 10 {
+		t.Fatalf("checked only %d packages of ours; go list output was not understood", checked)
+	}
+}
+
+func ours(list string) []string {
+	var out []string
+	for _, p := range strings.Split(list, ",") {
+		if rest, ok := strings.CutPrefix(p, module); ok {
+			out = append(out, rest)
+		}
+	}
+	return out
+}

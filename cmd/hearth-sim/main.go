@@ -1,0 +1,131 @@
+// Command hearth-sim plays the devices of a Hearth configuration on the
+// device side of their bridges' MQTT conventions (Zigbee2MQTT for now), with
+// faults to inject, so that hearthd can be exercised without hardware.
+//
+// Usage:
+//
+//	hearth-sim [-broker URL] [-config FILE] [-drop-first N] [-drop-rate F]
+//	           [-latency D] [-offline dev1,dev2] [-seed N]
+//
+// Device names in -offline are Hearth device IDs from the config.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/hearthd/hearth/config"
+	"github.com/hearthd/hearth/configs"
+	"github.com/hearthd/hearth/simulator"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stderr); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "hearth-sim:", err)
+		}
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("hearth-sim", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	brokerURL := fs.String("broker", "tcp://127.0.0.1:1883", "MQTT broker URL")
+	username := fs.String("username", "", "MQTT username")
+	password := fs.String("password", "", "MQTT password")
+	configFile := fs.String("config", "", "Hearth configuration whose devices to play; default: the built-in sample")
+	dropFirst := fs.Int("drop-first", 0, "every device ignores its first N sets")
+	dropRate := fs.Float64("drop-rate", 0, "fraction of all sets ignored, 0 to 1")
+	latency := fs.Duration("latency", 0, "delay before a device reports its new state")
+	offline := fs.String("offline", "", "comma-separated device IDs that start offline")
+	seed := fs.Uint64("seed", 0, "random seed for -drop-rate; 0 picks one")
+	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q (flags start with -)", fs.Arg(0))
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(strings.ToUpper(*logLevel))); err != nil {
+		return fmt.Errorf("-log-level %q: want debug, info, warn or error", *logLevel)
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+
+	var cfg *config.Config
+	var err error
+	if *configFile != "" {
+		cfg, err = config.Load(*configFile)
+	} else {
+		cfg, err = config.Parse(configs.SampleName, configs.Sample)
+	}
+	if err != nil {
+		return err
+	}
+	var devs []simulator.Device
+	names := map[string]string{} // device ID → friendly_name
+	for _, dev := range cfg.Devices {
+		svc, ok := cfg.Service(dev.Service)
+		if !ok || svc.Protocol != config.ProtocolZigbee2MQTT {
+			continue
+		}
+		name := dev.Address
+		if name == "" {
+			name = dev.ID
+		}
+		names[dev.ID] = name
+		devs = append(devs, simulator.Device{Name: name, Class: string(dev.Class), BaseTopic: svc.BaseTopic})
+	}
+	var off []string
+	for _, id := range strings.Split(*offline, ",") {
+		if id = strings.TrimSpace(id); id == "" {
+			continue
+		}
+		name, ok := names[id]
+		if !ok {
+			return fmt.Errorf("-offline: no Zigbee2MQTT device %q in the configuration", id)
+		}
+		off = append(off, name)
+	}
+	if *seed == 0 {
+		*seed = rand.Uint64()
+	}
+	sim, err := simulator.New(simulator.Options{
+		Broker:   *brokerURL,
+		Username: *username,
+		Password: *password,
+		Devices:  devs,
+		Faults: simulator.Faults{
+			DropFirst: *dropFirst,
+			DropRate:  *dropRate,
+			Latency:   *latency,
+			Offline:   off,
+		},
+		Rand:   rand.New(rand.NewPCG(*seed, *seed)),
+		Logger: log,
+	})
+	if err != nil {
+		return err
+	}
+	log.Info("hearth-sim starting", "broker", *brokerURL, "devices", len(devs), "seed", *seed)
+	go func() {
+		select {
+		case <-sim.Ready():
+			log.Info("hearth-sim ready: devices online")
+		case <-ctx.Done():
+		}
+	}()
+	return sim.Run(ctx)
+}

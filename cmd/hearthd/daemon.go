@@ -1,0 +1,328 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+
+	"github.com/hearthd/hearth/broker"
+	"github.com/hearthd/hearth/config"
+	"github.com/hearthd/hearth/devices"
+	"github.com/hearthd/hearth/dispatcher"
+	"github.com/hearthd/hearth/health"
+	"github.com/hearthd/hearth/protocols/mqtt"
+	"github.com/hearthd/hearth/protocols/zigbee2mqtt"
+	"github.com/hearthd/hearth/retry"
+	"github.com/hearthd/hearth/store"
+)
+
+// deps are what tests replace: time, randomness and the log.
+type deps struct {
+	clock  clockwork.Clock
+	rand   retry.Rand
+	logger *slog.Logger
+	// lockTimeout bounds the wait for the store's file lock; 0 means the
+	// store's default.
+	lockTimeout time.Duration
+}
+
+// daemon is a running hearthd: every part wired, started by start and
+// stopped by stop, in dependency order.
+type daemon struct {
+	cfg    *config.Config
+	log    *slog.Logger
+	store  *store.Store
+	broker *broker.Broker // nil when an external broker is used
+	conn   *mqtt.Conn
+	disp   *dispatcher.Dispatcher
+	health *health.Checker
+
+	httpSrv *http.Server
+	httpLn  net.Listener
+
+	brokerURL string
+	// beforeStop, if set, runs first in stop: for parts that use the
+	// embedded broker from outside, such as the demo's simulator.
+	beforeStop func()
+
+	stopDisp, stopConn context.CancelFunc
+	dispDone, connDone chan struct{}
+	httpDone           chan struct{}
+	stopOnce           sync.Once
+}
+
+// start opens the store, starts the embedded broker (unless cfg names an
+// external one), connects, resumes pending commands and serves HTTP. On
+// error everything already started is stopped again.
+func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
+	if dp.clock == nil {
+		dp.clock = clockwork.NewRealClock()
+	}
+	log := dp.logger
+	d := &daemon{cfg: cfg, log: log, health: health.NewChecker()}
+	defer func() {
+		if err != nil {
+			d.stop()
+		}
+	}()
+
+	d.store, err = store.Open(cfg.DataDir, store.Options{LockTimeout: dp.lockTimeout})
+	if err != nil {
+		return nil, err
+	}
+	log.Info("store open", "path", d.store.Path())
+
+	d.brokerURL = cfg.MQTT.URL
+	if d.brokerURL == "" {
+		d.broker, err = broker.Start(broker.Options{Listen: cfg.MQTT.Listen, Logger: log.With("component", "broker")})
+		if err != nil {
+			return nil, err
+		}
+		d.brokerURL = d.broker.URL()
+		log.Info("embedded broker listening", "addr", d.broker.Addr())
+	}
+
+	d.httpLn, err = net.Listen("tcp", cfg.HTTP.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("http: listen on %s: %w", cfg.HTTP.Listen, err)
+	}
+
+	tlsConf, err := tlsConfig(cfg.MQTT)
+	if err != nil {
+		return nil, err
+	}
+	clientID := cfg.MQTT.ClientID
+	if clientID == "" {
+		clientID = defaultClientID(cfg.DataDir)
+	}
+	var disp *dispatcher.Dispatcher
+	d.conn = mqtt.New(mqtt.Options{
+		URL:       d.brokerURL,
+		ClientID:  clientID,
+		Username:  cfg.MQTT.Username,
+		Password:  cfg.MQTT.Password,
+		TLS:       tlsConf,
+		KeepAlive: cfg.MQTT.KeepAlive,
+		Reconnect: cfg.MQTT.Reconnect,
+		Status: mqtt.Announcement{
+			Topic:   cfg.Prefix + "/bridge/state",
+			Online:  "online",
+			Offline: "offline",
+		},
+		OnConnect: func(context.Context) {
+			if disp != nil {
+				disp.Reconnected()
+			}
+		},
+		Rand:   dp.rand,
+		Logger: log.With("component", "mqtt"),
+	})
+
+	var services []dispatcher.Service
+	var adapters []*zigbee2mqtt.Adapter
+	for _, s := range cfg.Services {
+		var devs []dispatcher.Device
+		for _, dev := range cfg.Devices {
+			if dev.Service == s.Name {
+				devs = append(devs, dispatcher.Device{Device: dev.Device, TTL: dev.TTL})
+			}
+		}
+		switch s.Protocol {
+		case config.ProtocolZigbee2MQTT:
+			a := zigbee2mqtt.New(d.conn, zigbee2mqtt.Options{
+				Service:   s.Name,
+				BaseTopic: s.BaseTopic,
+				Devices:   deviceList(devs),
+				Logger:    log.With("component", "zigbee2mqtt", "service", s.Name),
+			})
+			adapters = append(adapters, a)
+			services = append(services, dispatcher.Service{
+				Name:           s.Name,
+				Bridge:         a,
+				MaxAttempts:    s.Retry.MaxAttempts,
+				AttemptTimeout: s.Retry.AttemptTimeout,
+				Backoff:        s.Retry.Backoff,
+			})
+		default:
+			return nil, fmt.Errorf("service %s: protocol %q is not supported", s.Name, s.Protocol)
+		}
+	}
+	var devs []dispatcher.Device
+	for _, dev := range cfg.Devices {
+		devs = append(devs, dispatcher.Device{Device: dev.Device, TTL: dev.TTL})
+	}
+	disp, err = dispatcher.New(dispatcher.Options{
+		Prefix:    cfg.Prefix,
+		Services:  services,
+		Devices:   devs,
+		Journal:   d.store,
+		Publisher: d.conn,
+		Clock:     dp.clock,
+		Rand:      dp.rand,
+		Logger:    log.With("component", "dispatcher"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	d.disp = disp
+	states, err := d.store.States()
+	if err != nil {
+		return nil, err
+	}
+	restored := make(map[string]map[string]any, len(states))
+	for id, s := range states {
+		restored[id] = s.State
+	}
+	disp.Restore(restored)
+
+	// Subscriptions are registered before the first connect, which makes
+	// them: the intake, then every bridge.
+	intake := newIntake(cfg.Prefix, disp, log)
+	if err := d.conn.SubscribeManualAck(context.Background(), cfg.Prefix+"/+/set", 1, intake.handle); err != nil {
+		return nil, err
+	}
+	for _, a := range adapters {
+		if err := a.Start(context.Background(), disp); err != nil {
+			return nil, err
+		}
+	}
+
+	d.health.Add("mqtt", func() error {
+		if !d.conn.Connected() {
+			return fmt.Errorf("not connected to %s", d.brokerURL)
+		}
+		return nil
+	})
+	d.health.Add("store", func() error { return nil })
+
+	var dispCtx, connCtx context.Context
+	dispCtx, d.stopDisp = context.WithCancel(context.Background())
+	connCtx, d.stopConn = context.WithCancel(context.Background())
+	d.dispDone, d.connDone, d.httpDone = make(chan struct{}), make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(d.dispDone)
+		if err := disp.Run(dispCtx); err != nil {
+			log.Error("dispatcher stopped", "err", err)
+		}
+	}()
+	go func() {
+		defer close(d.connDone)
+		d.conn.Run(connCtx)
+	}()
+	mux := http.NewServeMux()
+	d.health.Register(mux)
+	d.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		defer close(d.httpDone)
+		if err := d.httpSrv.Serve(d.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("http server stopped", "err", err)
+		}
+	}()
+	log.Info("hearthd started", "broker", d.brokerURL, "http", d.httpLn.Addr().String(),
+		"services", len(cfg.Services), "devices", len(cfg.Devices), "prefix", cfg.Prefix)
+	return d, nil
+}
+
+// stop shuts down in reverse dependency order: no new commands, the
+// dispatcher (pending commands stay stored), the MQTT connection (which
+// announces offline), HTTP, the embedded broker, the store.
+func (d *daemon) stop() {
+	d.stopOnce.Do(func() {
+		if d.beforeStop != nil {
+			d.beforeStop()
+		}
+		if d.stopDisp != nil {
+			d.stopDisp()
+			<-d.dispDone
+		}
+		if d.stopConn != nil {
+			d.stopConn()
+			<-d.connDone
+		}
+		if d.httpSrv != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			d.httpSrv.Shutdown(ctx)
+			cancel()
+			<-d.httpDone
+		} else if d.httpLn != nil {
+			d.httpLn.Close()
+		}
+		if d.broker != nil {
+			d.broker.Close()
+		}
+		if d.store != nil {
+			if err := d.store.Close(); err != nil {
+				d.log.Error("close store", "err", err)
+			}
+		}
+		d.log.Info("hearthd stopped")
+	})
+}
+
+// httpAddr is the address HTTP listens on.
+func (d *daemon) httpAddr() string { return d.httpLn.Addr().String() }
+
+func deviceList(devs []dispatcher.Device) []devices.Device {
+	out := make([]devices.Device, len(devs))
+	for i, d := range devs {
+		out[i] = d.Device
+	}
+	return out
+}
+
+// defaultClientID is unique per instance: the host name and a hash of the
+// absolute data directory, so that two instances on one host never take
+// each other's session, and one instance keeps its ID across restarts.
+func defaultClientID(dataDir string) string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "host"
+	}
+	abs, err := filepath.Abs(dataDir)
+	if err != nil {
+		abs = dataDir
+	}
+	sum := sha256.Sum256([]byte(abs))
+	return fmt.Sprintf("hearth-%s-%x", strings.ReplaceAll(host, ".", "-"), sum[:4])
+}
+
+// tlsConfig builds the TLS configuration for an ssl://, mqtts:// or wss://
+// broker URL, or returns nil for a plain one.
+func tlsConfig(m config.MQTT) (*tls.Config, error) {
+	if m.TLS == (config.TLS{}) {
+		return nil, nil
+	}
+	c := &tls.Config{InsecureSkipVerify: m.TLS.InsecureSkipVerify, MinVersion: tls.VersionTLS12}
+	if m.TLS.CAFile != "" {
+		pem, err := os.ReadFile(m.TLS.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("mqtt.tls.ca_file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("mqtt.tls.ca_file: %s holds no PEM certificate", m.TLS.CAFile)
+		}
+		c.RootCAs = pool
+	}
+	if m.TLS.CertFile != "" {
+		cert, err := tls.LoadX509KeyPair(m.TLS.CertFile, m.TLS.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("mqtt.tls.cert_file/key_file: %w", err)
+		}
+		c.Certificates = []tls.Certificate{cert}
+	}
+	return c, nil
+}

@@ -1,0 +1,172 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+
+	"github.com/hearthd/hearth/config"
+	"github.com/hearthd/hearth/devices"
+	"github.com/hearthd/hearth/simulator"
+)
+
+// demoWait bounds how long the demo waits for one command's final result.
+const demoWait = 30 * time.Second
+
+// runDemo plays the configured Zigbee2MQTT devices with the simulator in
+// this process, sends them a few commands as an automation would, over
+// MQTT, and prints every result. The simulator keeps running until ctx
+// ends, so that commands sent by hand are answered too.
+func runDemo(ctx context.Context, d *daemon, out io.Writer, log *slog.Logger) error {
+	sim, err := simulator.New(simulator.Options{
+		Broker:  d.brokerURL,
+		Devices: simDevices(d.cfg),
+		Logger:  log.With("component", "simulator"),
+	})
+	if err != nil {
+		return err
+	}
+	simCtx, stopSim := context.WithCancel(ctx)
+	simDone := make(chan struct{})
+	go func() {
+		defer close(simDone)
+		sim.Run(simCtx)
+	}()
+	// The simulator must leave before the daemon stops its broker.
+	d.beforeStop = func() { stopSim(); <-simDone }
+	select {
+	case <-sim.Ready():
+	case <-ctx.Done():
+		return nil
+	}
+
+	results := make(chan devices.Result, 64)
+	client := paho.NewClient(paho.NewClientOptions().
+		AddBroker(d.brokerURL).
+		SetClientID(fmt.Sprintf("hearth-demo-%d", time.Now().UnixNano())).
+		SetOrderMatters(true))
+	if t := client.Connect(); !t.WaitTimeout(demoWait) || t.Error() != nil {
+		return fmt.Errorf("demo: connect to %s: %v", d.brokerURL, t.Error())
+	}
+	defer client.Disconnect(100)
+	t := client.Subscribe(d.cfg.Prefix+"/+/result", 1, func(_ paho.Client, m paho.Message) {
+		var r devices.Result
+		if json.Unmarshal(m.Payload(), &r) == nil {
+			results <- r
+		}
+	})
+	if !t.WaitTimeout(demoWait) || t.Error() != nil {
+		return fmt.Errorf("demo: subscribe: %v", t.Error())
+	}
+
+	run := time.Now().Format("150405")
+	steps := []struct{ device, payload, note string }{
+		{"hall_light", `{"state":"ON","brightness":128,"op_id":"demo-` + run + `-1"}`, "turn a light on at half brightness"},
+		{"front_door", `{"state":"LOCK","op_id":"demo-` + run + `-2"}`, "lock the front door (confirmed from lock_state)"},
+		{"living_blinds", `{"position":40,"op_id":"demo-` + run + `-3"}`, "open the blinds to 40%"},
+		{"hall_light", `{"state":"TOGGLE","op_id":"demo-` + run + `-4"}`, "a relative command: refused"},
+		{"hall_light", `{"state":"ON","brightness":128,"op_id":"demo-` + run + `-1"}`, "the first command again, same op_id: answered from the store, not sent again"},
+	}
+	fmt.Fprintf(out, "\nhearthd demo: broker %s, HTTP http://%s, %d simulated Zigbee2MQTT devices\n",
+		d.brokerURL, d.httpAddr(), len(simDevices(d.cfg)))
+	for _, s := range steps {
+		if _, ok := d.cfg.Device(s.device); !ok {
+			continue
+		}
+		var opID struct {
+			OpID string `json:"op_id"`
+		}
+		json.Unmarshal([]byte(s.payload), &opID)
+		fmt.Fprintf(out, "\n# %s\n→ %s/%s/set  %s\n", s.note, d.cfg.Prefix, s.device, s.payload)
+		if t := client.Publish(d.cfg.Prefix+"/"+s.device+"/set", 1, false, s.payload); !t.WaitTimeout(demoWait) || t.Error() != nil {
+			return fmt.Errorf("demo: publish: %v", t.Error())
+		}
+		if err := printUntilFinal(ctx, out, results, opID.OpID); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(out, "\nhall_light received %d set message(s).\n", sim.Sets(address(d.cfg, "hall_light")))
+	fmt.Fprintf(out, `
+Try one yourself while this runs (Ctrl-C stops it):
+  mosquitto_sub -h %[1]s -p %[2]s -t '%[3]s/#' -v &
+  mosquitto_pub -h %[1]s -p %[2]s -q 1 -t %[3]s/kitchen_light/set -m '{"state":"ON","brightness":200,"op_id":"try-1"}'
+  curl -s http://%[4]s/readyz
+
+`, host(d.brokerURL), port(d.brokerURL), d.cfg.Prefix, d.httpAddr())
+	return nil
+}
+
+// printUntilFinal prints the results of opID until a terminal one.
+func printUntilFinal(ctx context.Context, out io.Writer, results <-chan devices.Result, opID string) error {
+	timeout := time.NewTimer(demoWait)
+	defer timeout.Stop()
+	for {
+		select {
+		case r := <-results:
+			if r.OpID != opID {
+				continue
+			}
+			line := fmt.Sprintf("  %-10s attempts=%d", r.Status, r.Attempts)
+			if r.Reason != "" {
+				line += "  reason=" + string(r.Reason)
+			}
+			if r.Detail != "" {
+				line += "  (" + r.Detail + ")"
+			}
+			if r.State != nil {
+				b, _ := json.Marshal(r.State)
+				line += "  state=" + string(b)
+			}
+			fmt.Fprintln(out, line)
+			if r.Status.Terminal() {
+				return nil
+			}
+		case <-timeout.C:
+			return fmt.Errorf("demo: no final result for %s within %s", opID, demoWait)
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+// simDevices lists the configured Zigbee2MQTT devices for the simulator.
+func simDevices(cfg *config.Config) []simulator.Device {
+	var out []simulator.Device
+	for _, dev := range cfg.Devices {
+		svc, ok := cfg.Service(dev.Service)
+		if !ok || svc.Protocol != config.ProtocolZigbee2MQTT {
+			continue
+		}
+		out = append(out, simulator.Device{Name: address(cfg, dev.ID), Class: string(dev.Class), BaseTopic: svc.BaseTopic})
+	}
+	return out
+}
+
+func address(cfg *config.Config, id string) string {
+	dev, _ := cfg.Device(id)
+	if dev.Address != "" {
+		return dev.Address
+	}
+	return id
+}
+
+func host(url string) string {
+	hp := strings.TrimPrefix(url, "tcp://")
+	if i := strings.LastIndex(hp, ":"); i >= 0 {
+		return hp[:i]
+	}
+	return hp
+}
+
+func port(url string) string {
+	if i := strings.LastIndex(url, ":"); i >= 0 {
+		return url[i+1:]
+	}
+	return "1883"
+}

@@ -1,0 +1,344 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+	"github.com/jonboulle/clockwork"
+	"go.uber.org/goleak"
+
+	"github.com/hearthd/hearth/config"
+	"github.com/hearthd/hearth/devices"
+	"github.com/hearthd/hearth/retry"
+	"github.com/hearthd/hearth/simulator"
+)
+
+func TestMain(m *testing.M) {
+	before := goleak.IgnoreCurrent()
+	code := m.Run()
+	removeBuiltBinaries()
+	if code == 0 {
+		if err := goleak.Find(before); err != nil {
+			os.Stderr.WriteString("goleak: " + err.Error() + "\n")
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// eventWait bounds every wait for something the system under test must do.
+// Waits end as soon as the event happens; this is only the failure deadline.
+const eventWait = 10 * time.Second
+
+// t0 is when every test's fake clock starts.
+var t0 = time.Date(2026, 11, 29, 19, 0, 0, 0, time.UTC)
+
+// testConfig is the configuration of the end-to-end tests: the embedded
+// broker and HTTP on free loopback ports, and a Zigbee2MQTT service with 2
+// attempts, 5 s attempt timeout and full-jitter backoff base 1 s, cap 10 s.
+const testConfig = `
+mqtt:
+  listen: 127.0.0.1:0
+  reconnect: {base: 10ms, cap: 100ms}
+http:
+  listen: 127.0.0.1:0
+defaults:
+  ttl: 60s
+services:
+  zigbee:
+    protocol: zigbee2mqtt
+    retry:
+      max_attempts: 2
+      attempt_timeout: 5s
+      base: 1s
+      multiplier: 2
+      cap: 10s
+devices:
+  hall_light:
+    class: light
+  front_door:
+    class: lock
+    address: Front Door
+  blinds:
+    class: cover
+  plug:
+    class: switch
+`
+
+// ceilingRand makes every full-jitter draw its ceiling, so that backoff
+// delays are exact: base·2^(n-1), capped.
+type ceilingRand struct{}
+
+func (ceilingRand) Int64N(n int64) int64 { return n - 1 }
+
+// floorRand makes every full-jitter draw zero: no backoff at all.
+type floorRand struct{}
+
+func (floorRand) Int64N(int64) int64 { return 0 }
+
+// harness is one hearthd with the embedded broker, a real bbolt store in a
+// temp dir, a fake clock, simulated Zigbee2MQTT devices and an MQTT client
+// playing the automation.
+type harness struct {
+	t       *testing.T
+	cfg     *config.Config
+	clock   *clockwork.FakeClock
+	d       *daemon
+	sim     *simulator.Sim
+	stopSim func()
+	client  paho.Client
+
+	results chan devices.Result
+	backlog []devices.Result
+	sets    chan simulator.SetEvent
+}
+
+type harnessOptions struct {
+	dataDir string
+	faults  simulator.Faults
+	clock   *clockwork.FakeClock
+	// brokerURL, if set, is an external broker hearthd connects to instead
+	// of starting its own, so that the broker outlives a restart.
+	brokerURL string
+	// automation, if set, is an earlier harness whose automation client
+	// (on the same external broker) stays subscribed across a restart.
+	automation *harness
+	// rand draws backoff jitter; nil means ceilingRand.
+	rand retry.Rand
+}
+
+func newHarness(t *testing.T, o harnessOptions) *harness {
+	t.Helper()
+	if o.dataDir == "" {
+		o.dataDir = t.TempDir()
+	}
+	if o.clock == nil {
+		o.clock = clockwork.NewFakeClockAt(t0)
+	}
+	cfg, err := config.Parse("test.yaml", []byte(testConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.DataDir = o.dataDir
+	cfg.MQTT.URL = o.brokerURL
+	h := &harness{
+		t:       t,
+		cfg:     cfg,
+		clock:   o.clock,
+		results: make(chan devices.Result, 256),
+		sets:    make(chan simulator.SetEvent, 256),
+	}
+	if o.rand == nil {
+		o.rand = ceilingRand{}
+	}
+	h.d, err = start(cfg, deps{clock: o.clock, rand: o.rand, logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.stop)
+	// hearthd subscribes before the simulator publishes anything: see the
+	// note on mochi-mqtt below.
+	waitClosed(t, h.d.conn.Up(), "hearthd connected")
+
+	h.sim, err = simulator.New(simulator.Options{
+		Broker:  h.d.brokerURL,
+		Devices: simDevices(cfg),
+		Faults:  o.faults,
+		OnSet:   func(e simulator.SetEvent) { h.sets <- e },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); h.sim.Run(ctx) }()
+	h.stopSim = func() { cancel(); <-done }
+	waitClosed(t, h.sim.Ready(), "simulator ready")
+
+	// The automation subscribes with wildcards only to topics nobody
+	// publishes retained: mochi-mqtt v2.7.9 reads a topic's retained path
+	// without its lock while scanning for a new wildcard subscription
+	// (mochi-mqtt/server#200), which the race detector reports.
+	if a := o.automation; a != nil {
+		h.client, h.results, h.backlog = a.client, a.results, a.backlog
+		a.client = nil // now h's to disconnect
+		return h
+	}
+	h.client = paho.NewClient(paho.NewClientOptions().
+		AddBroker(h.d.brokerURL).
+		SetClientID("automation-" + strings.ReplaceAll(t.Name(), "/", "-")).
+		SetOrderMatters(true))
+	mustToken(t, h.client.Connect())
+	mustToken(t, h.client.Subscribe("hearth/+/result", 1, func(_ paho.Client, m paho.Message) {
+		var r devices.Result
+		if err := json.Unmarshal(m.Payload(), &r); err != nil {
+			t.Errorf("result is not JSON: %s", m.Payload())
+			return
+		}
+		h.results <- r
+	}))
+	return h
+}
+
+// stop stops everything in order: simulator, automation, hearthd.
+func (h *harness) stop() {
+	h.stopAutomation()
+	h.stopHearth()
+}
+
+func (h *harness) stopAutomation() {
+	if h.client != nil {
+		h.client.Disconnect(0)
+		h.client = nil
+	}
+}
+
+// stopHearth stops the simulator and hearthd, as a power cut of the hub
+// would, but leaves the automation connected to an external broker.
+func (h *harness) stopHearth() {
+	if h.stopSim != nil {
+		h.stopSim()
+		h.stopSim = nil
+	}
+	if h.d != nil {
+		h.d.stop()
+		h.d = nil
+	}
+}
+
+// publish sends a command as an automation does: QoS 1, not retained.
+func (h *harness) publish(device, payload string) {
+	h.t.Helper()
+	mustToken(h.t, h.client.Publish("hearth/"+device+"/set", 1, false, payload))
+}
+
+// result waits for the next result of opID.
+func (h *harness) result(opID string) devices.Result {
+	h.t.Helper()
+	return h.await(func(r devices.Result) bool { return r.OpID == opID }, "a result of "+opID)
+}
+
+// final waits for the terminal result of opID, checking that the interim
+// one said accepted first.
+func (h *harness) final(opID string) devices.Result {
+	h.t.Helper()
+	if r := h.result(opID); r.Status != devices.Accepted {
+		h.t.Fatalf("first result of %s: %s (%s: %s); want accepted", opID, r.Status, r.Reason, r.Detail)
+	}
+	return h.await(func(r devices.Result) bool { return r.OpID == opID && r.Status.Terminal() }, "the final result of "+opID)
+}
+
+func (h *harness) await(match func(devices.Result) bool, what string) devices.Result {
+	h.t.Helper()
+	for i, r := range h.backlog {
+		if match(r) {
+			h.backlog = append(h.backlog[:i], h.backlog[i+1:]...)
+			return r
+		}
+	}
+	deadline := time.NewTimer(eventWait)
+	defer deadline.Stop()
+	for {
+		select {
+		case r := <-h.results:
+			if match(r) {
+				return r
+			}
+			h.backlog = append(h.backlog, r)
+		case <-deadline.C:
+			h.t.Fatalf("timed out waiting for %s; results so far: %+v", what, h.backlog)
+		}
+	}
+}
+
+// nextSet waits for the next set message the simulated devices receive.
+func (h *harness) nextSet() simulator.SetEvent {
+	h.t.Helper()
+	select {
+	case e := <-h.sets:
+		return e
+	case <-time.After(eventWait):
+		h.t.Fatal("timed out waiting for a set to reach a device")
+		panic("unreachable")
+	}
+}
+
+// noSetsYet fails if any set has reached a device.
+func (h *harness) noSetsYet() {
+	h.t.Helper()
+	select {
+	case e := <-h.sets:
+		h.t.Fatalf("a set reached %s: %s", e.Device, e.Payload)
+	default:
+	}
+}
+
+// advance waits until hearthd waits on the fake clock (an attempt timeout
+// or a backoff), then moves the clock by d.
+func (h *harness) advance(d time.Duration) {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), eventWait)
+	defer cancel()
+	if err := h.clock.BlockUntilContext(ctx, 1); err != nil {
+		h.t.Fatal("hearthd never waited on the clock")
+	}
+	h.clock.Advance(d)
+}
+
+func mustToken(t *testing.T, tok paho.Token) {
+	t.Helper()
+	if !tok.WaitTimeout(eventWait) {
+		t.Fatal("mqtt: timed out")
+	}
+	if err := tok.Error(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func waitClosed(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(eventWait):
+		t.Fatalf("timed out waiting for %s", what)
+	}
+}
+
+// testLogger writes hearthd's log into the test's log, shown on failure or
+// with -v.
+func testLogger(t *testing.T) *slog.Logger {
+	if testing.Verbose() {
+		return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+type tWriter struct{ t *testing.T }
+
+var logMu sync.Mutex
+
+func (w tWriter) Write(p []byte) (int, error) {
+	logMu.Lock()
+	defer logMu.Unlock()
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// tempFile writes content to a file in a temp dir and returns its path.
+func tempFile(t *testing.T, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}

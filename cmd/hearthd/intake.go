@@ -1,0 +1,46 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+
+	"github.com/hearthd/hearth/devices"
+	"github.com/hearthd/hearth/dispatcher"
+	"github.com/hearthd/hearth/protocols/mqtt"
+)
+
+// intake hands command messages from <prefix>/<device>/set to the
+// dispatcher, and acknowledges each to the broker only once the dispatcher
+// has answered it: stored and accepted, or rejected.
+type intake struct {
+	prefix string
+	disp   *dispatcher.Dispatcher
+	log    *slog.Logger
+}
+
+func newIntake(prefix string, disp *dispatcher.Dispatcher, log *slog.Logger) *intake {
+	return &intake{prefix: prefix + "/", disp: disp, log: log}
+}
+
+func (in *intake) handle(m mqtt.Message) {
+	device, ok := strings.CutPrefix(m.Topic, in.prefix)
+	if ok {
+		device, ok = strings.CutSuffix(device, "/set")
+	}
+	if !ok || (m.Retained && len(m.Payload) == 0) {
+		// An empty retained message is someone clearing a retained
+		// command from the broker: nothing to answer.
+		m.Ack()
+		return
+	}
+	err := in.disp.Submit(context.Background(), dispatcher.Request{
+		Device:   device,
+		Payload:  m.Payload,
+		Retained: m.Retained,
+		Done:     func(devices.Result) { m.Ack() },
+	})
+	if err != nil {
+		in.log.Error("intake", "topic", m.Topic, "err", err)
+	}
+}

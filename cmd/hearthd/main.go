@@ -1,0 +1,143 @@
+// Command hearthd is the Hearth daemon: it takes device commands over MQTT,
+// delivers them through the device's bridge, and reports for each whether
+// the device really reached the requested state.
+//
+// Usage:
+//
+//	hearthd [-config FILE] [-data-dir DIR] [-mqtt-listen ADDR] [-mqtt-url URL]
+//	        [-http-listen ADDR] [-log-level LEVEL] [-demo]
+//
+// Flags override the config file. With -demo and no -config, hearthd runs
+// the built-in sample configuration with simulated devices in the same
+// process and sends them a few commands.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/hearthd/hearth/config"
+	"github.com/hearthd/hearth/configs"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "hearthd:", err)
+		}
+		os.Exit(1)
+	}
+}
+
+// options are the command line.
+type options struct {
+	configFile string
+	dataDir    string
+	mqttListen string
+	mqttURL    string
+	httpListen string
+	logLevel   string
+	demo       bool
+}
+
+func parseFlags(args []string, stderr io.Writer) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("hearthd", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.configFile, "config", "", "configuration file (YAML); default: built-in defaults, or the built-in sample with -demo")
+	fs.StringVar(&o.dataDir, "data-dir", "", "data directory of the command store (overrides data_dir)")
+	fs.StringVar(&o.mqttListen, "mqtt-listen", "", "embedded broker listen address, host:port (overrides mqtt.listen)")
+	fs.StringVar(&o.mqttURL, "mqtt-url", "", "external broker URL such as tcp://host:1883; no embedded broker runs (overrides mqtt.url)")
+	fs.StringVar(&o.httpListen, "http-listen", "", "HTTP listen address, host:port (overrides http.listen)")
+	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.BoolVar(&o.demo, "demo", false, "run simulated devices in the same process and send them a few commands")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected argument %q (flags start with -)", fs.Arg(0))
+	}
+	return o, nil
+}
+
+// loadConfig reads the config file, or the built-in sample for a demo, or
+// the built-in defaults, and applies the flags over it.
+func loadConfig(o options) (*config.Config, error) {
+	var cfg *config.Config
+	var err error
+	switch {
+	case o.configFile != "":
+		cfg, err = config.Load(o.configFile)
+	case o.demo:
+		cfg, err = config.Parse(configs.SampleName, configs.Sample)
+	default:
+		cfg = config.Default()
+	}
+	if err != nil {
+		return nil, err
+	}
+	if o.dataDir != "" {
+		cfg.DataDir = o.dataDir
+	}
+	if o.mqttListen != "" {
+		cfg.MQTT.Listen = o.mqttListen
+	}
+	if o.mqttURL != "" {
+		cfg.MQTT.URL = o.mqttURL
+	}
+	if o.httpListen != "" {
+		cfg.HTTP.Listen = o.httpListen
+	}
+	return cfg, nil
+}
+
+func parseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(strings.ToUpper(s))); err != nil {
+		return 0, fmt.Errorf("-log-level %q: want debug, info, warn or error", s)
+	}
+	return l, nil
+}
+
+// run is hearthd's whole life: parse, start, wait for ctx, stop.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	o, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	level, err := parseLevel(o.logLevel)
+	if err != nil {
+		return err
+	}
+	cfg, err := loadConfig(o)
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	if o.configFile == "" && !o.demo {
+		log.Warn("no -config given: running on built-in defaults, with no services and no devices")
+	}
+	d, err := start(cfg, deps{logger: log})
+	if err != nil {
+		return err
+	}
+	defer d.stop()
+	if o.demo {
+		if err := runDemo(ctx, d, stdout, log); err != nil {
+			return err
+		}
+	}
+	<-ctx.Done()
+	log.Info("shutting down", "cause", context.Cause(ctx))
+	return nil
+}

@@ -1,0 +1,67 @@
+// Package simulator plays the device side of Hearth's bridges so that Hearth
+// can be tested end to end against a real MQTT broker.
+//
+// This package owns the Zigbee2MQTT (Z2M) side: a [Sim] acts as one Z2M
+// bridge per base topic and as every device behind it. It follows the topic
+// layout and payloads documented by Zigbee2MQTT ("MQTT Topics and Messages"
+// and the "exposes" of the light, switch, lock and cover classes):
+//
+//	<base>/bridge/state              {"state":"online"} at start, {"state":"offline"} as will and on clean stop; retained
+//	<base>/<name>/availability       {"state":"online"} or {"state":"offline"}; retained
+//	<base>/<name>/set                a JSON object of attributes, or a plain string taken as "state"
+//	<base>/<name>/get                any attribute object (e.g. {"state":""}); the device reports its state
+//	<base>/<name>                    the device's full state as JSON after every accepted set or get; not retained
+//
+// <base> defaults to "zigbee2mqtt" and <name> is the device's friendly_name,
+// which may contain "/". Every publish and subscription uses QoS 1.
+//
+// Device classes and their attributes (command values match case-insensitively,
+// reported values are upper case as Z2M reports them):
+//
+//   - light: state ON/OFF/TOGGLE, brightness 0–254, color_temp in mireds
+//     (150–500). A brightness above 0 turns the light ON; brightness 0 turns it
+//     OFF and keeps the last level, as Z2M reports for most bulbs. Turning ON a
+//     light whose level is 0 sets brightness 254. An explicit state in the same
+//     set wins over the on/off implied by brightness.
+//   - switch: state ON/OFF/TOGGLE.
+//   - lock: state LOCK/UNLOCK; reports state LOCK/UNLOCK and lock_state
+//     locked/unlocked.
+//   - cover: state OPEN/CLOSE/STOP, position 0–100, tilt 0–100. OPEN moves to
+//     position 100, CLOSE to 0, a position N reports OPEN if N>0 else CLOSE,
+//     STOP keeps the position. A position in the same set wins over a state.
+//
+// Numbers out of range are clamped. Unknown attributes and invalid values are
+// logged and ignored, as Z2M does; a set with at least one valid attribute is
+// answered with the full state even if nothing changed, a set with none is
+// not answered.
+//
+// # Faults
+//
+// Faults are deterministic: time comes from an injected clockwork.Clock and
+// randomness from an injected *rand.Rand. A set passes through these stages,
+// in order, and the first that applies decides its fate:
+//
+//  1. a payload that is neither a JSON object nor a plain string is dropped
+//     (ReasonMalformed);
+//  2. an offline device ignores the set (ReasonOffline);
+//  3. each device drops its first Faults.DropFirst sets that reach this stage
+//     (ReasonDropFirst);
+//  4. if Faults.DropRate > 0, one Rand.Float64 draw per set: below DropRate,
+//     the set is dropped (ReasonDropRate);
+//  5. a set with no valid attribute is not answered (ReasonNoValidAttribute).
+//
+// An accepted set changes the device's state at once; its report is published
+// Faults.Latency later (on the injected clock). Reports of one device leave in
+// order. A report whose device went offline while it waited is not published.
+//
+// # Caveats
+//
+// The sim never does what Hearth must refuse to do, but it does what Z2M does:
+// it acts on relative commands (TOGGLE) and on retained set messages (flagged in
+// [SetEvent.Retained]), so tests can catch a client that sends them.
+// Per-attribute set topics (<name>/set/<attribute>), groups, endpoints and the
+// bridge request API are not simulated.
+//
+// The package never imports Hearth's protocols packages: it is written from
+// Z2M's documentation so that it catches their mistakes instead of sharing them.
+package simulator

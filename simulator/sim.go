@@ -1,0 +1,719 @@
+package simulator
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"math/rand/v2"
+	"net/url"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	mqtt "github.com/eclipse/paho.mqtt.golang"
+	"github.com/jonboulle/clockwork"
+)
+
+// ErrUnknownDevice is returned for a friendly name the sim does not play.
+var ErrUnknownDevice = errors.New("simulator: unknown device")
+
+// ErrAlreadyRun is returned by a second call to [Sim.Run].
+var ErrAlreadyRun = errors.New("simulator: Run called twice")
+
+// Reconnect backoff: full jitter, a delay drawn in (0, cap] where cap doubles
+// from reconnectBase with every failed attempt, up to reconnectMax.
+const (
+	reconnectBase = 250 * time.Millisecond
+	reconnectMax  = 30 * time.Second
+	// connectTimeout bounds one connection attempt (paho's own timer).
+	connectTimeout = 5 * time.Second
+	// writeTimeout bounds one write to the network (paho's own timer).
+	writeTimeout = 5 * time.Second
+	// stopTimeout bounds the bridge-offline publish and disconnect on stop.
+	stopTimeout = 2 * time.Second
+)
+
+// Device is one simulated Zigbee2MQTT device.
+type Device struct {
+	// Name is the device's Z2M friendly_name. It may contain "/" but must be
+	// unique within the sim, must not start with the level "bridge" nor end
+	// with the level "set", "get" or "availability".
+	Name string
+	// Class is ClassLight, ClassSwitch, ClassLock or ClassCover.
+	Class string
+	// BaseTopic is the Z2M base topic; "" means DefaultBaseTopic. Devices
+	// with the same base topic share one bridge and one MQTT connection.
+	BaseTopic string
+	// LinkQuality, if above 0, is reported as "linkquality" (0–255) with
+	// every state, as Z2M does. 0 omits it.
+	LinkQuality int
+}
+
+// Faults are the misbehaviours the sim injects; the zero value injects none.
+// See the package documentation for the order in which they apply.
+type Faults struct {
+	// DropFirst is how many sets each device silently ignores first.
+	DropFirst int
+	// DropRate is the fraction (0–1) of the remaining sets silently ignored,
+	// decided by one Options.Rand draw per set.
+	DropRate float64
+	// Latency delays every answer to a set or get, on Options.Clock; the
+	// initial state at start is not delayed.
+	Latency time.Duration
+	// Offline names the devices that start offline: their availability is
+	// offline and they ignore sets and gets until SetOnline brings them back.
+	Offline []string
+}
+
+// Options configure a Sim. Every zero value has a documented default.
+type Options struct {
+	// Broker is the MQTT broker URL, e.g. "tcp://127.0.0.1:1883". Required.
+	Broker string
+	// ClientID is the MQTT client ID; default "hearth-sim-<random hex>".
+	// With several base topics, each bridge connects as ClientID-<n>, n
+	// counting from 0 in order of first appearance in Devices.
+	ClientID string
+	// Username and Password authenticate to the broker if not empty.
+	Username, Password string
+	// Devices are the simulated devices; at least one.
+	Devices []Device
+	// Faults are the faults to inject; the zero value injects none.
+	Faults Faults
+	// Clock times latency and reconnect backoff; default the real clock.
+	Clock clockwork.Clock
+	// Rand draws DropRate decisions and reconnect jitter; default randomly
+	// seeded. The sim serialises its use.
+	Rand *rand.Rand
+	// Logger receives the sim's logs; default discards them.
+	Logger *slog.Logger
+	// OnSet, if not nil, is called for every set received for a known
+	// device, after it was applied or dropped. It is called from the MQTT
+	// receive path, one call at a time per base topic, and must not block.
+	OnSet func(SetEvent)
+}
+
+// Reasons a set is dropped, in SetEvent.Reason.
+const (
+	ReasonMalformed        = "malformed"          // neither a JSON object nor a plain string
+	ReasonOffline          = "offline"            // the device is offline
+	ReasonDropFirst        = "drop_first"         // one of the device's first Faults.DropFirst sets
+	ReasonDropRate         = "drop_rate"          // lost to Faults.DropRate
+	ReasonNoValidAttribute = "no_valid_attribute" // no attribute the class knows with a valid value
+)
+
+// SetEvent describes one set message received for a known device.
+type SetEvent struct {
+	// Device is the friendly name.
+	Device string
+	// Topic and Payload are the message as received.
+	Topic   string
+	Payload []byte
+	// Retained is true if the broker delivered a retained message, which a
+	// well-behaved controller never publishes as a command.
+	Retained bool
+	// Attrs are the decoded attributes; nil if the payload was malformed.
+	Attrs map[string]any
+	// Dropped is true if no state report follows this set; Reason says why.
+	Dropped bool
+	Reason  string
+	// At is when the set was received, on Options.Clock.
+	At time.Time
+}
+
+// Sim is a running Zigbee2MQTT bridge with its devices. Create it with New,
+// start it with Run; its other methods are safe for concurrent use.
+type Sim struct {
+	broker             string
+	username, password string
+	faults             Faults
+	clock              clockwork.Clock
+	log                *slog.Logger
+	onSet              func(SetEvent)
+	bridges            []*bridge
+	devices            map[string]*device // by friendly name
+
+	ran   atomic.Bool
+	ready chan struct{}
+
+	mu        sync.Mutex // guards rand, readyLeft, every device's mutable fields and bridge.initialQueued
+	rand      *rand.Rand
+	readyLeft int
+}
+
+// bridge is one base topic: one Z2M instance, one MQTT connection.
+type bridge struct {
+	base     string
+	clientID string
+	devices  map[string]*device // by friendly name
+	order    []*device          // in Options.Devices order
+	// connMu guards client. Publishers hold it for reading while they hand
+	// a message to paho, and the client is only detached under the write
+	// lock, so no publish can race a disconnect (paho's Publish would then
+	// block for its write timeout).
+	connMu sync.RWMutex
+	client mqtt.Client // the connected client, nil while disconnected
+
+	initialQueued bool // the devices' initial states were queued; guarded by Sim.mu
+
+	// availMu serialises availability publishes of this bridge, so the last
+	// one published is the last state set. Taken before connMu and Sim.mu.
+	availMu sync.Mutex
+}
+
+// device is one simulated device.
+type device struct {
+	Device
+	bridge     *bridge
+	stateTopic string
+	availTopic string
+	out        outbox
+
+	// Guarded by Sim.mu.
+	state     map[string]any
+	online    bool
+	sets      int // sets received, dropped included
+	delivered int // sets that reached the DropFirst stage
+}
+
+// New validates opts and returns a Sim ready to Run.
+func New(opts Options) (*Sim, error) {
+	if opts.Broker == "" {
+		return nil, errors.New("simulator: Options.Broker is required")
+	}
+	if u, err := url.Parse(opts.Broker); err != nil || u.Scheme == "" || u.Host == "" {
+		return nil, fmt.Errorf("simulator: Options.Broker %q is not a URL like tcp://host:port", opts.Broker)
+	}
+	if len(opts.Devices) == 0 {
+		return nil, errors.New("simulator: Options.Devices is empty")
+	}
+	f := opts.Faults
+	switch {
+	case f.DropFirst < 0:
+		return nil, fmt.Errorf("simulator: Faults.DropFirst %d is negative", f.DropFirst)
+	case !(f.DropRate >= 0 && f.DropRate <= 1):
+		return nil, fmt.Errorf("simulator: Faults.DropRate %v is not within 0–1", f.DropRate)
+	case f.Latency < 0:
+		return nil, fmt.Errorf("simulator: Faults.Latency %v is negative", f.Latency)
+	}
+
+	s := &Sim{
+		broker:   opts.Broker,
+		username: opts.Username,
+		password: opts.Password,
+		faults:   f,
+		clock:    opts.Clock,
+		log:      opts.Logger,
+		onSet:    opts.OnSet,
+		rand:     opts.Rand,
+		devices:  make(map[string]*device, len(opts.Devices)),
+		ready:    make(chan struct{}),
+	}
+	if s.clock == nil {
+		s.clock = clockwork.NewRealClock()
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.rand == nil {
+		s.rand = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+	}
+	clientID := opts.ClientID
+	if clientID == "" {
+		clientID = "hearth-sim-" + strconv.FormatUint(uint64(rand.Uint32()), 16)
+	}
+
+	byBase := map[string]*bridge{}
+	for i, d := range opts.Devices {
+		if err := checkFriendlyName(d.Name); err != nil {
+			return nil, fmt.Errorf("simulator: Devices[%d]: friendly name %q %w", i, d.Name, err)
+		}
+		if _, dup := s.devices[d.Name]; dup {
+			return nil, fmt.Errorf("simulator: Devices[%d]: friendly name %q is used twice", i, d.Name)
+		}
+		if !knownClass(d.Class) {
+			return nil, fmt.Errorf("simulator: Devices[%d] %q: unknown class %q (want light, switch, lock or cover)", i, d.Name, d.Class)
+		}
+		if d.LinkQuality < 0 || d.LinkQuality > 255 {
+			return nil, fmt.Errorf("simulator: Devices[%d] %q: LinkQuality %d is not within 0–255", i, d.Name, d.LinkQuality)
+		}
+		if d.BaseTopic == "" {
+			d.BaseTopic = DefaultBaseTopic
+		}
+		if err := checkTopicName(d.BaseTopic); err != nil {
+			return nil, fmt.Errorf("simulator: Devices[%d] %q: base topic %q %w", i, d.Name, d.BaseTopic, err)
+		}
+		b := byBase[d.BaseTopic]
+		if b == nil {
+			b = &bridge{base: d.BaseTopic, devices: map[string]*device{}}
+			byBase[d.BaseTopic] = b
+			s.bridges = append(s.bridges, b)
+		}
+		dev := &device{
+			Device:     d,
+			bridge:     b,
+			stateTopic: d.BaseTopic + "/" + d.Name,
+			availTopic: d.BaseTopic + "/" + d.Name + "/availability",
+			state:      initialState(d.Class),
+			online:     true,
+		}
+		dev.out.init()
+		s.devices[d.Name] = dev
+		b.devices[d.Name] = dev
+		b.order = append(b.order, dev)
+	}
+	for _, name := range f.Offline {
+		d := s.devices[name]
+		if d == nil {
+			return nil, fmt.Errorf("simulator: Faults.Offline names %q, which is not in Devices", name)
+		}
+		d.online = false
+	}
+	for i, b := range s.bridges {
+		b.clientID = clientID
+		if len(s.bridges) > 1 {
+			b.clientID = clientID + "-" + strconv.Itoa(i)
+		}
+	}
+	s.readyLeft = len(s.bridges)
+	return s, nil
+}
+
+// Ready returns a channel closed once every bridge has connected for the
+// first time, published its devices' availability, queued each online
+// device's initial state (ahead of any report), subscribed to its commands
+// and published its online state. On every later connection too, a bridge
+// publishes its online state only once it hears commands.
+func (s *Sim) Ready() <-chan struct{} { return s.ready }
+
+// Run connects every bridge to the broker (retrying with full-jitter backoff
+// until ctx is done), serves sets and gets, and reconnects when a connection
+// is lost. Once ctx is cancelled it publishes each bridge's offline state,
+// disconnects and returns nil. It returns ErrAlreadyRun if called again.
+func (s *Sim) Run(ctx context.Context) error {
+	if !s.ran.CompareAndSwap(false, true) {
+		return ErrAlreadyRun
+	}
+	var wg sync.WaitGroup
+	for _, d := range s.devices {
+		wg.Go(func() { s.deliver(ctx, d) })
+	}
+	for _, b := range s.bridges {
+		wg.Go(func() { s.serve(ctx, b) })
+	}
+	wg.Wait()
+	return nil
+}
+
+// SetOnline marks a device reachable or not and republishes its retained
+// availability if its bridge is connected. An offline device ignores sets
+// and gets, and reports still waiting on Faults.Latency are lost.
+func (s *Sim) SetOnline(name string, online bool) error {
+	d := s.devices[name]
+	if d == nil {
+		return fmt.Errorf("%w: %q", ErrUnknownDevice, name)
+	}
+	b := d.bridge
+	b.availMu.Lock()
+	defer b.availMu.Unlock()
+	s.mu.Lock()
+	d.online = online
+	s.mu.Unlock()
+	// Not awaited: the caller may be on the MQTT receive path. If the bridge
+	// is disconnected, it publishes availability when it reconnects.
+	b.publish(d.availTopic, true, availabilityPayload(online))
+	s.log.Info("availability changed", "device", name, "online", online)
+	return nil
+}
+
+// State returns a copy of a device's current state (without linkquality),
+// or nil for an unknown name.
+func (s *Sim) State(name string) map[string]any {
+	d := s.devices[name]
+	if d == nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(d.state)
+}
+
+// Sets returns how many sets a device has received, dropped ones included.
+func (s *Sim) Sets(name string) int {
+	d := s.devices[name]
+	if d == nil {
+		return 0
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return d.sets
+}
+
+// serve keeps one bridge connected until ctx is done.
+func (s *Sim) serve(ctx context.Context, b *bridge) {
+	log := s.log.With("base_topic", b.base, "client_id", b.clientID)
+	first := true
+	for attempt := 0; ; attempt++ {
+		if attempt > 0 {
+			d := s.backoff(attempt)
+			log.Info("connecting after backoff", "attempt", attempt, "delay", d)
+			if !s.wait(ctx, d) {
+				return
+			}
+		}
+		lost := make(chan struct{})
+		client := mqtt.NewClient(s.clientOptions(b, lost))
+		tok := client.Connect()
+		if err := await(ctx, tok); err != nil {
+			if ctx.Err() != nil {
+				<-tok.Done() // bounded by connectTimeout
+				if tok.Error() == nil {
+					client.Disconnect(0)
+				}
+				return
+			}
+			log.Warn("connect failed", "attempt", attempt, "err", err)
+			continue
+		}
+		if err := s.announce(ctx, b, client); err != nil {
+			b.attach(nil)
+			client.Disconnect(0)
+			if ctx.Err() != nil {
+				return
+			}
+			log.Warn("announce failed", "err", err)
+			continue
+		}
+		log.Info("bridge online")
+		if first {
+			first = false
+			s.mu.Lock()
+			s.readyLeft--
+			if s.readyLeft == 0 {
+				close(s.ready)
+			}
+			s.mu.Unlock()
+		}
+		select {
+		case <-ctx.Done():
+			b.attach(nil)
+			tok := client.Publish(b.base+"/bridge/state", 1, true, payloadOffline)
+			if !tok.WaitTimeout(stopTimeout) || tok.Error() != nil {
+				// A clean disconnect discards the will: the retained state stays online.
+				log.Warn("bridge offline state not published", "err", tok.Error())
+			}
+			client.Disconnect(uint(stopTimeout / time.Millisecond))
+			log.Info("bridge stopped")
+			return
+		case <-lost:
+			b.attach(nil)
+			attempt = 0 // the loop's increment makes the next attempt 1: jittered
+		}
+	}
+}
+
+// clientOptions configures one connection of a bridge: no paho reconnect (the
+// sim reconnects with its own jitter on its own clock), a clean session, and
+// the bridge's offline state as retained will.
+func (s *Sim) clientOptions(b *bridge, lost chan struct{}) *mqtt.ClientOptions {
+	var once sync.Once
+	o := mqtt.NewClientOptions().
+		AddBroker(s.broker).
+		SetClientID(b.clientID).
+		SetCleanSession(true).
+		SetAutoReconnect(false).
+		SetConnectRetry(false).
+		SetConnectTimeout(connectTimeout).
+		SetWriteTimeout(writeTimeout).
+		SetBinaryWill(b.base+"/bridge/state", payloadOffline, 1, true).
+		SetConnectionLostHandler(func(_ mqtt.Client, err error) {
+			s.log.Warn("connection lost", "base_topic", b.base, "err", err)
+			once.Do(func() { close(lost) })
+		})
+	if s.username != "" {
+		o.SetUsername(s.username)
+	}
+	if s.password != "" {
+		o.SetPassword(s.password)
+	}
+	return o
+}
+
+// announce runs once per connection, in an order that makes the bridge's
+// birth mean "listening": availability, then the devices' initial states the
+// first time (so that no report can overtake them), then the subscription,
+// then the bridge's online state.
+func (s *Sim) announce(ctx context.Context, b *bridge, client mqtt.Client) error {
+	b.attach(client)
+
+	b.availMu.Lock()
+	toks := make([]mqtt.Token, 0, len(b.order))
+	for _, d := range b.order {
+		s.mu.Lock()
+		online := d.online
+		s.mu.Unlock()
+		toks = append(toks, client.Publish(d.availTopic, 1, true, availabilityPayload(online)))
+	}
+	b.availMu.Unlock()
+	for _, t := range toks {
+		if err := await(ctx, t); err != nil {
+			return fmt.Errorf("publish availability: %w", err)
+		}
+	}
+
+	s.mu.Lock()
+	if !b.initialQueued {
+		b.initialQueued = true
+		now := s.clock.Now()
+		for _, d := range b.order {
+			if d.online {
+				d.out.push(report{payload: d.report(), due: now})
+			}
+		}
+	}
+	s.mu.Unlock()
+
+	if err := await(ctx, client.Subscribe(b.base+"/#", 1, s.handler(b))); err != nil {
+		return fmt.Errorf("subscribe %s/#: %w", b.base, err)
+	}
+	if err := await(ctx, client.Publish(b.base+"/bridge/state", 1, true, payloadOnline)); err != nil {
+		return fmt.Errorf("publish bridge state: %w", err)
+	}
+	return nil
+}
+
+// handler routes the messages of one bridge's subscription. It runs on
+// paho's receive path and never blocks: reports go through device outboxes.
+func (s *Sim) handler(b *bridge) mqtt.MessageHandler {
+	return func(_ mqtt.Client, m mqtt.Message) {
+		name, verb, ok := commandTopic(b.base, m.Topic())
+		if !ok {
+			return // states, availability, bridge topics: ours or someone else's
+		}
+		d := b.devices[name]
+		if d == nil {
+			s.log.Debug("command for an unknown device ignored", "topic", m.Topic())
+			return
+		}
+		if verb == "get" {
+			s.get(d, m.Payload())
+			return
+		}
+		s.set(d, m.Topic(), m.Payload(), m.Retained())
+	}
+}
+
+// set applies one set message to d, through the fault stages.
+func (s *Sim) set(d *device, topic string, payload []byte, retained bool) {
+	ev := SetEvent{Device: d.Name, Topic: topic, Payload: slices.Clone(payload), Retained: retained}
+	attrs, perr := parsePayload(payload)
+	ev.Attrs = attrs
+	var problems []string
+
+	s.mu.Lock()
+	ev.At = s.clock.Now()
+	d.sets++
+	switch {
+	case perr != nil:
+		ev.Reason = ReasonMalformed
+	case !d.online:
+		ev.Reason = ReasonOffline
+	default:
+		d.delivered++
+		if d.delivered <= s.faults.DropFirst {
+			ev.Reason = ReasonDropFirst
+			break
+		}
+		if s.faults.DropRate > 0 && s.rand.Float64() < s.faults.DropRate {
+			ev.Reason = ReasonDropRate
+			break
+		}
+		var valid int
+		valid, problems = apply(d.Class, d.state, attrs)
+		if valid == 0 {
+			ev.Reason = ReasonNoValidAttribute
+			break
+		}
+		d.out.push(report{payload: d.report(), due: ev.At.Add(s.faults.Latency)})
+	}
+	s.mu.Unlock()
+	ev.Dropped = ev.Reason != ""
+
+	for _, p := range problems {
+		s.log.Error("set: "+p, "device", d.Name)
+	}
+	switch {
+	case perr != nil:
+		s.log.Warn("set ignored", "device", d.Name, "reason", ev.Reason, "err", perr)
+	case ev.Dropped:
+		s.log.Info("set dropped", "device", d.Name, "reason", ev.Reason, "payload", string(payload))
+	default:
+		s.log.Debug("set applied", "device", d.Name, "payload", string(payload))
+	}
+	if retained {
+		s.log.Warn("set arrived retained", "device", d.Name)
+	}
+	if s.onSet != nil {
+		s.onSet(ev)
+	}
+}
+
+// get makes an online device report its state.
+func (s *Sim) get(d *device, payload []byte) {
+	if _, err := parsePayload(payload); err != nil {
+		s.log.Warn("get ignored", "device", d.Name, "err", err)
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !d.online {
+		s.log.Info("get ignored: device offline", "device", d.Name)
+		return
+	}
+	d.out.push(report{payload: d.report(), due: s.clock.Now().Add(s.faults.Latency)})
+}
+
+// report encodes d's full state as Z2M publishes it. Call with Sim.mu held.
+func (d *device) report() []byte {
+	st := d.state
+	if d.LinkQuality > 0 {
+		st = maps.Clone(st)
+		st["linkquality"] = d.LinkQuality
+	}
+	p, err := json.Marshal(st) // keys sorted: reports are reproducible
+	if err != nil {
+		panic("simulator: state does not encode: " + err.Error()) // strings and ints only
+	}
+	return p
+}
+
+// deliver publishes d's reports in order, each at its due time, until ctx is
+// done.
+func (s *Sim) deliver(ctx context.Context, d *device) {
+	for {
+		r, ok := d.out.pop(ctx)
+		if !ok {
+			return
+		}
+		if wait := r.due.Sub(s.clock.Now()); wait > 0 && !s.wait(ctx, wait) {
+			return
+		}
+		s.mu.Lock()
+		online := d.online
+		s.mu.Unlock()
+		if !online {
+			s.log.Info("report lost: device went offline", "device", d.Name)
+			continue
+		}
+		tok := d.bridge.publish(d.stateTopic, false, r.payload)
+		if tok == nil {
+			s.log.Warn("report lost: bridge disconnected", "device", d.Name)
+			continue
+		}
+		if err := await(ctx, tok); err != nil && ctx.Err() == nil {
+			s.log.Warn("report not published", "device", d.Name, "err", err)
+		}
+	}
+}
+
+// backoff draws the full-jitter delay before reconnect attempt n ≥ 1, in
+// (0, min(reconnectMax, reconnectBase·2^(n-1))].
+func (s *Sim) backoff(n int) time.Duration {
+	limit := reconnectMax
+	if n <= 8 {
+		limit = min(reconnectMax, reconnectBase<<(n-1))
+	}
+	s.mu.Lock()
+	f := s.rand.Float64()
+	s.mu.Unlock()
+	return max(time.Duration(float64(limit)*(1-f)), 1)
+}
+
+// attach makes c the bridge's connection; nil detaches it.
+func (b *bridge) attach(c mqtt.Client) {
+	b.connMu.Lock()
+	b.client = c
+	b.connMu.Unlock()
+}
+
+// publish hands a QoS 1 message to the bridge's connection, or returns nil
+// if the bridge is disconnected.
+func (b *bridge) publish(topic string, retained bool, payload []byte) mqtt.Token {
+	b.connMu.RLock()
+	defer b.connMu.RUnlock()
+	if b.client == nil {
+		return nil
+	}
+	return b.client.Publish(topic, 1, retained, payload)
+}
+
+// wait waits d on the sim's clock; false if ctx ended first.
+func (s *Sim) wait(ctx context.Context, d time.Duration) bool {
+	t := s.clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.Chan():
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// await waits for a paho token or ctx.
+func await(ctx context.Context, t mqtt.Token) error {
+	select {
+	case <-t.Done():
+		return t.Error()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// report is one state report waiting in a device's outbox.
+type report struct {
+	payload []byte
+	due     time.Time
+}
+
+// outbox is a device's unbounded FIFO of reports, drained by one deliver
+// loop, so that pushing never blocks the MQTT receive path.
+type outbox struct {
+	mu    sync.Mutex
+	items []report
+	wake  chan struct{}
+}
+
+func (o *outbox) init() { o.wake = make(chan struct{}, 1) }
+
+func (o *outbox) push(r report) {
+	o.mu.Lock()
+	o.items = append(o.items, r)
+	o.mu.Unlock()
+	select {
+	case o.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (o *outbox) pop(ctx context.Context) (report, bool) {
+	for {
+		o.mu.Lock()
+		if len(o.items) > 0 {
+			r := o.items[0]
+			o.items[0] = report{}
+			o.items = o.items[1:]
+			o.mu.Unlock()
+			return r, true
+		}
+		o.mu.Unlock()
+		select {
+		case <-o.wake:
+		case <-ctx.Done():
+			return report{}, false
+		}
+	}
+}
