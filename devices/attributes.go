@@ -153,6 +153,8 @@ func sortedKeys(m map[string]attr) []string {
 // only a lock that reports no lock_state is judged by state. A cover asked
 // to OPEN or CLOSE is judged by state, or by position 100 or 0 when it
 // reports no state; STOP is shown by any report in which it is not moving.
+// A light asked for brightness 0 is satisfied by state OFF, since
+// Zigbee2MQTT turns it off and many bulbs keep reporting their last level.
 func Satisfied(c Class, target Target, state map[string]any) bool {
 	for _, k := range target.Attributes() {
 		want := target[k]
@@ -168,6 +170,14 @@ func attributeSatisfied(c Class, name string, want any, state map[string]any) bo
 	case c == Lock && name == "state":
 		if ls, ok := state["lock_state"].(string); ok {
 			return (want == "LOCK" && ls == "locked") || (want == "UNLOCK" && ls == "unlocked")
+		}
+	case c == Light && name == "brightness":
+		// Zigbee2MQTT turns a light off for brightness 0, and many bulbs
+		// then report state OFF with their last level kept.
+		if w, ok := number(want); ok && w == 0 {
+			if s, ok := state["state"].(string); ok && strings.EqualFold(s, "OFF") {
+				return true
+			}
 		}
 	case c == Cover && name == "state":
 		switch want {

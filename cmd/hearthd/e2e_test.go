@@ -436,3 +436,18 @@ func TestResumedCommandWaitsForTheBroker(t *testing.T) {
 		}
 	}
 }
+
+// Brightness 0 turns a Zigbee light off; the bulb reports state OFF and
+// keeps its last level, which confirms the command.
+func TestBrightnessZeroConfirmedByOff(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	h.publish("hall_light", `{"brightness":120,"op_id":"z1"}`)
+	if r := h.final("z1"); r.Status != devices.Succeeded {
+		t.Fatalf("z1: %s", r.Status)
+	}
+	h.publish("hall_light", `{"brightness":0,"op_id":"z2"}`)
+	r := h.final("z2")
+	if r.Status != devices.Succeeded || r.Attempts != 1 || r.State["state"] != "OFF" {
+		t.Fatalf("z2: %s after %d attempts, state %v; want succeeded after 1 with state OFF", r.Status, r.Attempts, r.State)
+	}
+}
