@@ -130,6 +130,9 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 	d, svc := q.d, q.svc
 	var sendErr error // the last attempt's send error, if its send failed
 	for {
+		if ctx.Err() != nil {
+			return // shutting down: the op stays pending in the store
+		}
 		now := d.now()
 		q.mu.Lock()
 		op := t.op
@@ -165,7 +168,7 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 
 		// Start the attempt: from here on, reports count as confirmation.
 		q.mu.Lock()
-		if t.ended {
+		if t.ended || ctx.Err() != nil {
 			q.mu.Unlock()
 			return
 		}
@@ -189,12 +192,10 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 			wait = left
 		}
 		reconnect := d.nextReconnect()
-		timer := d.clock.NewTimer(wait)
 		sendCtx, cancel := context.WithCancel(ctx)
 		err := svc.Bridge.Send(sendCtx, q.dev.Device, op.Target)
 		cancel()
 		if err != nil && notSent(err) {
-			timer.Stop()
 			q.unsent(t, prev)
 			d.log.Info("attempt not sent; waiting for the connection", "op_id", op.OpID, "device", op.Device, "attempt", op.Attempts, "err", err)
 			if !q.awaitReconnect(ctx, t, reconnect, op.Deadline) {
@@ -210,6 +211,9 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 		d.log.Info("attempt", "op_id", op.OpID, "device", op.Device, "attempt", op.Attempts,
 			"max_attempts", svc.MaxAttempts, "delay", delay, "outcome", outcome, "err", err)
 		if err == nil {
+			// Reports since sentAt count; the timeout runs from the
+			// broker's acknowledgement of the send.
+			timer := d.clock.NewTimer(wait)
 			select {
 			case <-c.done:
 				timer.Stop()
@@ -228,8 +232,6 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 				timer.Stop()
 				return
 			}
-		} else {
-			timer.Stop()
 		}
 		q.mu.Lock()
 		t.confirm = nil
@@ -275,7 +277,14 @@ func (q *deviceQueue) awaitReconnect(ctx context.Context, t *task, reconnect <-c
 // ctx is done.
 func (q *deviceQueue) sleep(ctx context.Context, t *task, delay time.Duration) bool {
 	if delay <= 0 {
-		return true
+		select {
+		case <-t.cancel:
+			return false
+		case <-ctx.Done():
+			return false
+		default:
+			return true
+		}
 	}
 	timer := q.d.clock.NewTimer(delay)
 	defer timer.Stop()

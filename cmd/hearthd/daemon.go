@@ -29,11 +29,14 @@ import (
 	"github.com/hearthd/hearth/store"
 )
 
-// deps are what tests replace: time, randomness and the log.
+// deps are what tests replace: time, randomness and the log. A nil clock
+// or rand means the real one.
 type deps struct {
-	clock  clockwork.Clock
-	rand   retry.Rand
-	logger *slog.Logger
+	clock clockwork.Clock // every TTL, timeout and backoff, reconnects included
+	rand  retry.Rand      // the dispatcher's backoff jitter
+	// connRand is the reconnect jitter of Hearth's MQTT connection.
+	connRand retry.Rand
+	logger   *slog.Logger
 	// lockTimeout bounds the wait for the store's file lock; 0 means the
 	// store's default.
 	lockTimeout time.Duration
@@ -89,7 +92,7 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 	if d.brokerURL == "" {
 		d.broker, err = broker.Start(broker.Options{Listen: cfg.MQTT.Listen, Logger: log.With("component", "broker")})
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%w (choose another address with -mqtt-listen or mqtt.listen, or use an external broker with -mqtt-url)", err)
 		}
 		d.brokerURL = d.broker.URL()
 		log.Info("embedded broker listening", "addr", d.broker.Addr())
@@ -97,7 +100,7 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 
 	d.httpLn, err = net.Listen("tcp", cfg.HTTP.Listen)
 	if err != nil {
-		return nil, fmt.Errorf("http: listen on %s: %w", cfg.HTTP.Listen, err)
+		return nil, fmt.Errorf("http: listen on %s: %w (choose another address with -http-listen or http.listen)", cfg.HTTP.Listen, err)
 	}
 
 	tlsConf, err := tlsConfig(cfg.MQTT)
@@ -127,7 +130,8 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 				disp.Reconnected()
 			}
 		},
-		Rand:   dp.rand,
+		Clock:  dp.clock,
+		Rand:   dp.connRand,
 		Logger: log.With("component", "mqtt"),
 	})
 
@@ -268,7 +272,9 @@ func (d *daemon) stop() {
 				d.log.Error("close store", "err", err)
 			}
 		}
-		d.log.Info("hearthd stopped")
+		if d.httpSrv != nil {
+			d.log.Info("hearthd stopped")
+		}
 	})
 }
 

@@ -381,16 +381,27 @@ func TestResumedCommandWaitsForTheBroker(t *testing.T) {
 	h.stop()
 	b.Close()
 
-	// hearthd starts while the broker is still down: the resumed command
-	// tries its second attempt at once (no backoff with floorRand), and
-	// nothing can leave.
+	// hearthd starts while the broker is still down: its connection waits
+	// on the fake clock between tries, and the resumed command tries its
+	// second attempt at once (no backoff with floorRand): nothing can leave.
 	cfg := *h.cfg
-	d, err := start(&cfg, deps{clock: clock, rand: floorRand{}, logger: testLogger(t)})
+	d, err := start(&cfg, deps{clock: clock, rand: floorRand{}, connRand: ceilingRand{}, logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer d.stop()
+	// Two waits on the clock: the command waiting for the connection (until
+	// its TTL) and hearthd's reconnect backoff (at most the 100 ms cap).
+	ctx, cancel := context.WithTimeout(context.Background(), eventWait)
+	defer cancel()
+	if err := clock.BlockUntilContext(ctx, 2); err != nil {
+		t.Fatal("hearthd is not waiting for the broker")
+	}
+	if op, _, _ := d.store.Lookup("k1"); op.Attempts != 1 || op.Status != devices.Accepted {
+		t.Errorf("while the broker is down: k1 %s after %d attempts; want still accepted after 1", op.Status, op.Attempts)
+	}
 
+	// The broker and the devices come back; hearthd is still waiting.
 	b2, err := broker.Start(broker.Options{Listen: addr})
 	if err != nil {
 		t.Fatal(err)
@@ -414,9 +425,8 @@ func TestResumedCommandWaitsForTheBroker(t *testing.T) {
 	simDone := make(chan struct{})
 	go func() { defer close(simDone); sim.Run(simCtx) }()
 	defer func() { stopSim(); <-simDone }()
-
-	// hearthd reconnects on its own (full-jitter, real clock) and then
-	// delivers the command.
+	waitClosed(t, sim.Ready(), "simulator ready")
+	clock.Advance(100 * time.Millisecond) // hearthd's reconnect backoff runs out
 	deadline := time.After(eventWait)
 	for {
 		select {

@@ -140,7 +140,7 @@ func newHarness(t *testing.T, o harnessOptions) *harness {
 	if o.rand == nil {
 		o.rand = ceilingRand{}
 	}
-	h.d, err = start(cfg, deps{clock: o.clock, rand: o.rand, logger: testLogger(t)})
+	h.d, err = start(cfg, deps{clock: o.clock, rand: o.rand, connRand: ceilingRand{}, logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
