@@ -95,11 +95,27 @@ func (b *Broker) URL() string { return "tcp://" + b.addr }
 // Close disconnects every client, sending their wills, and stops listening.
 func (b *Broker) Close() error { return b.srv.Close() }
 
-// warnAndAbove passes on only warnings and errors.
+// warnAndAbove passes on only warnings and errors, less the read errors of
+// connections that the broker itself closed while stopping.
 type warnAndAbove struct{ slog.Handler }
 
 func (h warnAndAbove) Enabled(ctx context.Context, l slog.Level) bool {
 	return l >= slog.LevelWarn && h.Handler.Enabled(ctx, l)
+}
+
+func (h warnAndAbove) Handle(ctx context.Context, r slog.Record) error {
+	closed := false
+	r.Attrs(func(a slog.Attr) bool {
+		if err, ok := a.Value.Any().(error); ok && errors.Is(err, net.ErrClosed) {
+			closed = true
+			return false
+		}
+		return true
+	})
+	if closed {
+		return nil
+	}
+	return h.Handler.Handle(ctx, r)
 }
 
 func (h warnAndAbove) WithAttrs(attrs []slog.Attr) slog.Handler {

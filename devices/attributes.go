@@ -89,6 +89,9 @@ func Validate(c Class, raw map[string]any) (Target, error) {
 	if len(out.Attributes()) == 0 {
 		return nil, reject(ReasonInvalidPayload, "no target state, only parameters")
 	}
+	if c == Light && out["state"] == "ON" && out["brightness"] == 0.0 {
+		return nil, reject(ReasonInvalidValue, "brightness 0 turns a light off, which contradicts state ON; send state OFF, or a brightness of 1 or more")
+	}
 	return out, nil
 }
 

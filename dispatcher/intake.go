@@ -132,7 +132,7 @@ func (d *Dispatcher) admit(batch []Request) {
 // storing anything.
 func (d *Dispatcher) answer(req Request, r devices.Result) {
 	if r.Status == devices.Rejected {
-		d.log.Warn("command rejected", "op_id", r.OpID, "device", r.Device, "reason", r.Reason, "detail", r.Detail)
+		d.log.Info("command rejected", "op_id", r.OpID, "device", r.Device, "reason", r.Reason, "detail", r.Detail)
 	}
 	if r.Device != "" && devices.ValidID(r.Device) == nil {
 		d.publishResult(r)
@@ -157,7 +157,8 @@ func (d *Dispatcher) validate(req Request, now time.Time) (devices.Op, *deviceQu
 		return fail(devices.ReasonUnknownDevice, "no device "+quote(req.Device)+" in the configuration")
 	}
 	if req.Retained {
-		return fail(devices.ReasonRetainedCommand, "command messages must not be retained: a retained command replays on every reconnect")
+		return fail(devices.ReasonRetainedCommand, "command messages must not be retained: a retained command replays on every reconnect; "+
+			"clear it with an empty retained message, e.g. mosquitto_pub -r -n -t "+d.topic(req.Device, "set"))
 	}
 	cmd, err := devices.ParseCommand(q.dev.Class, req.Payload)
 	if err != nil {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
+	"strconv"
 	"strings"
 	"time"
 
@@ -65,7 +67,9 @@ func runDemo(ctx context.Context, d *daemon, out io.Writer, log *slog.Logger) er
 		return fmt.Errorf("demo: subscribe: %v", t.Error())
 	}
 
-	run := time.Now().Format("150405")
+	// Fresh op_ids every run: a repeated demo must not be answered from the
+	// store of the one before.
+	run := time.Now().Format("150405") + "-" + strconv.Itoa(rand.IntN(1000))
 	steps := []struct{ device, payload, note string }{
 		{"hall_light", `{"state":"ON","brightness":128,"op_id":"demo-` + run + `-1"}`, "turn a light on at half brightness"},
 		{"front_door", `{"state":"LOCK","op_id":"demo-` + run + `-2"}`, "lock the front door (confirmed from lock_state)"},

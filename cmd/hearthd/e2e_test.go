@@ -142,6 +142,7 @@ func TestBadInputIsRejected(t *testing.T) {
 		{"position out of range", "blinds", `{"position":-1}`, devices.ReasonOutOfRange},
 		{"brightness of wrong type", "hall_light", `{"brightness":"high"}`, devices.ReasonInvalidValue},
 		{"fractional brightness", "hall_light", `{"brightness":12.5}`, devices.ReasonInvalidValue},
+		{"ON at brightness 0", "hall_light", `{"state":"ON","brightness":0}`, devices.ReasonInvalidValue},
 		{"unknown state value", "front_door", `OPEN`, devices.ReasonInvalidValue},
 		{"state of wrong type", "plug", `{"state":true}`, devices.ReasonInvalidValue},
 		{"TOGGLE plain", "plug", `TOGGLE`, devices.ReasonRelativeCommand},

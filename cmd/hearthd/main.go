@@ -32,9 +32,10 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "hearthd:", err)
+		if errors.Is(err, flag.ErrHelp) {
+			return // -h: usage printed
 		}
+		fmt.Fprintln(os.Stderr, "hearthd:", err)
 		os.Exit(1)
 	}
 }
@@ -55,11 +56,11 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs := flag.NewFlagSet("hearthd", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.configFile, "config", "", "configuration file (YAML); default: built-in defaults, or the built-in sample with -demo")
-	fs.StringVar(&o.dataDir, "data-dir", "", "data directory of the command store (overrides data_dir)")
+	fs.StringVar(&o.dataDir, "data-dir", "", "data directory of the command store (overrides data_dir; default with -demo: "+demoDataDir+")")
 	fs.StringVar(&o.mqttListen, "mqtt-listen", "", "embedded broker listen address, host:port (overrides mqtt.listen)")
 	fs.StringVar(&o.mqttURL, "mqtt-url", "", "external broker URL such as tcp://host:1883; no embedded broker runs (overrides mqtt.url)")
 	fs.StringVar(&o.httpListen, "http-listen", "", "HTTP listen address, host:port (overrides http.listen)")
-	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.StringVar(&o.logLevel, "log-level", "", "log level: debug, info, warn or error (default info; warn with -demo)")
 	fs.BoolVar(&o.demo, "demo", false, "run simulated devices in the same process and send them a few commands")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -88,6 +89,9 @@ func loadConfig(o options) (*config.Config, error) {
 	}
 	if o.dataDir != "" {
 		cfg.DataDir = o.dataDir
+	} else if o.demo && o.configFile == "" {
+		// The demo's commands must never answer a real daemon's op_ids.
+		cfg.DataDir = demoDataDir
 	}
 	if o.mqttListen != "" {
 		cfg.MQTT.Listen = o.mqttListen
@@ -101,7 +105,16 @@ func loadConfig(o options) (*config.Config, error) {
 	return cfg, nil
 }
 
-func parseLevel(s string) (slog.Level, error) {
+// demoDataDir is the data directory of -demo without -config or -data-dir.
+const demoDataDir = "data-demo"
+
+func parseLevel(s string, demo bool) (slog.Level, error) {
+	if s == "" {
+		if demo {
+			return slog.LevelWarn, nil // the demo's own output tells the story
+		}
+		return slog.LevelInfo, nil
+	}
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(strings.ToUpper(s))); err != nil {
 		return 0, fmt.Errorf("-log-level %q: want debug, info, warn or error", s)
@@ -115,7 +128,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	level, err := parseLevel(o.logLevel)
+	level, err := parseLevel(o.logLevel, o.demo)
 	if err != nil {
 		return err
 	}
