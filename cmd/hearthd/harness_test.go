@@ -89,7 +89,7 @@ func (floorRand) Int64N(int64) int64 { return 0 }
 // temp dir, a fake clock, simulated Zigbee2MQTT devices and an MQTT client
 // playing the automation.
 type harness struct {
-	t       *testing.T
+	t       testing.TB
 	cfg     *config.Config
 	clock   *clockwork.FakeClock
 	d       *daemon
@@ -116,7 +116,7 @@ type harnessOptions struct {
 	rand retry.Rand
 }
 
-func newHarness(t *testing.T, o harnessOptions) *harness {
+func newHarness(t testing.TB, o harnessOptions) *harness {
 	t.Helper()
 	if o.dataDir == "" {
 		o.dataDir = t.TempDir()
@@ -294,7 +294,7 @@ func (h *harness) advance(d time.Duration) {
 	h.clock.Advance(d)
 }
 
-func mustToken(t *testing.T, tok paho.Token) {
+func mustToken(t testing.TB, tok paho.Token) {
 	t.Helper()
 	if !tok.WaitTimeout(eventWait) {
 		t.Fatal("mqtt: timed out")
@@ -304,7 +304,7 @@ func mustToken(t *testing.T, tok paho.Token) {
 	}
 }
 
-func waitClosed(t *testing.T, ch <-chan struct{}, what string) {
+func waitClosed(t testing.TB, ch <-chan struct{}, what string) {
 	t.Helper()
 	select {
 	case <-ch:
@@ -315,14 +315,14 @@ func waitClosed(t *testing.T, ch <-chan struct{}, what string) {
 
 // testLogger writes hearthd's log into the test's log, shown on failure or
 // with -v.
-func testLogger(t *testing.T) *slog.Logger {
+func testLogger(t testing.TB) *slog.Logger {
 	if testing.Verbose() {
 		return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
 
-type tWriter struct{ t *testing.T }
+type tWriter struct{ t testing.TB }
 
 var logMu sync.Mutex
 
