@@ -138,10 +138,10 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 	var services []dispatcher.Service
 	var adapters []*zigbee2mqtt.Adapter
 	for _, s := range cfg.Services {
-		var devs []dispatcher.Device
+		var devs []devices.Device
 		for _, dev := range cfg.Devices {
 			if dev.Service == s.Name {
-				devs = append(devs, dispatcher.Device{Device: dev.Device, TTL: dev.TTL})
+				devs = append(devs, dev.Device)
 			}
 		}
 		switch s.Protocol {
@@ -149,7 +149,7 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 			a := zigbee2mqtt.New(d.conn, zigbee2mqtt.Options{
 				Service:   s.Name,
 				BaseTopic: s.BaseTopic,
-				Devices:   deviceList(devs),
+				Devices:   devs,
 				Logger:    log.With("component", "zigbee2mqtt", "service", s.Name),
 			})
 			adapters = append(adapters, a)
@@ -164,9 +164,9 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 			return nil, fmt.Errorf("service %s: protocol %q is not supported", s.Name, s.Protocol)
 		}
 	}
-	var devs []dispatcher.Device
-	for _, dev := range cfg.Devices {
-		devs = append(devs, dispatcher.Device{Device: dev.Device, TTL: dev.TTL})
+	devs := make([]dispatcher.Device, len(cfg.Devices))
+	for i, dev := range cfg.Devices {
+		devs[i] = dispatcher.Device{Device: dev.Device, TTL: dev.TTL}
 	}
 	disp, err = dispatcher.New(dispatcher.Options{
 		Prefix:    cfg.Prefix,
@@ -280,14 +280,6 @@ func (d *daemon) stop() {
 
 // httpAddr is the address HTTP listens on.
 func (d *daemon) httpAddr() string { return d.httpLn.Addr().String() }
-
-func deviceList(devs []dispatcher.Device) []devices.Device {
-	out := make([]devices.Device, len(devs))
-	for i, d := range devs {
-		out[i] = d.Device
-	}
-	return out
-}
 
 // defaultClientID is unique per instance: the host name and a hash of the
 // absolute data directory, so that two instances on one host never take
