@@ -63,6 +63,7 @@ type daemon struct {
 
 	stopDisp, stopConn context.CancelFunc
 	dispDone, connDone chan struct{}
+	pruneDone          chan struct{}
 	httpDone           chan struct{}
 	stopOnce           sync.Once
 }
@@ -226,6 +227,11 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 		defer close(d.connDone)
 		d.conn.Run(connCtx)
 	}()
+	d.pruneDone = make(chan struct{})
+	go func() {
+		defer close(d.pruneDone)
+		d.prune(dispCtx, dp.clock)
+	}()
 	mux := http.NewServeMux()
 	d.health.Register(mux)
 	d.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
@@ -251,6 +257,7 @@ func (d *daemon) stop() {
 		if d.stopDisp != nil {
 			d.stopDisp()
 			<-d.dispDone
+			<-d.pruneDone
 		}
 		if d.stopConn != nil {
 			d.stopConn()
@@ -276,6 +283,35 @@ func (d *daemon) stop() {
 			d.log.Info("hearthd stopped")
 		}
 	})
+}
+
+// Retention of ended commands: an op_id repeated within opRetention gets
+// the stored result; older ended commands are deleted every pruneEvery.
+const (
+	opRetention = 7 * 24 * time.Hour
+	pruneEvery  = time.Hour
+)
+
+// prune deletes ended commands older than opRetention (by the injected
+// clock), at start and then every pruneEvery of real time, until ctx ends.
+// The schedule is housekeeping on the real clock, so that it adds no waiter
+// to a test's fake clock.
+func (d *daemon) prune(ctx context.Context, clock clockwork.Clock) {
+	tick := time.NewTicker(pruneEvery)
+	defer tick.Stop()
+	for {
+		n, err := d.store.PruneTerminal(clock.Now().Add(-opRetention))
+		if err != nil {
+			d.log.Error("prune ended commands", "err", err)
+		} else if n > 0 {
+			d.log.Info("pruned ended commands", "count", n, "older_than", opRetention)
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 // httpAddr is the address HTTP listens on.

@@ -462,3 +462,34 @@ func TestBrightnessZeroConfirmedByOff(t *testing.T) {
 		t.Fatalf("z2: %s after %d attempts, state %v; want succeeded after 1 with state OFF", r.Status, r.Attempts, r.State)
 	}
 }
+
+// Ended commands are kept seven days for op_id deduplication, then pruned
+// at the next start (and hourly): an op_id older than that runs again.
+func TestEndedCommandsArePrunedAfterRetention(t *testing.T) {
+	dir := t.TempDir()
+	h := newHarness(t, harnessOptions{dataDir: dir})
+	h.publish("plug", `{"state":"ON","op_id":"week-old"}`)
+	if r := h.final("week-old"); r.Status != devices.Succeeded {
+		t.Fatalf("week-old: %s", r.Status)
+	}
+	clock := h.clock
+	h.stop()
+
+	clock.Advance(opRetention - time.Minute)
+	h2 := newHarness(t, harnessOptions{dataDir: dir, clock: clock})
+	h2.publish("plug", `{"state":"ON","op_id":"week-old"}`)
+	if r := h2.result("week-old"); r.Status != devices.Succeeded || !r.At.Equal(t0) {
+		t.Fatalf("within retention: %s at %s; want the stored succeeded at %s", r.Status, r.At, t0)
+	}
+	h2.stop()
+
+	clock.Advance(2 * time.Minute)
+	h3 := newHarness(t, harnessOptions{dataDir: dir, clock: clock})
+	h3.publish("plug", `{"state":"ON","op_id":"week-old"}`)
+	if r := h3.final("week-old"); r.Status != devices.Succeeded || r.At.Equal(t0) {
+		t.Fatalf("after retention: %s at %s; want a new execution", r.Status, r.At)
+	}
+	if n := h3.sim.Sets("plug"); n != 1 {
+		t.Errorf("plug received %d sets after retention; want 1", n)
+	}
+}
