@@ -119,6 +119,9 @@ func (a attr) canonical(name string, v any) (any, error) {
 	if f < a.min || f > a.max {
 		return nil, reject(ReasonOutOfRange, "%s must be within %g–%g, got %s", name, a.min, a.max, show(v))
 	}
+	if f == 0 {
+		f = 0 // -0 is sent as 0
+	}
 	return f, nil
 }
 

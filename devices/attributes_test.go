@@ -32,6 +32,24 @@ func TestValidateAcceptsEveryNumberForm(t *testing.T) {
 	}
 }
 
+// A negative zero is sent as +0 (reflect.DeepEqual cannot tell them apart,
+// so check the sign bit and the encoding).
+func TestValidateNormalizesNegativeZero(t *testing.T) {
+	for _, raw := range []any{json.Number("-0"), json.Number("-0.0"), math.Copysign(0, -1)} {
+		got, err := Validate(Light, map[string]any{"state": "OFF", "brightness": raw})
+		if err != nil {
+			t.Fatalf("Validate(brightness %v) error %v", raw, err)
+		}
+		b, ok := got["brightness"].(float64)
+		if !ok || b != 0 || math.Signbit(b) {
+			t.Errorf("Validate(brightness %v) brightness = %#v, want +0", raw, got["brightness"])
+		}
+		if enc, _ := json.Marshal(got); string(enc) != `{"brightness":0,"state":"OFF"}` {
+			t.Errorf("Validate(brightness %v) encodes as %s, want {\"brightness\":0,\"state\":\"OFF\"}", raw, enc)
+		}
+	}
+}
+
 func TestValidateRejections(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -159,12 +177,17 @@ func TestSatisfied(t *testing.T) {
 		{"lock only lock_state", Lock, Target{"state": "LOCK"}, `{"lock_state":"locked"}`, true},
 
 		// Cover.
-		{"cover OPEN by state", Cover, Target{"state": "OPEN"}, `{"state":"OPEN","position":40}`, true},
+		// As documented, state wins when present: Zigbee2MQTT reports
+		// OPEN for any position above 0, so this is satisfied mid-travel
+		// (see the report's doubts).
+		{"cover OPEN by state even at position 40", Cover, Target{"state": "OPEN"}, `{"state":"OPEN","position":40,"moving":"UP"}`, true},
 		{"cover OPEN state wins over position", Cover, Target{"state": "OPEN"}, `{"state":"CLOSE","position":100}`, false},
 		{"cover OPEN by position 100 without state", Cover, Target{"state": "OPEN"}, `{"position":100}`, true},
 		{"cover OPEN not by position 99", Cover, Target{"state": "OPEN"}, `{"position":99}`, false},
 		{"cover CLOSE by position 0 without state", Cover, Target{"state": "CLOSE"}, `{"position":0}`, true},
 		{"cover CLOSE not by position 100", Cover, Target{"state": "CLOSE"}, `{"position":100}`, false},
+		{"cover CLOSE not by position 1", Cover, Target{"state": "CLOSE"}, `{"position":1}`, false},
+		{"cover OPEN by position 100.0 without state", Cover, Target{"state": "OPEN"}, `{"position":100.0}`, true},
 		{"cover CLOSE by state lower case", Cover, Target{"state": "CLOSE"}, `{"state":"close"}`, true},
 		{"cover OPEN with nothing", Cover, Target{"state": "OPEN"}, `{"linkquality":80}`, false},
 		{"cover STOP with moving STOP", Cover, Target{"state": "STOP"}, `{"moving":"STOP","position":40}`, true},

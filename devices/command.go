@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"sort"
 	"time"
@@ -89,6 +90,10 @@ func ReasonOf(err error) Reason {
 	return ReasonInvalidPayload
 }
 
+// minIssuedAt is the earliest plausible issued_at: a sender whose clock
+// reads earlier has never set it.
+var minIssuedAt = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+
 // Reserved keys of a JSON command payload; every other key is a target
 // attribute.
 const (
@@ -128,7 +133,7 @@ func ParseCommand(c Class, payload []byte) (Command, error) {
 		if err := dec.Decode(&raw); err != nil {
 			return Command{}, reject(ReasonInvalidPayload, "malformed JSON: %v", err)
 		}
-		if dec.More() {
+		if _, err := dec.Token(); err != io.EOF {
 			return Command{}, reject(ReasonInvalidPayload, "malformed JSON: data after the object")
 		}
 	case '"':
@@ -140,6 +145,9 @@ func ParseCommand(c Class, payload []byte) (Command, error) {
 	case '[':
 		return Command{}, reject(ReasonInvalidPayload, "a JSON array is not a command; send an object of target attributes")
 	default:
+		if json.Valid(p) {
+			return Command{}, reject(ReasonInvalidPayload, "a JSON %s is not a command; send an object of target attributes or a plain state", p)
+		}
 		s := string(p)
 		for _, r := range s {
 			if r < 0x20 || r == 0x7f {
@@ -168,6 +176,9 @@ func ParseCommand(c Class, payload []byte) (Command, error) {
 		t, perr := time.Parse(time.RFC3339Nano, s)
 		if !isString || perr != nil {
 			return Command{}, reject(ReasonInvalidIssuedAt, "issued_at must be an RFC 3339 time such as \"2026-11-29T19:00:00Z\", got %s", show(v))
+		}
+		if t.Before(minIssuedAt) {
+			return Command{}, reject(ReasonInvalidIssuedAt, "issued_at %s is before 2000: the sender's clock is not set", s)
 		}
 		cmd.IssuedAt = t
 		delete(raw, KeyIssuedAt)

@@ -117,6 +117,7 @@ const (
 	ReasonRelativeCommand  Reason = "relative_command"  // TOGGLE, *_step, *_move: not absolute state
 	ReasonRetainedCommand  Reason = "retained_command"  // the command message had the retain flag
 	ReasonInvalidOpID      Reason = "invalid_op_id"     // empty, over 64 bytes, or not printable
+	ReasonOpIDConflict     Reason = "op_id_conflict"    // the op_id belongs to a command for another device
 	ReasonInvalidTTL       Reason = "invalid_ttl"       // does not parse, or not positive
 	ReasonInvalidIssuedAt  Reason = "invalid_issued_at" // not RFC 3339
 	ReasonUnsupported      Reason = "unsupported"       // the class or service takes no commands

@@ -18,6 +18,11 @@ type deviceQueue struct {
 	dev Device
 	svc *Service
 
+	// sendMu is held from the last check that a command is still wanted
+	// until its send returns, and by supersede: once a newer command has
+	// superseded an older one, no send of the older one can start.
+	sendMu sync.Mutex
+
 	mu      sync.Mutex
 	waiting []*task // accepted, not started, in order
 	current *task   // being attempted, or nil
@@ -48,18 +53,20 @@ func newDeviceQueue(d *Dispatcher, dev Device, svc *Service) *deviceQueue {
 	return &deviceQueue{d: d, dev: dev, svc: svc, wake: make(chan struct{}, 1)}
 }
 
-// add queues op behind the device's earlier commands. Every earlier command
-// whose attributes op covers ends superseded at once, whether it waits or
-// is being attempted, so no further attempt of it can start; add returns
-// them, updated, for the caller to store and publish.
-func (q *deviceQueue) add(op devices.Op) []devices.Op {
-	now := q.d.now()
+// supersede ends every waiting or running command of the device whose
+// attributes op covers, so that no further attempt of it can start, and
+// returns them, updated, for the caller to store and publish. It waits for
+// a send in progress to return first.
+func (q *deviceQueue) supersede(op devices.Op, now time.Time) []devices.Op {
+	q.sendMu.Lock()
+	defer q.sendMu.Unlock()
 	q.mu.Lock()
+	defer q.mu.Unlock()
 	var ended []devices.Op
 	keep := q.waiting[:0]
 	for _, t := range q.waiting {
 		if op.Target.Covers(t.op.Target) {
-			ended = append(ended, q.supersede(t, op.OpID, now))
+			ended = append(ended, q.end(t, op.OpID, now))
 			continue
 		}
 		keep = append(keep, t)
@@ -67,13 +74,7 @@ func (q *deviceQueue) add(op devices.Op) []devices.Op {
 	clear(q.waiting[len(keep):])
 	q.waiting = keep
 	if t := q.current; t != nil && !t.ended && op.Target.Covers(t.op.Target) {
-		ended = append(ended, q.supersede(t, op.OpID, now))
-	}
-	q.waiting = append(q.waiting, &task{op: op, cancel: make(chan struct{})})
-	q.mu.Unlock()
-	select {
-	case q.wake <- struct{}{}:
-	default:
+		ended = append(ended, q.end(t, op.OpID, now))
 	}
 	for _, e := range ended {
 		q.d.log.Info("command superseded", "op_id", e.OpID, "device", e.Device, "by", op.OpID, "attempts", e.Attempts)
@@ -81,15 +82,30 @@ func (q *deviceQueue) add(op devices.Op) []devices.Op {
 	return ended
 }
 
-// supersede ends t in favour of the op byOpID. Called with q.mu held.
-func (q *deviceQueue) supersede(t *task, byOpID string, now time.Time) devices.Op {
+// push queues a stored op behind the device's earlier commands.
+func (q *deviceQueue) push(op devices.Op) {
+	q.mu.Lock()
+	q.waiting = append(q.waiting, &task{op: op, cancel: make(chan struct{})})
+	q.mu.Unlock()
+	signal(q.wake)
+}
+
+// end ends t in favour of the op byOpID. Called with q.mu held.
+func (q *deviceQueue) end(t *task, byOpID string, now time.Time) devices.Op {
 	t.ended = true
+	t.confirm = nil
 	close(t.cancel)
-	t.op.Status = devices.Superseded
-	t.op.Reason = devices.ReasonNewerCommand
-	t.op.Detail = "superseded by op_id " + byOpID
-	t.op.UpdatedAt = now
+	t.op = supersededBy(t.op, byOpID, now)
 	return t.op
+}
+
+// supersededBy returns op ended in favour of the op byOpID.
+func supersededBy(op devices.Op, byOpID string, now time.Time) devices.Op {
+	op.Status = devices.Superseded
+	op.Reason = devices.ReasonNewerCommand
+	op.Detail = "superseded by op_id " + byOpID
+	op.UpdatedAt = now
+	return op
 }
 
 // run is the device's worker: it attempts one command at a time until ctx
@@ -143,6 +159,13 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 			return
 		}
 		if op.Attempts >= svc.MaxAttempts {
+			// After a restart the last attempt may still be within its
+			// window: give the device the rest of it before failing.
+			if left := op.LastSentAt.Add(svc.AttemptTimeout).Sub(now); sendErr == nil && left > 0 {
+				if ok, stop := q.confirmWithin(ctx, t, q.watch(t, now), min(left, op.Deadline.Sub(now))); ok || stop {
+					return
+				}
+			}
 			if sendErr != nil {
 				q.finish(t, devices.Failed, devices.ReasonSendFailed,
 					fmt.Sprintf("the last of %d attempts could not be sent: %v", op.Attempts, sendErr), nil)
@@ -166,35 +189,31 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 			}
 		}
 
-		// Start the attempt: from here on, reports count as confirmation.
+		// Record the attempt before sending: after a crash, a stored
+		// attempt says the outcome of that send is unknown.
 		q.mu.Lock()
-		if t.ended || ctx.Err() != nil {
+		if t.ended {
 			q.mu.Unlock()
 			return
 		}
-		sentAt := d.now()
-		c := &confirmation{sentAt: sentAt, seen: map[string]any{}, done: make(chan struct{})}
-		t.confirm = c
 		prev := t.op
 		t.op.Attempts++
-		t.op.LastSentAt = sentAt
-		t.op.UpdatedAt = sentAt
+		t.op.LastSentAt = d.now()
+		t.op.UpdatedAt = t.op.LastSentAt
 		op = t.op
 		q.mu.Unlock()
-		// Record the attempt before sending: after a crash, a stored
-		// attempt says the outcome of that send is unknown.
 		if err := d.journal.Save(op); err != nil {
 			d.log.Error("store attempt", "op_id", op.OpID, "err", err)
 		}
 
-		wait := svc.AttemptTimeout
-		if left := op.Deadline.Sub(sentAt); wait > left {
-			wait = left
-		}
 		reconnect := d.nextReconnect()
-		sendCtx, cancel := context.WithCancel(ctx)
-		err := svc.Bridge.Send(sendCtx, q.dev.Device, op.Target)
-		cancel()
+		c, err, sent := q.send(ctx, t)
+		if !sent {
+			if ctx.Err() != nil {
+				q.unsent(t, prev) // shutting down: nothing left Hearth
+			}
+			return // superseded, or shutting down
+		}
 		if err != nil && notSent(err) {
 			q.unsent(t, prev)
 			d.log.Info("attempt not sent; waiting for the connection", "op_id", op.OpID, "device", op.Device, "attempt", op.Attempts, "err", err)
@@ -210,32 +229,79 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 		}
 		d.log.Info("attempt", "op_id", op.OpID, "device", op.Device, "attempt", op.Attempts,
 			"max_attempts", svc.MaxAttempts, "delay", delay, "outcome", outcome, "err", err)
-		if err == nil {
-			// Reports since sentAt count; the timeout runs from the
-			// broker's acknowledgement of the send.
-			timer := d.clock.NewTimer(wait)
-			select {
-			case <-c.done:
-				timer.Stop()
-				q.mu.Lock()
-				state := maps.Clone(c.seen)
-				q.mu.Unlock()
-				d.log.Info("attempt confirmed", "op_id", op.OpID, "device", op.Device, "attempt", op.Attempts)
-				q.finish(t, devices.Succeeded, "", "", state)
-				return
-			case <-timer.Chan():
-				d.log.Info("attempt unconfirmed", "op_id", op.OpID, "device", op.Device, "attempt", op.Attempts, "waited", wait)
-			case <-t.cancel:
-				timer.Stop()
-				return
-			case <-ctx.Done():
-				timer.Stop()
-				return
-			}
+		if err != nil {
+			q.unwatch(t)
+			continue
 		}
-		q.mu.Lock()
-		t.confirm = nil
+		// The timeout runs from the broker's acknowledgement of the send.
+		wait := min(svc.AttemptTimeout, op.Deadline.Sub(d.now()))
+		if ok, stop := q.confirmWithin(ctx, t, c, wait); ok || stop {
+			return
+		}
+		d.log.Info("attempt unconfirmed", "op_id", op.OpID, "device", op.Device, "attempt", op.Attempts, "waited", wait)
+	}
+}
+
+// sendTimeout bounds one send: the wait for the bridge's broker to take it.
+const sendTimeout = 10 * time.Second
+
+// send sends t's target unless t ended or ctx is done (sent is false then).
+// From the last check on, it holds sendMu, so that supersede cannot slip
+// between the check and the send, and it starts watching for confirming
+// reports just before the send, so only reports after it count.
+func (q *deviceQueue) send(ctx context.Context, t *task) (c *confirmation, err error, sent bool) {
+	q.sendMu.Lock()
+	defer q.sendMu.Unlock()
+	q.mu.Lock()
+	if t.ended || ctx.Err() != nil {
 		q.mu.Unlock()
+		return nil, nil, false
+	}
+	target := t.op.Target
+	q.mu.Unlock()
+	c = q.watch(t, q.d.now())
+	sendCtx, cancel := context.WithTimeout(ctx, sendTimeout)
+	defer cancel()
+	return c, q.svc.Bridge.Send(sendCtx, q.dev.Device, target), true
+}
+
+// watch starts collecting the reports that arrive from now on as t's
+// confirmation.
+func (q *deviceQueue) watch(t *task, from time.Time) *confirmation {
+	c := &confirmation{sentAt: from, seen: map[string]any{}, done: make(chan struct{})}
+	q.mu.Lock()
+	t.confirm = c
+	q.mu.Unlock()
+	return c
+}
+
+func (q *deviceQueue) unwatch(t *task) {
+	q.mu.Lock()
+	t.confirm = nil
+	q.mu.Unlock()
+}
+
+// confirmWithin waits up to wait for c to be confirmed. ok means t
+// succeeded (and is finished); stop means t ended otherwise or ctx is done.
+func (q *deviceQueue) confirmWithin(ctx context.Context, t *task, c *confirmation, wait time.Duration) (ok, stop bool) {
+	timer := q.d.clock.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case <-c.done:
+		q.mu.Lock()
+		state := maps.Clone(c.seen)
+		opID, attempt := t.op.OpID, t.op.Attempts
+		q.mu.Unlock()
+		q.d.log.Info("attempt confirmed", "op_id", opID, "device", q.dev.ID, "attempt", attempt)
+		q.finish(t, devices.Succeeded, "", "", state)
+		return true, false
+	case <-timer.Chan():
+		q.unwatch(t)
+		return false, false
+	case <-t.cancel:
+		return false, true
+	case <-ctx.Done():
+		return false, true
 	}
 }
 
@@ -323,8 +389,9 @@ func (q *deviceQueue) finish(t *task, status devices.Status, reason devices.Reas
 
 // report takes a state report of the device: it confirms the running
 // attempt when the reports since its send show the target, and mirrors the
-// state.
-func (q *deviceQueue) report(state map[string]any) {
+// state. A retained report (one the broker kept from before, replayed on
+// subscribe) updates the mirror but never confirms: it is not news.
+func (q *deviceQueue) report(state map[string]any, retained bool) {
 	now := q.d.now()
 	q.mu.Lock()
 	if q.state == nil {
@@ -333,10 +400,10 @@ func (q *deviceQueue) report(state map[string]any) {
 	maps.Copy(q.state, state)
 	q.stateAt = now
 	mirror := maps.Clone(q.state)
-	if t := q.current; t != nil && t.confirm != nil && !t.ended {
+	if t := q.current; t != nil && t.confirm != nil && !t.ended && !retained {
 		c := t.confirm
 		maps.Copy(c.seen, state)
-		if devices.Satisfied(q.dev.Class, t.op.Target, c.seen) {
+		if q.satisfied(t.op.Target, c.seen) {
 			select {
 			case <-c.done:
 			default:
@@ -347,6 +414,20 @@ func (q *deviceQueue) report(state map[string]any) {
 	q.mu.Unlock()
 	q.d.out.push(q.d.topic(q.dev.ID, ""), mirror, true)
 	q.d.saver.mark(q.dev.ID, mirror, now)
+}
+
+// satisfied reports whether the reports seen since a send show target.
+// A lock that has ever reported lock_state must report it again: its
+// state alone reads LOCK or UNLOCK for a half-thrown bolt. Called with q.mu
+// held.
+func (q *deviceQueue) satisfied(target devices.Target, seen map[string]any) bool {
+	if q.dev.Class == devices.Lock {
+		_, reportsLockState := q.state["lock_state"]
+		if _, has := seen["lock_state"]; reportsLockState && !has {
+			return false
+		}
+	}
+	return devices.Satisfied(q.dev.Class, target, seen)
 }
 
 // availability mirrors the device's availability as the bridge reports it.

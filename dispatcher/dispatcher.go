@@ -239,10 +239,10 @@ func (d *Dispatcher) Reconnected() {
 	close(d.conn)
 	d.conn = make(chan struct{})
 	d.connMu.Unlock()
+	d.out.kick()
 	for _, q := range d.devices {
 		q.republish()
 	}
-	d.out.kick()
 }
 
 // nextReconnect returns a channel closed at the next Reconnected.

@@ -3,6 +3,7 @@ package dispatcher
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/hearthd/hearth/devices"
@@ -41,44 +42,62 @@ func (d *Dispatcher) runIntake(ctx context.Context) {
 // admitted is one request on its way through admit.
 type admitted struct {
 	req    Request
-	op     devices.Op
-	queue  *deviceQueue
+	op     devices.Op      // as accepted
+	queue  *deviceQueue    // set while the request is to be stored and queued
 	result *devices.Result // set when the request is answered without storing
 	dupOf  int             // ≥ 0: repeats the op_id of that earlier item of the batch
+	// supersededBy, if set, is a later command of this batch that covers
+	// this one: it is stored as superseded and never queued.
+	supersededBy string
 }
 
+// admit stores and queues one batch. A newer command supersedes the older
+// ones it covers before anything is stored, and the superseded records go
+// into the same synced commit as the newer command: a crash can never
+// leave a newer command stored and an older one it replaced still pending.
 func (d *Dispatcher) admit(batch []Request) {
 	now := d.now()
 	items := make([]admitted, len(batch))
 	seen := make(map[string]int, len(batch)) // op_id → index of the first in this batch
-	var toSave []devices.Op
+	inBatch := map[*deviceQueue][]int{}      // accepted items of this batch, per device
+	var superseded []devices.Op              // earlier commands ended by this batch
 	for i, req := range batch {
 		it := &items[i]
 		it.req, it.dupOf = req, -1
-		op, q, rej := d.validate(req, now)
-		if rej != nil {
-			it.result = rej
-			continue
-		}
-		if j, dup := seen[op.OpID]; dup {
+		if j, dup := seen[peekOpID(req.Payload)]; dup {
 			it.dupOf = j
 			continue
 		}
-		if stored, ok, err := d.journal.Lookup(op.OpID); err != nil {
-			d.log.Error("lookup op_id", "op_id", op.OpID, "err", err)
-			r := reject(req.Device, op.OpID, devices.ReasonStoreError, "the command store could not be read", now)
-			it.result = &r
-			continue
-		} else if ok {
-			r := stored.Result()
-			it.result = &r
+		op, q, answer := d.validate(req, now)
+		if answer != nil {
+			it.result = answer
 			continue
 		}
 		seen[op.OpID] = i
 		it.op, it.queue = op, q
-		toSave = append(toSave, op)
+		if op.Status.Terminal() {
+			continue // expired on arrival: stored, never queued
+		}
+		for _, j := range inBatch[q] {
+			if items[j].supersededBy == "" && op.Target.Covers(items[j].op.Target) {
+				items[j].supersededBy = op.OpID
+			}
+		}
+		inBatch[q] = append(inBatch[q], i)
+		superseded = append(superseded, q.supersede(op, now)...)
 	}
 
+	var toSave []devices.Op
+	for i := range items {
+		if it := &items[i]; it.queue != nil {
+			if it.supersededBy != "" {
+				toSave = append(toSave, supersededBy(it.op, it.supersededBy, now))
+			} else {
+				toSave = append(toSave, it.op)
+			}
+		}
+	}
+	toSave = append(toSave, superseded...)
 	if len(toSave) > 0 {
 		if err := d.journal.Save(toSave...); err != nil {
 			d.log.Error("store commands", "count", len(toSave), "err", err)
@@ -88,10 +107,12 @@ func (d *Dispatcher) admit(batch []Request) {
 					items[i].result, items[i].queue = &r, nil
 				}
 			}
+			// The commands superseded in memory stay pending in the store
+			// and resume at the next start.
+			superseded = nil
 		}
 	}
 
-	var superseded []devices.Op
 	for i := range items {
 		it := &items[i]
 		switch {
@@ -102,8 +123,12 @@ func (d *Dispatcher) admit(batch []Request) {
 			if it.req.Done != nil {
 				it.req.Done(r)
 			}
-			if !it.op.Status.Terminal() {
-				superseded = append(superseded, it.queue.add(it.op)...)
+			switch {
+			case it.supersededBy != "":
+				d.log.Info("command superseded", "op_id", it.op.OpID, "device", it.op.Device, "by", it.supersededBy, "attempts", 0)
+				d.publishResult(supersededBy(it.op, it.supersededBy, now).Result())
+			case !it.op.Status.Terminal():
+				it.queue.push(it.op)
 			}
 		case it.dupOf >= 0:
 			// A repeat of an op_id earlier in this batch: answer with
@@ -113,18 +138,16 @@ func (d *Dispatcher) admit(batch []Request) {
 			if first.result != nil {
 				r = *first.result
 			}
+			if r.Device != it.req.Device {
+				r = reject(it.req.Device, r.OpID, devices.ReasonOpIDConflict, "op_id "+quote(r.OpID)+" belongs to a command for device "+quote(r.Device), now)
+			}
 			d.answer(it.req, r)
 		default:
 			d.answer(it.req, *it.result)
 		}
 	}
-	if len(superseded) > 0 {
-		if err := d.journal.Save(superseded...); err != nil {
-			d.log.Error("store superseded commands", "count", len(superseded), "err", err)
-		}
-		for _, op := range superseded {
-			d.publishResult(op.Result())
-		}
+	for _, op := range superseded {
+		d.publishResult(op.Result())
 	}
 }
 
@@ -142,7 +165,15 @@ func (d *Dispatcher) answer(req Request, r devices.Result) {
 	}
 }
 
-// validate turns a request into an op ready to store, or a rejection.
+// MaxClockSkew is how far in the future a command's issued_at may lie: a
+// caller's clock may run a little ahead, not more.
+const MaxClockSkew = 5 * time.Minute
+
+// validate turns a request into an op ready to store, or answers it: a
+// rejection, or the stored result of a known op_id. The checks run in this
+// order: the device exists, the message is not retained, the op_id is new
+// (a known op_id is answered from the store whatever the payload says),
+// then the payload itself.
 func (d *Dispatcher) validate(req Request, now time.Time) (devices.Op, *deviceQueue, *devices.Result) {
 	opID := peekOpID(req.Payload)
 	fail := func(reason devices.Reason, detail string) (devices.Op, *deviceQueue, *devices.Result) {
@@ -160,6 +191,19 @@ func (d *Dispatcher) validate(req Request, now time.Time) (devices.Op, *deviceQu
 		return fail(devices.ReasonRetainedCommand, "command messages must not be retained: a retained command replays on every reconnect; "+
 			"clear it with an empty retained message, e.g. mosquitto_pub -r -n -t "+d.topic(req.Device, "set"))
 	}
+	if opID != "" {
+		stored, found, err := d.journal.Lookup(opID)
+		switch {
+		case err != nil:
+			d.log.Error("lookup op_id", "op_id", opID, "err", err)
+			return fail(devices.ReasonStoreError, "the command store could not be read")
+		case found && stored.Device != req.Device:
+			return fail(devices.ReasonOpIDConflict, "op_id "+quote(opID)+" belongs to a command for device "+quote(stored.Device))
+		case found:
+			r := stored.Result()
+			return devices.Op{}, nil, &r
+		}
+	}
 	cmd, err := devices.ParseCommand(q.dev.Class, req.Payload)
 	if err != nil {
 		var detail string
@@ -169,6 +213,10 @@ func (d *Dispatcher) validate(req Request, now time.Time) (devices.Op, *deviceQu
 			detail = err.Error()
 		}
 		return fail(devices.ReasonOf(err), detail)
+	}
+	if cmd.IssuedAt.After(now.Add(MaxClockSkew)) {
+		return fail(devices.ReasonInvalidIssuedAt, fmt.Sprintf("issued_at %s is %s in the future; check the sender's clock",
+			cmd.IssuedAt.Format(time.RFC3339), cmd.IssuedAt.Sub(now).Round(time.Second)))
 	}
 	if cmd.OpID == "" {
 		cmd.OpID = d.newOpID()

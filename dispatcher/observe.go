@@ -10,11 +10,12 @@ import (
 	"github.com/hearthd/hearth/devices"
 )
 
-// Report takes a state report of a device from its bridge. Reports of
-// unknown devices are ignored.
-func (d *Dispatcher) Report(device string, state map[string]any) {
+// Report takes a state report of a device from its bridge; retained says
+// the broker replayed it from its retained store (it is not news, and
+// confirms nothing). Reports of unknown devices are ignored.
+func (d *Dispatcher) Report(device string, state map[string]any, retained bool) {
 	if q, ok := d.devices[device]; ok {
-		q.report(state)
+		q.report(state, retained)
 	}
 }
 
@@ -61,7 +62,8 @@ func (d *Dispatcher) resume(pending []devices.Op) {
 			op.Detail = "the TTL passed while hearth was not running"
 		default:
 			d.log.Info("command resumed", "op_id", op.OpID, "device", op.Device, "attempts", op.Attempts, "deadline", op.Deadline)
-			ended = append(ended, q.add(op)...)
+			ended = append(ended, q.supersede(op, now)...)
+			q.push(op)
 			continue
 		}
 		op.UpdatedAt = now

@@ -3,25 +3,38 @@ package dispatcher
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
+	"sync"
 	"time"
 )
-
-// outboxSize bounds the messages waiting to be published; producers block
-// while it is full.
-const outboxSize = 8192
 
 // publishTimeout bounds the wait for one PUBACK.
 const publishTimeout = 10 * time.Second
 
-// outbox publishes Hearth's own messages in order from one goroutine, so
-// that results of one command never overtake each other, and holds them
-// while the connection is down instead of dropping them.
+// retryPublishAfter spaces retries of a publish that failed while the
+// connection stayed up (a PUBACK that timed out). It is housekeeping on the
+// real clock.
+const retryPublishAfter = time.Second
+
+// outbox publishes Hearth's own messages from one goroutine. Results go out
+// in the order they were pushed, so that the results of one command never
+// overtake each other; retained mirrors (device state and availability)
+// keep only the newest payload per topic. Pushing never blocks: a producer
+// (the intake, a device worker, the MQTT connection's OnConnect) must never
+// wait for the connection it may be the one to restore. While the
+// connection is down the outbox holds its messages; results are bounded by
+// the commands in flight, mirrors by the number of devices.
 type outbox struct {
-	pub  Publisher
-	log  *slog.Logger
-	msgs chan outMsg
-	up   chan struct{} // signalled when the connection is back
+	pub Publisher
+	log *slog.Logger
+
+	mu      sync.Mutex
+	results []outMsg          // in push order
+	mirrors map[string][]byte // topic → newest retained payload
+	order   []string          // topics of mirrors, in order of first push
+	wake    chan struct{}     // something was pushed
+	up      chan struct{}     // the connection is back
 }
 
 type outMsg struct {
@@ -31,10 +44,11 @@ type outMsg struct {
 }
 
 func newOutbox(pub Publisher, log *slog.Logger) *outbox {
-	return &outbox{pub: pub, log: log, msgs: make(chan outMsg, outboxSize), up: make(chan struct{}, 1)}
+	return &outbox{pub: pub, log: log, mirrors: map[string][]byte{},
+		wake: make(chan struct{}, 1), up: make(chan struct{}, 1)}
 }
 
-// push queues v, JSON-encoded, for topic at QoS 1.
+// push queues v, JSON-encoded, for topic at QoS 1; see pushRaw.
 func (o *outbox) push(topic string, v any, retained bool) {
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -44,23 +58,60 @@ func (o *outbox) push(topic string, v any, retained bool) {
 	o.pushRaw(topic, b, retained)
 }
 
+// pushRaw queues payload for topic at QoS 1. A retained message replaces
+// any queued retained message for the same topic.
 func (o *outbox) pushRaw(topic string, payload []byte, retained bool) {
-	o.msgs <- outMsg{topic, payload, retained}
+	o.mu.Lock()
+	if retained {
+		if _, queued := o.mirrors[topic]; !queued {
+			o.order = append(o.order, topic)
+		}
+		o.mirrors[topic] = payload
+	} else {
+		o.results = append(o.results, outMsg{topic, payload, false})
+	}
+	o.mu.Unlock()
+	signal(o.wake)
 }
 
 // kick tells a waiting outbox that the connection is back.
-func (o *outbox) kick() {
+func (o *outbox) kick() { signal(o.up) }
+
+func signal(ch chan struct{}) {
 	select {
-	case o.up <- struct{}{}:
+	case ch <- struct{}{}:
 	default:
 	}
 }
 
+// next takes the next message: results first, then mirrors.
+func (o *outbox) next() (outMsg, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if len(o.results) > 0 {
+		m := o.results[0]
+		o.results[0] = outMsg{}
+		o.results = o.results[1:]
+		return m, true
+	}
+	if len(o.order) > 0 {
+		topic := o.order[0]
+		o.order = o.order[1:]
+		m := outMsg{topic, o.mirrors[topic], true}
+		delete(o.mirrors, topic)
+		return m, true
+	}
+	return outMsg{}, false
+}
+
 func (o *outbox) run(ctx context.Context) {
 	for {
-		select {
-		case m := <-o.msgs:
+		if m, ok := o.next(); ok {
 			o.publish(ctx, m)
+			continue
+		}
+		select {
+		case <-o.wake:
 		case <-ctx.Done():
 			o.drain()
 			return
@@ -68,37 +119,58 @@ func (o *outbox) run(ctx context.Context) {
 	}
 }
 
-// publish sends m, waiting for the connection to come back as often as it
-// takes, until ctx ends.
+// publish sends m until it is out, refused for good, or ctx ends. While the
+// connection is down it waits for kick; after any other failure it tries
+// again a second later (or at once on kick).
 func (o *outbox) publish(ctx context.Context, m outMsg) {
 	for {
 		pctx, cancel := context.WithTimeout(ctx, publishTimeout)
 		err := o.pub.Publish(pctx, m.topic, 1, m.retained, m.payload)
 		cancel()
-		if err == nil || ctx.Err() != nil {
+		switch {
+		case err == nil || ctx.Err() != nil:
 			return
-		}
-		o.log.Warn("publish failed; holding it until the connection is back", "topic", m.topic, "err", err)
-		select {
-		case <-o.up:
-		case <-ctx.Done():
+		case permanent(err):
+			o.log.Error("publish refused by the broker; dropped", "topic", m.topic, "err", err)
 			return
+		case notSent(err):
+			select {
+			case <-o.up:
+			case <-ctx.Done():
+				return
+			}
+		default:
+			o.log.Warn("publish failed; retrying", "topic", m.topic, "err", err)
+			select {
+			case <-o.up:
+			case <-time.After(retryPublishAfter):
+			case <-ctx.Done():
+				return
+			}
 		}
 	}
 }
 
-// drain publishes what is still queued at shutdown, briefly, so the last
-// results go out before the offline announcement.
+// permanent reports whether err says the broker refused the message for
+// good (a PUBACK reason code of 0x80 or more, such as "not authorized"):
+// sending it again cannot help.
+func permanent(err error) bool {
+	var p interface{ Permanent() bool }
+	return errors.As(err, &p) && p.Permanent()
+}
+
+// drain publishes what is still queued at shutdown, for at most two
+// seconds, so the last results go out before the offline announcement.
 func (o *outbox) drain() {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	for {
-		select {
-		case m := <-o.msgs:
-			if o.pub.Publish(ctx, m.topic, 1, m.retained, m.payload) != nil {
-				return
-			}
-		default:
+		m, ok := o.next()
+		if !ok {
+			return
+		}
+		if err := o.pub.Publish(ctx, m.topic, 1, m.retained, m.payload); err != nil {
+			o.log.Warn("shutdown: unpublished messages dropped", "topic", m.topic, "err", err)
 			return
 		}
 	}

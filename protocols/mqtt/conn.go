@@ -4,13 +4,16 @@
 // leaves a will, resubscribes after every reconnect, and hands messages to
 // handlers with their retain flag and an explicit acknowledgement.
 //
-// MQTT 5 is needed for one promise: every subscription asks for "Retain As
-// Published" (MQTT 5.0 §3.8.3.1), so a command that an automation published
-// with the retain flag arrives with the flag still set and can be refused.
-// Over MQTT 3.1.1 a broker clears the flag for established subscriptions
-// (MQTT 3.1.1 §3.3.1.3), which would let a retained command through. Every
-// subscription also sets "No Local", so Hearth never receives its own
-// publishes back.
+// MQTT 5 is needed for one promise: the command subscriptions
+// (SubscribeManualAck) ask for "Retain As Published" (MQTT 5.0 §3.8.3.1),
+// so a command that an automation published with the retain flag arrives
+// with the flag still set and can be refused. Over MQTT 3.1.1 a broker
+// clears the flag for established subscriptions (MQTT 3.1.1 §3.3.1.3),
+// which would let a retained command through. Other subscriptions keep the
+// default, so there the flag means "replayed from the retained store on
+// subscribe", which is what a bridge's state reports need: a device whose
+// bridge retains its reports still sends news. Every subscription also
+// sets "No Local", so Hearth never receives its own publishes back.
 //
 // It never interprets topics or payloads: the bridge adapters and the
 // intake do. It imports retry of Hearth's and nothing else.
@@ -169,9 +172,11 @@ func (c *Conn) Subscribe(ctx context.Context, filter string, qos byte, h Handler
 	return c.subscribe(ctx, subscription{filter: filter, qos: qos, handler: h})
 }
 
-// SubscribeManualAck is Subscribe for handlers that acknowledge each
-// message themselves with Message.Ack, once it is safe (stored). Acks go to
-// the broker in the order the messages arrived, as MQTT requires.
+// SubscribeManualAck is Subscribe for commands: the handler acknowledges
+// each message itself with Message.Ack, once it is safe (stored), and the
+// subscription asks for Retain As Published, so Message.Retained is the
+// flag the sender set. Acks go to the broker in the order the messages
+// arrived, as MQTT requires.
 func (c *Conn) SubscribeManualAck(ctx context.Context, filter string, qos byte, h Handler) error {
 	return c.subscribe(ctx, subscription{filter: filter, qos: qos, handler: h, manualAck: true})
 }
@@ -197,7 +202,7 @@ func subscribeOn(ctx context.Context, client *paho.Client, subs []subscription) 
 			Topic:             s.filter,
 			QoS:               s.qos,
 			NoLocal:           true,
-			RetainAsPublished: true,
+			RetainAsPublished: s.manualAck,
 		})
 	}
 	ack, err := client.Subscribe(ctx, req)
@@ -282,12 +287,30 @@ func (c *Conn) Publish(ctx context.Context, topic string, qos byte, retained boo
 	if client == nil {
 		return ErrNotConnected
 	}
-	_, err := client.Publish(ctx, &paho.Publish{Topic: topic, QoS: qos, Retain: retained, Payload: payload})
+	resp, err := client.Publish(ctx, &paho.Publish{Topic: topic, QoS: qos, Retain: retained, Payload: payload})
+	if resp != nil && resp.ReasonCode >= 0x80 {
+		return &RefusedError{Topic: topic, ReasonCode: resp.ReasonCode}
+	}
 	if err != nil {
 		return fmt.Errorf("publish %s: %w", topic, err)
 	}
 	return nil
 }
+
+// RefusedError is a publish the broker refused with a PUBACK reason code
+// of 0x80 or more (MQTT 5.0 §3.4.2.1), for example 0x87 "not authorized":
+// sending the same message again cannot succeed. Permanent returns true.
+type RefusedError struct {
+	Topic      string
+	ReasonCode byte
+}
+
+func (e *RefusedError) Error() string {
+	return fmt.Sprintf("publish %s: refused by the broker (reason code 0x%02x)", e.Topic, e.ReasonCode)
+}
+
+// Permanent reports that retrying cannot help.
+func (e *RefusedError) Permanent() bool { return true }
 
 // Run connects, keeps the connection up until ctx is cancelled, and then
 // publishes the offline announcement and disconnects cleanly. Connection

@@ -38,8 +38,10 @@ const DefaultMaxAttempts = 2
 
 // Sink receives what the bridge reports. The dispatcher implements it.
 type Sink interface {
-	// Report passes a state report of device (Hearth's device ID).
-	Report(device string, state map[string]any)
+	// Report passes a state report of device (Hearth's device ID);
+	// retained is true when the broker replayed it from its retained store
+	// on subscribe, so it is old news.
+	Report(device string, state map[string]any, retained bool)
 	// Availability passes the device's availability as the bridge sees it.
 	Availability(device string, online bool)
 	// BridgeState passes whether the bridge itself is online.
@@ -165,7 +167,7 @@ func (a *Adapter) handle(m mqtt.Message) {
 		a.log.Warn("zigbee2mqtt: unreadable state report", "topic", m.Topic, "payload", truncate(m.Payload))
 		return
 	}
-	a.sink.Report(id, state)
+	a.sink.Report(id, state, m.Retained)
 }
 
 // parseOnline reads Zigbee2MQTT's availability and bridge state, in the
