@@ -157,6 +157,9 @@ func New(opts Options) *Conn {
 	return &Conn{opts: opts, log: opts.Logger, up: make(chan struct{})}
 }
 
+// ClientID returns the MQTT client ID the connection uses.
+func (c *Conn) ClientID() string { return c.opts.ClientID }
+
 // Connected reports whether the connection is up now.
 func (c *Conn) Connected() bool { return c.connected.Load() }
 

@@ -1,0 +1,219 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"math"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+	mochi "github.com/mochi-mqtt/server/v2"
+	"github.com/mochi-mqtt/server/v2/hooks/auth"
+	"github.com/mochi-mqtt/server/v2/listeners"
+	"github.com/mochi-mqtt/server/v2/packets"
+
+	"github.com/hearthd/hearth/devices"
+	"github.com/hearthd/hearth/simulator"
+)
+
+// denyTopic is a broker ACL that refuses writes to one topic.
+type denyTopic struct {
+	mochi.HookBase
+	topic string
+}
+
+func (h *denyTopic) ID() string { return "deny-topic" }
+func (h *denyTopic) Provides(b byte) bool {
+	return bytes.Contains([]byte{mochi.OnACLCheck, mochi.OnConnectAuthenticate}, []byte{b})
+}
+func (h *denyTopic) OnConnectAuthenticate(*mochi.Client, packets.Packet) bool { return true }
+func (h *denyTopic) OnACLCheck(_ *mochi.Client, topic string, write bool) bool {
+	return !(write && topic == h.topic)
+}
+
+// startMochi runs a broker of the test's own with extra hooks.
+func startMochi(t *testing.T, hooks ...mochi.Hook) string {
+	t.Helper()
+	srv := mochi.New(nil)
+	if len(hooks) == 0 {
+		hooks = []mochi.Hook{new(auth.AllowHook)}
+	}
+	for _, h := range hooks {
+		if err := srv.AddHook(h, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.AddListener(listeners.NewNet("t", ln)); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Serve(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	return "tcp://" + ln.Addr().String()
+}
+
+// A result the broker refuses (here: an ACL) is dropped with an error; it
+// does not hold up the results of other commands.
+func TestRefusedResultDoesNotStallLaterResults(t *testing.T) {
+	url := startMochi(t, &denyTopic{topic: "hearth/front_door/result"})
+	h := newHarness(t, harnessOptions{brokerURL: url})
+	h.publish("front_door", `{"state":"LOCK","op_id":"denied"}`)
+	h.nextSet() // the lock command runs; its results cannot be published
+	for i, dev := range []string{"hall_light", "plug", "blinds"} {
+		payload := `{"state":"ON","op_id":"after-` + dev + `"}`
+		if dev == "blinds" {
+			payload = `{"position":30,"op_id":"after-blinds"}`
+		}
+		h.publish(dev, payload)
+		if r := h.final("after-" + dev); r.Status != devices.Succeeded {
+			t.Errorf("command %d after the refused result: %s; want succeeded", i, r.Status)
+		}
+	}
+	stored, _, _ := h.d.store.Lookup("denied")
+	if stored.Status != devices.Succeeded {
+		t.Errorf("the lock command itself: %s; want succeeded (only its results were refused)", stored.Status)
+	}
+}
+
+// An op_id is the caller's name for one command on one device: sent again
+// to another device it is rejected there with op_id_conflict, and the
+// first device's result is not republished.
+func TestOpIDReusedForAnotherDeviceIsAConflict(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	h.publish("hall_light", `{"state":"ON","op_id":"shared"}`)
+	if r := h.final("shared"); r.Status != devices.Succeeded {
+		t.Fatalf("first: %s", r.Status)
+	}
+	h.nextSet()
+	h.publish("plug", `{"state":"ON","op_id":"shared"}`)
+	r := h.result("shared")
+	if r.Device != "plug" || r.Status != devices.Rejected || r.Reason != devices.ReasonOpIDConflict {
+		t.Errorf("reuse on plug: %s %s/%s; want plug rejected/op_id_conflict", r.Device, r.Status, r.Reason)
+	}
+	// The same op_id with an invalid payload on its own device is still
+	// answered with the stored result: one op, one terminal status.
+	h.publish("hall_light", `{"state":"TOGGLE","op_id":"shared"}`)
+	if r := h.result("shared"); r.Device != "hall_light" || r.Status != devices.Succeeded {
+		t.Errorf("repeat with a bad payload: %s %s; want hall_light's stored succeeded", r.Device, r.Status)
+	}
+	h.noSetsYet()
+}
+
+// A command issued in the future (the sender's clock is wrong) is refused;
+// a little skew is not.
+func TestIssuedAtFromTheFutureIsRejected(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	future := t0.Add(time.Hour).Format(time.RFC3339)
+	h.publish("plug", `{"state":"ON","op_id":"future","issued_at":"`+future+`"}`)
+	if r := h.result("future"); r.Status != devices.Rejected || r.Reason != devices.ReasonInvalidIssuedAt {
+		t.Errorf("issued an hour ahead: %s/%s; want rejected/invalid_issued_at", r.Status, r.Reason)
+	}
+	skew := t0.Add(time.Minute).Format(time.RFC3339)
+	h.publish("plug", `{"state":"ON","op_id":"skew","issued_at":"`+skew+`"}`)
+	if r := h.final("skew"); r.Status != devices.Succeeded {
+		t.Errorf("issued a minute ahead: %s; want succeeded", r.Status)
+	}
+}
+
+// A lock that reports lock_state is confirmed only by lock_state: a report
+// of state LOCK alone (a half-thrown bolt reads the same) confirms nothing.
+func TestLockNeedsLockStateOnceItReportsIt(t *testing.T) {
+	h := newHarness(t, harnessOptions{faults: simulator.Faults{Offline: []string{"Front Door"}}})
+	bridge := paho.NewClient(paho.NewClientOptions().AddBroker(h.d.brokerURL).SetClientID("fake-z2m"))
+	mustToken(t, bridge.Connect())
+	defer bridge.Disconnect(0)
+	// The lock has reported lock_state before.
+	mustToken(t, bridge.Publish("zigbee2mqtt/Front Door", 1, false, `{"state":"UNLOCK","lock_state":"unlocked"}`))
+	h.publish("front_door", `{"state":"LOCK","op_id":"bolt"}`)
+	h.result("bolt")
+	h.nextSet()
+	mustToken(t, bridge.Publish("zigbee2mqtt/Front Door", 1, false, `{"state":"LOCK"}`))
+	mustToken(t, bridge.Publish("zigbee2mqtt/Front Door", 1, false, `{"state":"LOCK","lock_state":"not_fully_locked"}`))
+	h.advance(5 * time.Second)
+	h.advance(time.Second)
+	h.nextSet()
+	mustToken(t, bridge.Publish("zigbee2mqtt/Front Door", 1, false, `{"state":"LOCK","lock_state":"locked"}`))
+	r := h.await(func(r devices.Result) bool { return r.OpID == "bolt" && r.Status.Terminal() }, "bolt final")
+	if r.Status != devices.Succeeded || r.Attempts != 2 || r.State["lock_state"] != "locked" {
+		t.Errorf("bolt: %s after %d attempts, state %v; want succeeded after 2 with lock_state locked", r.Status, r.Attempts, r.State)
+	}
+}
+
+// A report the broker replays from its retained store when hearthd
+// resubscribes is old news: it never confirms a command.
+func TestRetainedReportReplayedOnReconnectDoesNotConfirm(t *testing.T) {
+	url := startMochi(t)
+	h := newHarness(t, harnessOptions{brokerURL: url, faults: simulator.Faults{Offline: []string{"plug"}}})
+	h.publish("plug", `{"state":"ON","op_id":"stale-confirm"}`)
+	h.result("stale-confirm")
+	h.nextSet() // the plug is offline: nothing answers
+
+	// Take hearthd's session over: the broker drops it, and it waits (on the
+	// fake clock) to reconnect. Meanwhile a retained report appears.
+	intruder := paho.NewClient(paho.NewClientOptions().AddBroker(url).SetClientID(h.d.conn.ClientID()))
+	mustToken(t, intruder.Connect())
+	intruder.Disconnect(0)
+	other := paho.NewClient(paho.NewClientOptions().AddBroker(url).SetClientID("retainer"))
+	mustToken(t, other.Connect())
+	defer other.Disconnect(0)
+	mustToken(t, other.Publish("zigbee2mqtt/plug", 1, true, `{"state":"ON","linkquality":77}`))
+	mirror := make(chan map[string]any, 8)
+	mustToken(t, other.Subscribe("hearth/plug", 1, func(_ paho.Client, m paho.Message) {
+		var s map[string]any
+		json.Unmarshal(m.Payload(), &s)
+		mirror <- s
+	}))
+
+	// Two waits on the clock: the attempt's timeout and the reconnect.
+	ctx, cancel := context.WithTimeout(context.Background(), eventWait)
+	defer cancel()
+	if err := h.clock.BlockUntilContext(ctx, 2); err != nil {
+		t.Fatal("hearthd is not waiting to reconnect")
+	}
+	h.clock.Advance(100 * time.Millisecond)
+	// hearthd saw the replayed report: its mirror shows linkquality 77.
+	deadline := time.After(eventWait)
+	for seen := false; !seen; {
+		select {
+		case s := <-mirror:
+			seen = s["linkquality"] == 77.0
+		case <-deadline:
+			t.Fatal("hearthd never mirrored the replayed report")
+		}
+	}
+	// The attempt still times out, and so does the second: the plug never
+	// reported after a send.
+	h.advance(5 * time.Second)
+	h.advance(time.Second)
+	h.nextSet()
+	h.advance(5 * time.Second)
+	r := h.await(func(r devices.Result) bool { return r.OpID == "stale-confirm" && r.Status.Terminal() }, "final")
+	if r.Status != devices.Failed || r.Reason != devices.ReasonTimeout || r.Attempts != 2 {
+		t.Errorf("after a replayed retained report: %s/%s after %d attempts; want failed/timeout after 2", r.Status, r.Reason, r.Attempts)
+	}
+	mustToken(t, other.Publish("zigbee2mqtt/plug", 1, true, ""))
+}
+
+// Negative zero is sent as zero.
+func TestNegativeZeroIsSentAsZero(t *testing.T) {
+	cmd, err := devices.ParseCommand(devices.Light, []byte(`{"brightness":-0}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, _ := cmd.Target["brightness"].(float64); f != 0 || math.Signbit(f) {
+		t.Errorf("brightness %v (sign bit %v); want +0", f, math.Signbit(f))
+	}
+	b, _ := json.Marshal(cmd.Target)
+	if strings.Contains(string(b), "-0") {
+		t.Errorf("encoded %s; want no -0", b)
+	}
+}
