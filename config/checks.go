@@ -148,11 +148,11 @@ func checkPort(port string, low int) error {
 	return nil
 }
 
-// brokerSchemes are the URL schemes of an external broker, as the Eclipse
-// Paho client takes them, with their usual ports; ws and wss default to
-// HTTP's ports.
+// brokerSchemes are the URL schemes of an external broker that Hearth's
+// MQTT connection dials, with their usual ports. MQTT over WebSocket (ws://,
+// wss://) is not supported yet.
 var brokerSchemes = []brokerScheme{
-	{"tcp", 1883}, {"ssl", 8883}, {"mqtt", 1883}, {"mqtts", 8883}, {"ws", 0}, {"wss", 0},
+	{"tcp", 1883}, {"ssl", 8883}, {"mqtt", 1883}, {"mqtts", 8883},
 }
 
 type brokerScheme struct {
@@ -177,6 +177,9 @@ func brokerURL(s string) error {
 		}
 		return fmt.Errorf("not a valid URL: %v", err)
 	}
+	if u.Scheme == "ws" || u.Scheme == "wss" {
+		return errors.New("MQTT over WebSocket (ws://, wss://) is not supported yet; use tcp://, mqtt://, ssl:// or mqtts://")
+	}
 	i := slices.IndexFunc(brokerSchemes, func(b brokerScheme) bool { return b.scheme == u.Scheme })
 	if i < 0 {
 		known := make([]string, len(brokerSchemes))
@@ -199,7 +202,7 @@ func brokerURL(s string) error {
 		}
 	}
 	if defaultPort != 0 && (u.Path != "" || u.RawQuery != "") {
-		return fmt.Errorf("a %s:// URL takes no path; only ws:// and wss:// do", u.Scheme)
+		return fmt.Errorf("a %s:// URL takes no path", u.Scheme)
 	}
 	return nil
 }

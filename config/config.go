@@ -56,8 +56,8 @@ type MQTT struct {
 	// Listen is the embedded broker's listen address, host:port. Unused
 	// when URL is set. Default "127.0.0.1:1883".
 	Listen string
-	// URL is an external broker (tcp://, ssl://, mqtt://, mqtts://, ws://,
-	// wss://, as the Eclipse Paho client takes them). When it is set no
+	// URL is an external broker (tcp://, ssl://, mqtt://, mqtts://; MQTT over
+	// WebSocket is not supported yet). When it is set no
 	// embedded broker runs. Default "": run the embedded broker.
 	URL string
 	// Username and Password are the credentials Hearth connects with.
@@ -70,7 +70,7 @@ type MQTT struct {
 	// KeepAlive is the MQTT keep alive: whole seconds, at most MaxKeepAlive.
 	// Default 30s.
 	KeepAlive time.Duration
-	// TLS configures the connection to an ssl://, mqtts:// or wss:// URL.
+	// TLS configures the connection to an ssl:// or mqtts:// URL.
 	TLS TLS
 	// Reconnect spaces Hearth's own connects and reconnects with full
 	// jitter. Default base 1s, multiplier 2, cap 60s.

@@ -183,8 +183,6 @@ func TestParseAccepts(t *testing.T) {
 		{"listen on a host name", "mqtt:\n  listen: hub.local:1883\n", func(c *Config) any { return c.MQTT.Listen }, "hub.local:1883"},
 		{"external broker with TLS", "mqtt:\n  url: mqtts://broker:8883\n  tls: {ca_file: ca.pem, cert_file: c.pem, key_file: k.pem}\n",
 			func(c *Config) any { return c.MQTT.TLS }, TLS{CAFile: "ca.pem", CertFile: "c.pem", KeyFile: "k.pem"}},
-		{"websocket broker without port, with path", "mqtt:\n  url: wss://broker/mqtt\n  tls:\n    insecure_skip_verify: true\n",
-			func(c *Config) any { return c.MQTT.TLS.InsecureSkipVerify }, true},
 		{"upper-case scheme", "mqtt:\n  url: TCP://broker:1883\n", func(c *Config) any { return c.MQTT.URL }, "TCP://broker:1883"},
 		{"empty tls with embedded broker", "mqtt:\n  tls:\n    ca_file: ''\n    insecure_skip_verify: false\n", func(c *Config) any { return c.MQTT.TLS }, TLS{}},
 		{"ttl at the limit", "defaults:\n  ttl: 720h\n", func(c *Config) any { return c.Defaults.TTL }, devices.MaxTTL},

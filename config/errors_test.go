@@ -96,16 +96,17 @@ func TestParseErrors(t *testing.T) {
 		{"listen bad host", "http:\n  listen: my host:80\n", `hearth.yaml:2: http.listen: host "my host" is neither an IP address nor a host name`},
 
 		// Broker URL and TLS.
-		{"url with http scheme", "mqtt:\n  url: http://broker:1883\n", `hearth.yaml:2: mqtt.url: unknown scheme "http" (known: tcp, ssl, mqtt, mqtts, ws, wss)`},
+		{"url with http scheme", "mqtt:\n  url: http://broker:1883\n", `hearth.yaml:2: mqtt.url: unknown scheme "http" (known: tcp, ssl, mqtt, mqtts)`},
+		{"websocket url", "mqtt:\n  url: wss://broker/mqtt\n", `hearth.yaml:2: mqtt.url: MQTT over WebSocket (ws://, wss://) is not supported yet; use tcp://, mqtt://, ssl:// or mqtts://`},
 		{"url without scheme", "mqtt:\n  url: broker:1883\n", `hearth.yaml:2: mqtt.url: want a URL such as tcp://broker.local:1883; this one has no scheme`},
 		{"url without port", "mqtt:\n  url: tcp://broker\n", `hearth.yaml:2: mqtt.url: no port; want tcp://broker:1883 or another port`},
 		{"url without host", "mqtt:\n  url: tcp://:1883\n", `hearth.yaml:2: mqtt.url: no host; want tcp://host:port`},
 		{"url with port zero", "mqtt:\n  url: ssl://broker:0\n", `hearth.yaml:2: mqtt.url: port "0" is not a number from 1 to 65535`},
 		{"url with credentials", "mqtt:\n  url: tcp://hearth:secret@broker:1883\n", `hearth.yaml:2: mqtt.url: put credentials in mqtt.username and mqtt.password, not in the URL`},
 		{"url with bad port", "mqtt:\n  url: tcp://hearth:x\n", `hearth.yaml:2: mqtt.url: not a valid URL: invalid port ":x" after host`},
-		{"tcp url with path", "mqtt:\n  url: tcp://broker:1883/mqtt\n", `hearth.yaml:2: mqtt.url: a tcp:// URL takes no path; only ws:// and wss:// do`},
-		{"tls without url", "mqtt:\n  tls:\n    ca_file: ca.pem\n", `hearth.yaml:2: mqtt.tls: TLS settings need an ssl://, mqtts:// or wss:// mqtt.url; without one Hearth runs the embedded broker, which takes none`},
-		{"tls with tcp url", "mqtt:\n  url: tcp://broker:1883\n  tls:\n    insecure_skip_verify: true\n", `hearth.yaml:3: mqtt.tls: TLS settings need an ssl://, mqtts:// or wss:// mqtt.url, not tcp://`},
+		{"tcp url with path", "mqtt:\n  url: tcp://broker:1883/mqtt\n", `hearth.yaml:2: mqtt.url: a tcp:// URL takes no path`},
+		{"tls without url", "mqtt:\n  tls:\n    ca_file: ca.pem\n", `hearth.yaml:2: mqtt.tls: TLS settings need an ssl:// or mqtts:// mqtt.url; without one Hearth runs the embedded broker, which takes none`},
+		{"tls with tcp url", "mqtt:\n  url: tcp://broker:1883\n  tls:\n    insecure_skip_verify: true\n", `hearth.yaml:3: mqtt.tls: TLS settings need an ssl:// or mqtts:// mqtt.url, not tcp://`},
 		{"cert without key", "mqtt:\n  url: ssl://broker:8883\n  tls:\n    cert_file: c.pem\n", `hearth.yaml:4: mqtt.tls.cert_file: needs mqtt.tls.key_file too`},
 		{"key without cert", "mqtt:\n  url: ssl://broker:8883\n  tls:\n    key_file: k.pem\n", `hearth.yaml:4: mqtt.tls.key_file: needs mqtt.tls.cert_file too`},
 

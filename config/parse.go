@@ -153,11 +153,11 @@ func (c *Config) check(w *walker) {
 	m := &c.MQTT
 	if m.TLS != (TLS{}) && !w.reported["mqtt.url"] {
 		switch scheme, _, _ := strings.Cut(m.URL, "://"); strings.ToLower(scheme) {
-		case "ssl", "mqtts", "wss":
+		case "ssl", "mqtts":
 		case "":
-			w.reportf(w.lines["mqtt.tls"], "mqtt.tls", "TLS settings need an ssl://, mqtts:// or wss:// mqtt.url; without one Hearth runs the embedded broker, which takes none")
+			w.reportf(w.lines["mqtt.tls"], "mqtt.tls", "TLS settings need an ssl:// or mqtts:// mqtt.url; without one Hearth runs the embedded broker, which takes none")
 		default:
-			w.reportf(w.lines["mqtt.tls"], "mqtt.tls", "TLS settings need an ssl://, mqtts:// or wss:// mqtt.url, not %s://", scheme)
+			w.reportf(w.lines["mqtt.tls"], "mqtt.tls", "TLS settings need an ssl:// or mqtts:// mqtt.url, not %s://", scheme)
 		}
 	}
 	if m.TLS.CertFile != "" && m.TLS.KeyFile == "" {
