@@ -67,11 +67,11 @@ func (b *broker) start() {
 		b.t.Fatal(err)
 	}
 	b.addr = ln.Addr().String()
-	srv := mochi.New(&mochi.Options{Logger: slog.New(slog.DiscardHandler)})
+	b.ev = newEvents()
+	srv := mochi.New(&mochi.Options{Logger: slog.New(endedHandler{b.ev.ended})})
 	if err := srv.AddHook(new(auth.AllowHook), nil); err != nil {
 		b.t.Fatal(err)
 	}
-	b.ev = newEvents()
 	if err := srv.AddHook(b.ev, nil); err != nil {
 		b.t.Fatal(err)
 	}
@@ -239,6 +239,7 @@ type events struct {
 
 	disconnected chan string   // client IDs, as the broker finishes with them
 	completed    chan qosEvent // PUBACKs from clients for QoS 1 deliveries
+	ended        chan struct{} // a connection that ended with an error is fully cleaned up
 }
 
 func newEvents() *events {
@@ -247,6 +248,44 @@ func newEvents() *events {
 		inflight:     map[string]map[uint16]string{},
 		disconnected: make(chan string, 64),
 		completed:    make(chan qosEvent, 1024),
+		ended:        make(chan struct{}, 64),
+	}
+}
+
+// endedHandler turns mochi's listener log line for a connection that ended
+// with an error into an event. The listener logs it after attachClient has
+// returned, that is after the broker removed the client's subscriptions and
+// forgot its ID: the one moment from which a reconnect with the same ID is
+// safe (see waitEnded).
+type endedHandler struct{ ended chan struct{} }
+
+func (h endedHandler) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
+
+func (h endedHandler) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == "" {
+		select {
+		case h.ended <- struct{}{}:
+		default:
+		}
+	}
+	return nil
+}
+
+func (h endedHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h endedHandler) WithGroup(string) slog.Handler      { return h }
+
+// waitEnded waits until the broker has fully cleaned up a connection that
+// ended with an error. mochi v2.7.9 removes a gone client's subscriptions
+// and deletes its ID from the client map after OnDisconnect
+// (server.go:488-491), keyed by client ID: a client that reconnects with the
+// same ID inside that window loses its new subscriptions and its map entry,
+// and silently receives nothing.
+func (h *events) waitEnded(t *testing.T) {
+	t.Helper()
+	select {
+	case <-h.ended:
+	case <-time.After(deadline):
+		t.Fatalf("broker did not finish with the connection within %v", deadline)
 	}
 }
 

@@ -240,4 +240,13 @@ func runConn(t *testing.T, conn *mqtt.Conn) {
 	case <-time.After(deadline):
 		t.Fatalf("Conn not up within %v", deadline)
 	}
+	// mochi sends the SUBACK before it replays the retained store, and
+	// handles one client's packets in order: one more round trip lets the
+	// replay finish, so that a message published from now on arrives once,
+	// live.
+	bctx, bcancel := context.WithTimeout(context.Background(), deadline)
+	defer bcancel()
+	if err := conn.Publish(bctx, "zz-barrier", 1, false, nil); err != nil {
+		t.Fatalf("barrier publish: %v", err)
+	}
 }
