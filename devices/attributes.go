@@ -156,9 +156,12 @@ func sortedKeys(m map[string]attr) []string {
 //
 // A lock is judged by Zigbee2MQTT's lock_state ("locked"/"unlocked") when
 // the report carries it, because state reads UNLOCK for a half-thrown bolt;
-// only a lock that reports no lock_state is judged by state. A cover asked
-// to OPEN or CLOSE is judged by state, or by position 100 or 0 when it
-// reports no state; STOP is shown by any report in which it is not moving.
+// a lock_state that is not one of those words (not_fully_locked, jammed,
+// null) satisfies neither; only a lock that reports no lock_state is judged
+// by state. A cover asked to OPEN or CLOSE is judged by its position (100
+// or 0) when it reports one, else by state, since Zigbee2MQTT reports OPEN
+// at any position above 0; STOP is shown by any report in which it is not
+// moving.
 // A light asked for brightness 0 is satisfied by state OFF, since
 // Zigbee2MQTT turns it off and many bulbs keep reporting their last level.
 func Satisfied(c Class, target Target, state map[string]any) bool {
@@ -174,8 +177,9 @@ func Satisfied(c Class, target Target, state map[string]any) bool {
 func attributeSatisfied(c Class, name string, want any, state map[string]any) bool {
 	switch {
 	case c == Lock && name == "state":
-		if ls, ok := state["lock_state"].(string); ok {
-			return (want == "LOCK" && ls == "locked") || (want == "UNLOCK" && ls == "unlocked")
+		if ls, reported := state["lock_state"]; reported {
+			s, ok := ls.(string) // anything but a known word is unknown: never locked, never unlocked
+			return ok && ((want == "LOCK" && strings.EqualFold(s, "locked")) || (want == "UNLOCK" && strings.EqualFold(s, "unlocked")))
 		}
 	case c == Light && name == "brightness":
 		// Zigbee2MQTT turns a light off for brightness 0, and many bulbs
@@ -191,10 +195,10 @@ func attributeSatisfied(c Class, name string, want any, state map[string]any) bo
 			m, ok := state["moving"]
 			return !ok || equal(m, "STOP")
 		case "OPEN", "CLOSE":
-			if _, ok := state["state"]; !ok {
-				if p, ok := number(state["position"]); ok {
-					return (want == "OPEN" && p == 100) || (want == "CLOSE" && p == 0)
-				}
+			// Zigbee2MQTT reports state OPEN at any position above 0, so a
+			// reported position is the better witness: fully open is 100.
+			if p, ok := number(state["position"]); ok {
+				return (want == "OPEN" && p == 100) || (want == "CLOSE" && p == 0)
 			}
 		}
 	}

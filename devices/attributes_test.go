@@ -180,8 +180,11 @@ func TestSatisfied(t *testing.T) {
 		// As documented, state wins when present: Zigbee2MQTT reports
 		// OPEN for any position above 0, so this is satisfied mid-travel
 		// (see the report's doubts).
-		{"cover OPEN by state even at position 40", Cover, Target{"state": "OPEN"}, `{"state":"OPEN","position":40,"moving":"UP"}`, true},
-		{"cover OPEN state wins over position", Cover, Target{"state": "OPEN"}, `{"state":"CLOSE","position":100}`, false},
+		{"lock_state compares without regard to case", Lock, Target{"state": "LOCK"}, `{"state":"LOCK","lock_state":"LOCKED"}`, true},
+		{"lock_state null is unknown, never locked", Lock, Target{"state": "LOCK"}, `{"state":"LOCK","lock_state":null}`, false},
+		{"lock_state null is unknown, never unlocked", Lock, Target{"state": "UNLOCK"}, `{"state":"UNLOCK","lock_state":null}`, false},
+		{"cover OPEN mid-travel at position 40 is not open yet", Cover, Target{"state": "OPEN"}, `{"state":"OPEN","position":40,"moving":"UP"}`, false},
+		{"cover OPEN: a reported position wins over state", Cover, Target{"state": "OPEN"}, `{"state":"CLOSE","position":100}`, true},
 		{"cover OPEN by position 100 without state", Cover, Target{"state": "OPEN"}, `{"position":100}`, true},
 		{"cover OPEN not by position 99", Cover, Target{"state": "OPEN"}, `{"position":99}`, false},
 		{"cover CLOSE by position 0 without state", Cover, Target{"state": "CLOSE"}, `{"position":0}`, true},

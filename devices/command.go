@@ -9,6 +9,7 @@ import (
 	"math"
 	"sort"
 	"time"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -207,9 +208,12 @@ func parseOpID(v any) (string, error) {
 	if len(s) > MaxOpIDBytes {
 		return "", reject(ReasonInvalidOpID, "op_id is %d bytes; the limit is %d", len(s), MaxOpIDBytes)
 	}
+	if !utf8.ValidString(s) {
+		return "", reject(ReasonInvalidOpID, "op_id is not valid UTF-8")
+	}
 	for _, r := range s {
-		if r <= 0x20 || r == 0x7f || r == utf8.RuneError {
-			return "", reject(ReasonInvalidOpID, "op_id %q contains a space or control character", s)
+		if !unicode.IsPrint(r) || unicode.IsSpace(r) || r == utf8.RuneError {
+			return "", reject(ReasonInvalidOpID, "op_id %q contains a space or a character that does not print", s)
 		}
 	}
 	return s, nil

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Class is what kind of device a device is. It decides which attributes a
@@ -69,6 +70,9 @@ func ValidID(id string) error {
 	switch id {
 	case "bridge", "services", "notifications":
 		return fmt.Errorf("device id %q is reserved for hearth's own topics", id)
+	}
+	if !utf8.ValidString(id) {
+		return fmt.Errorf("device id %q is not valid UTF-8", id)
 	}
 	for _, r := range id {
 		if r == '/' || r == '+' || r == '#' || r < 0x20 || r == 0x7f {

@@ -67,7 +67,6 @@ func TestValidID(t *testing.T) {
 // An MQTT topic must be well-formed UTF-8 (MQTT 5.0 §1.5.4), so an ID that
 // is not cannot stand in hearth/<device>/set.
 func TestValidIDRejectsInvalidUTF8(t *testing.T) {
-	t.Skip("BUG: devices/devices.go:73 ValidID ranges over the string and never checks utf8.ValidString; \"lamp\\xff\" is accepted although no MQTT topic can carry it. Fix: reject !utf8.ValidString(id) (and, per MQTT 5.0 §1.5.4, U+0080–U+009F and non-characters if wanted).")
 	for _, id := range []string{"lamp\xff", "\xc3"} {
 		if err := ValidID(id); err == nil {
 			t.Errorf("ValidID(%q) = nil, want an error", id)

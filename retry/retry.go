@@ -50,15 +50,16 @@ func (b Backoff) Ceiling(n int) time.Duration {
 	if n < 1 {
 		n = 1
 	}
-	// Multiply step by step in float64 and stop as soon as the cap is
-	// reached: at most ~63 steps for any multiplier > 1, whatever n is.
-	d := float64(b.Base)
-	for i := 1; i < n && d < float64(limit); i++ {
-		if m <= 1 {
-			break // a multiplier of 1 or less never grows
-		}
-		d *= m
+	if m <= 1 || n == 1 {
+		return min(b.Base, limit) // a multiplier of 1 or less never grows
 	}
+	// Closed form, in constant time for any n: the exponent at which
+	// Base·m^k first reaches the limit is log(limit/Base)/log(m); from there
+	// on the ceiling is the limit. Below it, m^(n-1) is finite.
+	if float64(n-1) >= math.Log(float64(limit)/float64(b.Base))/math.Log(m) {
+		return limit
+	}
+	d := float64(b.Base) * math.Pow(m, float64(n-1))
 	if d >= float64(limit) || math.IsInf(d, 0) || math.IsNaN(d) {
 		return limit
 	}
