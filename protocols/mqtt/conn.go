@@ -53,10 +53,13 @@ func (notConnected) NotSent() bool { return true }
 
 // Message is one received MQTT PUBLISH.
 type Message struct {
-	Topic     string
-	Payload   []byte
-	QoS       byte
-	Retained  bool // the broker sent it from its retained store
+	Topic   string
+	Payload []byte
+	QoS     byte
+	// Retained is the retain flag: on a SubscribeManualAck subscription the
+	// flag the sender set (Retain As Published); on a Subscribe one, true
+	// only for a message the broker replayed from its retained store.
+	Retained  bool
 	Duplicate bool // the DUP flag: a redelivery of a QoS 1 message
 	ack       func()
 }
