@@ -17,6 +17,7 @@ import (
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/hooks/auth"
 	"github.com/mochi-mqtt/server/v2/listeners"
+	"github.com/mochi-mqtt/server/v2/packets"
 )
 
 // DefaultMaxPacketSize is the largest MQTT packet the embedded broker
@@ -74,7 +75,7 @@ func Start(opts Options) (*Broker, error) {
 		ln.Close()
 		return nil, fmt.Errorf("embedded broker: %w", err)
 	}
-	if err := srv.AddListener(listeners.NewNet("tcp", ln)); err != nil {
+	if err := srv.AddListener(listeners.NewNet(listenerID, ln)); err != nil {
 		ln.Close()
 		return nil, fmt.Errorf("embedded broker: %w", err)
 	}
@@ -92,8 +93,24 @@ func (b *Broker) Addr() string { return b.addr }
 // URL returns the broker's address as an MQTT client URL, tcp://host:port.
 func (b *Broker) URL() string { return "tcp://" + b.addr }
 
-// Close disconnects every client, sending their wills, and stops listening.
-func (b *Broker) Close() error { return b.srv.Close() }
+// Close stops listening, disconnects every client (sending their wills) and
+// stops the broker.
+//
+// It closes the listener and the clients itself before the server: mochi
+// v2.7.9's own Close takes its clients' read lock twice and can deadlock
+// when a client disconnects at that moment (mochi-mqtt/server#488).
+func (b *Broker) Close() error {
+	if l, ok := b.srv.Listeners.Get(listenerID); ok {
+		l.Close(func(string) {})
+	}
+	for _, cl := range b.srv.Clients.GetAll() {
+		b.srv.DisconnectClient(cl, packets.ErrServerShuttingDown)
+	}
+	return b.srv.Close()
+}
+
+// listenerID names the broker's one TCP listener.
+const listenerID = "tcp"
 
 // warnAndAbove passes on only warnings and errors, less the read errors of
 // connections that the broker itself closed while stopping.

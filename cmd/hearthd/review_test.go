@@ -57,7 +57,16 @@ func startMochi(t *testing.T, hooks ...mochi.Hook) string {
 	if err := srv.Serve(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { srv.Close() })
+	t.Cleanup(func() {
+		// As broker.Close does, around mochi-mqtt/server#488.
+		if l, ok := srv.Listeners.Get("t"); ok {
+			l.Close(func(string) {})
+		}
+		for _, cl := range srv.Clients.GetAll() {
+			srv.DisconnectClient(cl, packets.ErrServerShuttingDown)
+		}
+		srv.Close()
+	})
 	return "tcp://" + ln.Addr().String()
 }
 

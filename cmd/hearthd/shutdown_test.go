@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -10,7 +9,6 @@ import (
 
 	mochi "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/hooks/auth"
-	"github.com/mochi-mqtt/server/v2/listeners"
 	"github.com/mochi-mqtt/server/v2/packets"
 
 	"github.com/hearthd/hearth/devices"
@@ -60,24 +58,7 @@ func (h *holdFirstSet) count() int {
 // had, to resume at the next start.
 func TestShutdownDuringSendStartsNoFurtherAttempt(t *testing.T) {
 	hook := &holdFirstSet{held: make(chan struct{}), release: make(chan struct{})}
-	srv := mochi.New(&mochi.Options{InlineClient: false})
-	if err := srv.AddHook(new(auth.AllowHook), nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.AddHook(hook, nil); err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.AddListener(listeners.NewNet("t", ln)); err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Serve(); err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
+	url := startMochi(t, new(auth.AllowHook), hook)
 	released := false
 	defer func() {
 		if !released {
@@ -87,7 +68,7 @@ func TestShutdownDuringSendStartsNoFurtherAttempt(t *testing.T) {
 
 	// No backoff (floorRand): with the fault, a second attempt would
 	// follow at once.
-	h := newHarness(t, harnessOptions{brokerURL: "tcp://" + ln.Addr().String(), rand: floorRand{}})
+	h := newHarness(t, harnessOptions{brokerURL: url, rand: floorRand{}})
 	h.publish("hall_light", `{"state":"ON","op_id":"s1"}`)
 	h.result("s1")
 	waitClosed(t, hook.held, "the first set held at the broker")
