@@ -207,7 +207,7 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 		}
 
 		reconnect := d.nextReconnect()
-		c, err, sent := q.send(ctx, t)
+		c, sent, err := q.send(ctx, t)
 		if !sent {
 			if ctx.Err() != nil {
 				q.unsent(t, prev) // shutting down: nothing left Hearth
@@ -249,20 +249,20 @@ const sendTimeout = 10 * time.Second
 // From the last check on, it holds sendMu, so that supersede cannot slip
 // between the check and the send, and it starts watching for confirming
 // reports just before the send, so only reports after it count.
-func (q *deviceQueue) send(ctx context.Context, t *task) (c *confirmation, err error, sent bool) {
+func (q *deviceQueue) send(ctx context.Context, t *task) (c *confirmation, sent bool, err error) {
 	q.sendMu.Lock()
 	defer q.sendMu.Unlock()
 	q.mu.Lock()
 	if t.ended || ctx.Err() != nil {
 		q.mu.Unlock()
-		return nil, nil, false
+		return nil, false, nil
 	}
 	target := t.op.Target
 	q.mu.Unlock()
 	c = q.watch(t, q.d.now())
 	sendCtx, cancel := context.WithTimeout(ctx, sendTimeout)
 	defer cancel()
-	return c, q.svc.Bridge.Send(sendCtx, q.dev.Device, target), true
+	return c, true, q.svc.Bridge.Send(sendCtx, q.dev.Device, target)
 }
 
 // watch starts collecting the reports that arrive from now on as t's
