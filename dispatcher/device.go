@@ -18,11 +18,6 @@ type deviceQueue struct {
 	dev Device
 	svc *Service
 
-	// sendMu is held from the last check that a command is still wanted
-	// until its send returns, and by supersede: once a newer command has
-	// superseded an older one, no send of the older one can start.
-	sendMu sync.Mutex
-
 	mu      sync.Mutex
 	waiting []*task // accepted, not started, in order
 	current *task   // being attempted, or nil
@@ -54,12 +49,10 @@ func newDeviceQueue(d *Dispatcher, dev Device, svc *Service) *deviceQueue {
 }
 
 // supersede ends every waiting or running command of the device whose
-// attributes op covers, so that no further attempt of it can start, and
-// returns them, updated, for the caller to store and publish. It waits for
-// a send in progress to return first.
+// attributes op covers, so that no further attempt of it can start (a send
+// already under way completes), and returns them, updated, for the caller
+// to store and publish. It never waits for a send.
 func (q *deviceQueue) supersede(op devices.Op, now time.Time) []devices.Op {
-	q.sendMu.Lock()
-	defer q.sendMu.Unlock()
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	var ended []devices.Op
@@ -80,6 +73,18 @@ func (q *deviceQueue) supersede(op devices.Op, now time.Time) []devices.Op {
 		q.d.log.Info("command superseded", "op_id", e.OpID, "device", e.Device, "by", op.OpID, "attempts", e.Attempts)
 	}
 	return ended
+}
+
+// restore queues again commands that supersede had ended, when the command
+// that superseded them could not be stored: they are still accepted.
+func (q *deviceQueue) restore(ops []devices.Op) {
+	q.mu.Lock()
+	for _, op := range ops {
+		op.Status, op.Reason, op.Detail = devices.Accepted, "", ""
+		q.waiting = append(q.waiting, &task{op: op, cancel: make(chan struct{})})
+	}
+	q.mu.Unlock()
+	signal(q.wake)
 }
 
 // push queues a stored op behind the device's earlier commands.
@@ -246,20 +251,19 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 const sendTimeout = 10 * time.Second
 
 // send sends t's target unless t ended or ctx is done (sent is false then).
-// From the last check on, it holds sendMu, so that supersede cannot slip
-// between the check and the send, and it starts watching for confirming
-// reports just before the send, so only reports after it count.
+// The last check and the start of the watch for confirming reports happen
+// together under q.mu, just before the send, so only reports after it count
+// and a command superseded before that moment is never sent again.
 func (q *deviceQueue) send(ctx context.Context, t *task) (c *confirmation, sent bool, err error) {
-	q.sendMu.Lock()
-	defer q.sendMu.Unlock()
 	q.mu.Lock()
 	if t.ended || ctx.Err() != nil {
 		q.mu.Unlock()
 		return nil, false, nil
 	}
 	target := t.op.Target
+	c = &confirmation{sentAt: q.d.now(), seen: map[string]any{}, done: make(chan struct{})}
+	t.confirm = c
 	q.mu.Unlock()
-	c = q.watch(t, q.d.now())
 	sendCtx, cancel := context.WithTimeout(ctx, sendTimeout)
 	defer cancel()
 	return c, true, q.svc.Bridge.Send(sendCtx, q.dev.Device, target)

@@ -136,6 +136,8 @@ type Dispatcher struct {
 
 	connMu sync.Mutex
 	conn   chan struct{} // closed at the next Reconnected, then replaced
+
+	stopped chan struct{} // closed when Run stops taking commands
 }
 
 // New checks the options and returns a dispatcher that does nothing until
@@ -153,6 +155,7 @@ func New(opts Options) (*Dispatcher, error) {
 		devices:  make(map[string]*deviceQueue, len(opts.Devices)),
 		services: make(map[string]*Service, len(opts.Services)),
 		conn:     make(chan struct{}),
+		stopped:  make(chan struct{}),
 	}
 	if d.prefix == "" {
 		d.prefix = "hearth"
@@ -215,16 +218,24 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		wg.Go(func() { q.run(ctx) })
 	}
 	d.runIntake(ctx)
+	close(d.stopped)
 	wg.Wait()
 	return nil
 }
 
+// ErrStopped is returned by Submit once the dispatcher has stopped taking
+// commands: the command was not accepted.
+var ErrStopped = errors.New("dispatcher: stopped")
+
 // Submit hands a raw command to the intake. It blocks only while the
-// intake queue is full (backpressure) or until ctx is done.
+// intake queue is full (backpressure), until ctx is done, or until the
+// dispatcher stops (ErrStopped): a caller is never stranded by shutdown.
 func (d *Dispatcher) Submit(ctx context.Context, req Request) error {
 	select {
 	case d.intake <- req:
 		return nil
+	case <-d.stopped:
+		return ErrStopped
 	case <-ctx.Done():
 		return ctx.Err()
 	}

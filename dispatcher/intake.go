@@ -107,8 +107,11 @@ func (d *Dispatcher) admit(batch []Request) {
 					items[i].result, items[i].queue = &r, nil
 				}
 			}
-			// The commands superseded in memory stay pending in the store
-			// and resume at the next start.
+			// The commands superseded in memory are still accepted in the
+			// store: queue them again.
+			for _, op := range superseded {
+				d.devices[op.Device].restore([]devices.Op{op})
+			}
 			superseded = nil
 		}
 	}
@@ -259,13 +262,14 @@ func peekOpID(payload []byte) string {
 	if len(payload) > devices.MaxPayloadBytes || len(payload) == 0 {
 		return ""
 	}
-	var v struct {
-		OpID string `json:"op_id"`
-	}
-	if json.Unmarshal(payload, &v) != nil || devices.ValidOpID(v.OpID) != nil {
+	// A map, not a struct: encoding/json matches struct fields without
+	// regard to case, and "OP_ID" is not the reserved key.
+	var v map[string]json.RawMessage
+	var id string
+	if json.Unmarshal(payload, &v) != nil || json.Unmarshal(v[devices.KeyOpID], &id) != nil || devices.ValidOpID(id) != nil {
 		return ""
 	}
-	return v.OpID
+	return id
 }
 
 func quote(s string) string {

@@ -17,6 +17,11 @@ const publishTimeout = 10 * time.Second
 // real clock.
 const retryPublishAfter = time.Second
 
+// maxPublishTries bounds the tries of one message on a connection that
+// stays up but does not take it, so that one message cannot hold up every
+// later one; waits for a reconnect do not count.
+const maxPublishTries = 5
+
 // outbox publishes Hearth's own messages from one goroutine. Results go out
 // in the order they were pushed, so that the results of one command never
 // overtake each other; retained mirrors (device state and availability)
@@ -119,10 +124,11 @@ func (o *outbox) run(ctx context.Context) {
 	}
 }
 
-// publish sends m until it is out, refused for good, or ctx ends. While the
-// connection is down it waits for kick; after any other failure it tries
-// again a second later (or at once on kick).
+// publish sends m until it is out, refused for good, tried maxPublishTries
+// times, or ctx ends. While the connection is down it waits for kick; after
+// any other failure it tries again a second later (or at once on kick).
 func (o *outbox) publish(ctx context.Context, m outMsg) {
+	failures := 0
 	for {
 		pctx, cancel := context.WithTimeout(ctx, publishTimeout)
 		err := o.pub.Publish(pctx, m.topic, 1, m.retained, m.payload)
@@ -139,7 +145,11 @@ func (o *outbox) publish(ctx context.Context, m outMsg) {
 			case <-ctx.Done():
 				return
 			}
+		case failures+1 >= maxPublishTries:
+			o.log.Error("publish failed; dropped after retries", "topic", m.topic, "tries", maxPublishTries, "err", err)
+			return
 		default:
+			failures++
 			o.log.Warn("publish failed; retrying", "topic", m.topic, "err", err)
 			select {
 			case <-o.up:

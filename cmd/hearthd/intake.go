@@ -41,6 +41,7 @@ func (in *intake) handle(m mqtt.Message) {
 		Done:     func(devices.Result) { m.Ack() },
 	})
 	if err != nil {
-		in.log.Error("intake", "topic", m.Topic, "err", err)
+		// Shutting down: the command was not accepted and is not acked.
+		in.log.Warn("command not taken", "topic", m.Topic, "err", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"math"
 	"net"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"github.com/mochi-mqtt/server/v2/packets"
 
 	"github.com/hearthd/hearth/devices"
+	"github.com/hearthd/hearth/dispatcher"
 	"github.com/hearthd/hearth/simulator"
 )
 
@@ -224,5 +226,46 @@ func TestNegativeZeroIsSentAsZero(t *testing.T) {
 	b, _ := json.Marshal(cmd.Target)
 	if strings.Contains(string(b), "-0") {
 		t.Errorf("encoded %s; want no -0", b)
+	}
+}
+
+// The reserved key is op_id exactly: "OP_ID" is an attribute (unknown to a
+// light), never a way to reach another command's stored result.
+func TestOpIDKeyIsCaseSensitive(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	h.publish("hall_light", `{"state":"ON","op_id":"x1"}`)
+	if r := h.final("x1"); r.Status != devices.Succeeded {
+		t.Fatalf("x1: %s", r.Status)
+	}
+	h.publish("hall_light", `{"state":"OFF","OP_ID":"x1"}`)
+	r := h.await(func(r devices.Result) bool { return r.Device == "hall_light" && r.OpID != "x1" }, "the OP_ID command's result")
+	if r.Status != devices.Rejected || r.Reason != devices.ReasonUnknownAttribute {
+		t.Errorf("OP_ID: %s/%s; want rejected/unknown_attribute", r.Status, r.Reason)
+	}
+}
+
+// Once hearthd is stopping, a command handed to the intake is refused at
+// once, however full the intake is: shutdown never waits on it.
+func TestSubmitAfterStopReturns(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	disp := h.d.disp
+	h.stop()
+	done := make(chan error, 1)
+	go func() {
+		var err error
+		for range 5000 { // more than the intake holds
+			if err = disp.Submit(context.Background(), dispatcher.Request{Device: "plug", Payload: []byte("ON")}); err != nil {
+				break
+			}
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, dispatcher.ErrStopped) {
+			t.Errorf("Submit after stop: %v; want ErrStopped", err)
+		}
+	case <-time.After(eventWait):
+		t.Fatal("Submit blocks on a stopped dispatcher")
 	}
 }

@@ -35,6 +35,7 @@ import (
 
 	"github.com/eclipse/paho.golang/packets"
 	"github.com/eclipse/paho.golang/paho"
+	"github.com/eclipse/paho.golang/paho/session"
 	"github.com/jonboulle/clockwork"
 
 	"github.com/hearthd/hearth/retry"
@@ -126,8 +127,12 @@ type Conn struct {
 	opts Options
 	log  *slog.Logger
 
-	mu        sync.Mutex
-	client    *paho.Client // nil while disconnected
+	mu     sync.Mutex
+	client *paho.Client // nil while disconnected
+	// gone is cancelled when client's connection is dropped, so that
+	// publishes waiting for a PUBACK on it return at once.
+	gone      context.Context
+	dropped   context.CancelFunc
 	subs      []subscription
 	connected atomic.Bool
 	up        chan struct{} // closed on the first successful connect
@@ -288,12 +293,21 @@ func Match(filter, topic string) bool {
 // the connection is down: the caller decides whether to hold the message.
 func (c *Conn) Publish(ctx context.Context, topic string, qos byte, retained bool, payload []byte) error {
 	c.mu.Lock()
-	client := c.client
+	client, gone := c.client, c.gone
 	c.mu.Unlock()
 	if client == nil {
 		return ErrNotConnected
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(gone, cancel)()
 	resp, err := client.Publish(ctx, &paho.Publish{Topic: topic, QoS: qos, Retain: retained, Payload: payload})
+	if errors.Is(err, session.ErrNoConnection) {
+		return ErrNotConnected // paho had no connection to write to: nothing left
+	}
+	if err != nil && gone.Err() != nil {
+		return fmt.Errorf("publish %s: the connection was lost before the broker acknowledged it: %w", topic, err)
+	}
 	if resp != nil && resp.ReasonCode >= 0x80 {
 		return &RefusedError{Topic: topic, ReasonCode: resp.ReasonCode}
 	}
@@ -417,6 +431,7 @@ func (c *Conn) connect(ctx context.Context) (*paho.Client, <-chan error, error) 
 	}()
 	c.mu.Lock()
 	c.client = client // handlers may publish from the first message on
+	c.gone, c.dropped = context.WithCancel(context.Background())
 	subs := append([]subscription(nil), c.subs...)
 	c.mu.Unlock()
 	if err := subscribeOn(cctx, client, subs); err != nil {
@@ -470,6 +485,7 @@ func (c *Conn) drop(client *paho.Client) {
 	c.mu.Lock()
 	if c.client == client {
 		c.client = nil
+		c.dropped()
 	}
 	c.mu.Unlock()
 	client.Disconnect(&paho.Disconnect{ReasonCode: 0x04}) // with will: this was not a clean stop
@@ -489,6 +505,7 @@ func (c *Conn) stop(client *paho.Client) {
 	c.connected.Store(false)
 	c.mu.Lock()
 	c.client = nil
+	c.dropped()
 	c.mu.Unlock()
 	client.Disconnect(&paho.Disconnect{ReasonCode: 0})
 	<-client.Done()

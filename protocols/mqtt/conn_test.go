@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -547,5 +548,31 @@ func TestConnSubscribeDuringConnectIsNotLost(t *testing.T) {
 		}
 	default:
 		t.Errorf("late/x was not delivered: the subscription made during connect was lost")
+	}
+}
+
+// A publish waiting for its PUBACK when the connection dies returns as soon
+// as the loss is known, saying so, instead of waiting out its own timeout:
+// the caller learns the outcome is unknown and can move on.
+func TestPublishReturnsWhenTheConnectionIsLost(t *testing.T) {
+	b := startBroker(t)
+	p := startProxy(t, strings.TrimPrefix(b.url(), "tcp://"))
+	r := runConn(t, p.url(), Options{Clock: clockwork.NewFakeClock()}, nil)
+	r.waitUp(t)
+	p.hold() // the PUBACK will never come back
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		done <- r.Publish(ctx, "held/topic", 1, false, []byte("x"))
+	}()
+	p.cut()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "connection was lost") && !errors.Is(err, ErrNotConnected) {
+			t.Errorf("Publish after the cut: %v; want an error saying the connection was lost", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Publish still waits for a PUBACK on a dead connection")
 	}
 }
