@@ -55,7 +55,10 @@ func newDeviceQueue(d *Dispatcher, dev Device, svc *Service) *deviceQueue {
 func (q *deviceQueue) supersede(op devices.Op, now time.Time) []devices.Op {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	var ended []devices.Op
+	var ended []devices.Op // oldest first: the running one, then the waiting
+	if t := q.current; t != nil && !t.ended && op.Target.Covers(t.op.Target) {
+		ended = append(ended, q.end(t, op.OpID, now))
+	}
 	keep := q.waiting[:0]
 	for _, t := range q.waiting {
 		if op.Target.Covers(t.op.Target) {
@@ -66,23 +69,23 @@ func (q *deviceQueue) supersede(op devices.Op, now time.Time) []devices.Op {
 	}
 	clear(q.waiting[len(keep):])
 	q.waiting = keep
-	if t := q.current; t != nil && !t.ended && op.Target.Covers(t.op.Target) {
-		ended = append(ended, q.end(t, op.OpID, now))
-	}
 	for _, e := range ended {
 		q.d.log.Info("command superseded", "op_id", e.OpID, "device", e.Device, "by", op.OpID, "attempts", e.Attempts)
 	}
 	return ended
 }
 
-// restore queues again commands that supersede had ended, when the command
-// that superseded them could not be stored: they are still accepted.
+// restore queues again, at the front and in their order, commands that
+// supersede had ended (ops, oldest first), when the command that
+// superseded them could not be stored: they are still accepted.
 func (q *deviceQueue) restore(ops []devices.Op) {
-	q.mu.Lock()
-	for _, op := range ops {
+	tasks := make([]*task, len(ops))
+	for i, op := range ops {
 		op.Status, op.Reason, op.Detail = devices.Accepted, "", ""
-		q.waiting = append(q.waiting, &task{op: op, cancel: make(chan struct{})})
+		tasks[i] = &task{op: op, cancel: make(chan struct{})}
 	}
+	q.mu.Lock()
+	q.waiting = append(tasks, q.waiting...)
 	q.mu.Unlock()
 	signal(q.wake)
 }

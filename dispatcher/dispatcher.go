@@ -211,7 +211,11 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		return fmt.Errorf("dispatcher: read pending commands: %w", err)
 	}
 	var wg sync.WaitGroup
-	wg.Go(func() { d.out.run(ctx) })
+	// The outbox outlives the intake and the workers, so that every result
+	// they produce, up to the last, is published (or held in the drain).
+	outCtx, stopOut := context.WithCancel(context.WithoutCancel(ctx))
+	outDone := make(chan struct{})
+	go func() { defer close(outDone); d.out.run(outCtx) }()
 	wg.Go(func() { d.saver.run(ctx) })
 	d.resume(pending)
 	for _, q := range d.devices {
@@ -220,6 +224,8 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	d.runIntake(ctx)
 	close(d.stopped)
 	wg.Wait()
+	stopOut()
+	<-outDone
 	return nil
 }
 
@@ -231,6 +237,11 @@ var ErrStopped = errors.New("dispatcher: stopped")
 // intake queue is full (backpressure), until ctx is done, or until the
 // dispatcher stops (ErrStopped): a caller is never stranded by shutdown.
 func (d *Dispatcher) Submit(ctx context.Context, req Request) error {
+	select {
+	case <-d.stopped:
+		return ErrStopped
+	default:
+	}
 	select {
 	case d.intake <- req:
 		return nil

@@ -61,11 +61,20 @@ func (d *Dispatcher) admit(batch []Request) {
 	seen := make(map[string]int, len(batch)) // op_id → index of the first in this batch
 	inBatch := map[*deviceQueue][]int{}      // accepted items of this batch, per device
 	var superseded []devices.Op              // earlier commands ended by this batch
+	endedNow := map[string]int{}             // op_id → index in superseded
 	for i, req := range batch {
 		it := &items[i]
 		it.req, it.dupOf = req, -1
-		if j, dup := seen[peekOpID(req.Payload)]; dup {
+		opID := peekOpID(req.Payload)
+		if j, dup := seen[opID]; dup {
 			it.dupOf = j
+			continue
+		}
+		if k, ok := endedNow[opID]; ok && superseded[k].Device == req.Device {
+			// Its superseded record is not stored yet: the store would
+			// still say accepted.
+			r := superseded[k].Result()
+			it.result = &r
 			continue
 		}
 		op, q, answer := d.validate(req, now)
@@ -84,7 +93,10 @@ func (d *Dispatcher) admit(batch []Request) {
 			}
 		}
 		inBatch[q] = append(inBatch[q], i)
-		superseded = append(superseded, q.supersede(op, now)...)
+		for _, e := range q.supersede(op, now) {
+			endedNow[e.OpID] = len(superseded)
+			superseded = append(superseded, e)
+		}
 	}
 
 	var toSave []devices.Op
@@ -109,8 +121,12 @@ func (d *Dispatcher) admit(batch []Request) {
 			}
 			// The commands superseded in memory are still accepted in the
 			// store: queue them again.
+			byDevice := map[string][]devices.Op{}
 			for _, op := range superseded {
-				d.devices[op.Device].restore([]devices.Op{op})
+				byDevice[op.Device] = append(byDevice[op.Device], op)
+			}
+			for dev, ops := range byDevice {
+				d.devices[dev].restore(ops)
 			}
 			superseded = nil
 		}
@@ -138,8 +154,11 @@ func (d *Dispatcher) admit(batch []Request) {
 			// that one's result.
 			first := items[it.dupOf]
 			r := first.op.Result()
-			if first.result != nil {
+			switch {
+			case first.result != nil:
 				r = *first.result
+			case first.supersededBy != "":
+				r = supersededBy(first.op, first.supersededBy, now).Result()
 			}
 			if r.Device != it.req.Device {
 				r = reject(it.req.Device, r.OpID, devices.ReasonOpIDConflict, "op_id "+quote(r.OpID)+" belongs to a command for device "+quote(r.Device), now)

@@ -89,6 +89,20 @@ func signal(ch chan struct{}) {
 	}
 }
 
+// requeue puts m back at the head of its queue.
+func (o *outbox) requeue(m outMsg) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if m.retained {
+		if _, newer := o.mirrors[m.topic]; !newer {
+			o.mirrors[m.topic] = m.payload
+			o.order = append([]string{m.topic}, o.order...)
+		}
+		return
+	}
+	o.results = append([]outMsg{m}, o.results...)
+}
+
 // next takes the next message: results first, then mirrors.
 func (o *outbox) next() (outMsg, bool) {
 	o.mu.Lock()
@@ -134,7 +148,10 @@ func (o *outbox) publish(ctx context.Context, m outMsg) {
 		err := o.pub.Publish(pctx, m.topic, 1, m.retained, m.payload)
 		cancel()
 		switch {
-		case err == nil || ctx.Err() != nil:
+		case err == nil:
+			return
+		case ctx.Err() != nil:
+			o.requeue(m) // stopping: drain tries it once more
 			return
 		case permanent(err):
 			o.log.Error("publish refused by the broker; dropped", "topic", m.topic, "err", err)

@@ -269,3 +269,20 @@ func TestSubmitAfterStopReturns(t *testing.T) {
 		t.Fatal("Submit blocks on a stopped dispatcher")
 	}
 }
+
+// A command repeated after a newer one superseded it is answered with its
+// final status, superseded, never a second "accepted" (whether the three
+// messages share one intake batch or not).
+func TestRepeatAfterSupersedeAnswersSuperseded(t *testing.T) {
+	h := newHarness(t, harnessOptions{faults: simulator.Faults{Offline: []string{"plug"}}})
+	h.publish("plug", `{"state":"ON","op_id":"a"}`)
+	h.publish("plug", `{"state":"OFF","op_id":"b"}`)
+	h.publish("plug", `{"state":"ON","op_id":"a"}`)
+	var got []devices.Status
+	for range 3 {
+		got = append(got, h.result("a").Status)
+	}
+	if got[0] != devices.Accepted || got[1] != devices.Superseded || got[2] != devices.Superseded {
+		t.Errorf("results of a: %v; want [accepted superseded superseded]", got)
+	}
+}
