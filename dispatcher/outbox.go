@@ -22,10 +22,11 @@ const retryPublishAfter = time.Second
 // later one; waits for a reconnect do not count.
 const maxPublishTries = 5
 
-// outbox publishes Hearth's own messages from one goroutine. Results go out
-// in the order they were pushed, so that the results of one command never
-// overtake each other; retained mirrors (device state and availability)
-// keep only the newest payload per topic. Pushing never blocks: a producer
+// outbox publishes Hearth's own messages from one goroutine, in the order
+// they were pushed, so that the results of one command never overtake each
+// other and a result never overtakes the state that confirmed it. A
+// retained mirror (device state, availability) queued again while waiting
+// keeps its place and takes the newest payload. Pushing never blocks: a producer
 // (the intake, a device worker, the MQTT connection's OnConnect) must never
 // wait for the connection it may be the one to restore. While the
 // connection is down the outbox holds its messages; results are bounded by
@@ -35,9 +36,8 @@ type outbox struct {
 	log *slog.Logger
 
 	mu      sync.Mutex
-	results []outMsg          // in push order
-	mirrors map[string][]byte // topic → newest retained payload
-	order   []string          // topics of mirrors, in order of first push
+	queue   []outMsg          // in push order; a retained entry's payload is in mirrors
+	mirrors map[string][]byte // topic → newest payload of its queued retained entry
 	wake    chan struct{}     // something was pushed
 	up      chan struct{}     // the connection is back
 }
@@ -69,11 +69,11 @@ func (o *outbox) pushRaw(topic string, payload []byte, retained bool) {
 	o.mu.Lock()
 	if retained {
 		if _, queued := o.mirrors[topic]; !queued {
-			o.order = append(o.order, topic)
+			o.queue = append(o.queue, outMsg{topic: topic, retained: true})
 		}
 		o.mirrors[topic] = payload
 	} else {
-		o.results = append(o.results, outMsg{topic, payload, false})
+		o.queue = append(o.queue, outMsg{topic, payload, false})
 	}
 	o.mu.Unlock()
 	signal(o.wake)
@@ -94,37 +94,38 @@ func (o *outbox) requeue(m outMsg) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if m.retained {
-		if _, newer := o.mirrors[m.topic]; !newer {
-			o.mirrors[m.topic] = m.payload
-			o.order = append([]string{m.topic}, o.order...)
+		if _, newer := o.mirrors[m.topic]; newer {
+			return // a newer payload is queued already
 		}
-		return
+		o.mirrors[m.topic] = m.payload
+		m.payload = nil
 	}
-	o.results = append([]outMsg{m}, o.results...)
+	o.queue = append([]outMsg{m}, o.queue...)
 }
 
-// next takes the next message: results first, then mirrors.
+// next takes the oldest queued message.
 func (o *outbox) next() (outMsg, bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if len(o.results) > 0 {
-		m := o.results[0]
-		o.results[0] = outMsg{}
-		o.results = o.results[1:]
-		return m, true
+	if len(o.queue) == 0 {
+		return outMsg{}, false
 	}
-	if len(o.order) > 0 {
-		topic := o.order[0]
-		o.order = o.order[1:]
-		m := outMsg{topic, o.mirrors[topic], true}
-		delete(o.mirrors, topic)
-		return m, true
+	m := o.queue[0]
+	o.queue[0] = outMsg{}
+	o.queue = o.queue[1:]
+	if m.retained {
+		m.payload = o.mirrors[m.topic]
+		delete(o.mirrors, m.topic)
 	}
-	return outMsg{}, false
+	return m, true
 }
 
 func (o *outbox) run(ctx context.Context) {
 	for {
+		if ctx.Err() != nil {
+			o.drain()
+			return
+		}
 		if m, ok := o.next(); ok {
 			o.publish(ctx, m)
 			continue
