@@ -32,9 +32,10 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Stderr); err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "hearth-sim:", err)
+		if errors.Is(err, flag.ErrHelp) {
+			return // -h: usage printed
 		}
+		fmt.Fprintln(os.Stderr, "hearth-sim:", err)
 		os.Exit(1)
 	}
 }
