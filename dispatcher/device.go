@@ -24,7 +24,6 @@ type deviceQueue struct {
 	wake    chan struct{}
 
 	state     map[string]any // last reported state, merged
-	stateAt   time.Time
 	available *bool // last availability, nil if never reported
 }
 
@@ -39,9 +38,8 @@ type task struct {
 
 // confirmation collects the reports that arrive after one send.
 type confirmation struct {
-	sentAt time.Time
-	seen   map[string]any // attributes reported since sentAt, merged
-	done   chan struct{}  // closed once seen satisfies the target
+	seen map[string]any // attributes reported since the send, merged
+	done chan struct{}  // closed once seen satisfies the target
 }
 
 func newDeviceQueue(d *Dispatcher, dev Device, svc *Service) *deviceQueue {
@@ -170,7 +168,7 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 			// After a restart the last attempt may still be within its
 			// window: give the device the rest of it before failing.
 			if left := op.LastSentAt.Add(svc.AttemptTimeout).Sub(now); sendErr == nil && left > 0 {
-				if ok, stop := q.confirmWithin(ctx, t, q.watch(t, now), min(left, op.Deadline.Sub(now))); ok || stop {
+				if ok, stop := q.confirmWithin(ctx, t, q.watch(t), min(left, op.Deadline.Sub(now))); ok || stop {
 					return
 				}
 			}
@@ -264,8 +262,7 @@ func (q *deviceQueue) send(ctx context.Context, t *task) (c *confirmation, sent 
 		return nil, false, nil
 	}
 	target := t.op.Target
-	c = &confirmation{sentAt: q.d.now(), seen: map[string]any{}, done: make(chan struct{})}
-	t.confirm = c
+	c = q.watchLocked(t)
 	q.mu.Unlock()
 	sendCtx, cancel := context.WithTimeout(ctx, sendTimeout)
 	defer cancel()
@@ -274,11 +271,16 @@ func (q *deviceQueue) send(ctx context.Context, t *task) (c *confirmation, sent 
 
 // watch starts collecting the reports that arrive from now on as t's
 // confirmation.
-func (q *deviceQueue) watch(t *task, from time.Time) *confirmation {
-	c := &confirmation{sentAt: from, seen: map[string]any{}, done: make(chan struct{})}
+func (q *deviceQueue) watch(t *task) *confirmation {
 	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.watchLocked(t)
+}
+
+// watchLocked is watch with q.mu held.
+func (q *deviceQueue) watchLocked(t *task) *confirmation {
+	c := &confirmation{seen: map[string]any{}, done: make(chan struct{})}
 	t.confirm = c
-	q.mu.Unlock()
 	return c
 }
 
@@ -405,7 +407,6 @@ func (q *deviceQueue) report(state map[string]any, retained bool) {
 		q.state = make(map[string]any, len(state))
 	}
 	maps.Copy(q.state, state)
-	q.stateAt = now
 	mirror := maps.Clone(q.state)
 	if t := q.current; t != nil && t.confirm != nil && !t.ended && !retained {
 		c := t.confirm

@@ -385,8 +385,7 @@ func (c *Conn) connect(ctx context.Context) (*paho.Client, <-chan error, error) 
 		default:
 		}
 	}
-	var client *paho.Client
-	client = paho.NewClient(paho.ClientConfig{
+	client := paho.NewClient(paho.ClientConfig{
 		Conn:                       packets.NewThreadSafeConn(conn),
 		EnableManualAcknowledgment: true,
 		OnClientError:              report,
