@@ -24,7 +24,7 @@ type deviceQueue struct {
 	wake    chan struct{}
 
 	state     map[string]any // last reported state, merged
-	available *bool // last availability, nil if never reported
+	available *bool          // last availability, nil if never reported
 }
 
 // task is an accepted op inside its device queue.
