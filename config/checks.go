@@ -58,9 +58,30 @@ func keepAlive(d time.Duration) error {
 	return nil
 }
 
+// attempts checks the absolute bounds of max_attempts; checkAttempts
+// checks MaxAttempts, which allow_more_attempts lifts.
 func attempts(n int) error {
-	if n < 1 || n > MaxAttempts {
+	if n < 1 {
 		return fmt.Errorf("must be from 1 to %d, got %d; the radio layer already retries", MaxAttempts, n)
+	}
+	if n > MaxAllowedAttempts {
+		return fmt.Errorf("must be at most %d even with allow_more_attempts, got %d", MaxAllowedAttempts, n)
+	}
+	return nil
+}
+
+func atLeast(low int) func(int) error {
+	return func(n int) error {
+		if n < low {
+			return fmt.Errorf("must be at least %d, got %d", low, n)
+		}
+		return nil
+	}
+}
+
+func ratio(f float64) error {
+	if f <= 0 || f > 1 {
+		return fmt.Errorf("must be more than 0 and at most 1, got %g", f)
 	}
 	return nil
 }

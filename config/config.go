@@ -14,9 +14,12 @@ const ProtocolZigbee2MQTT = "zigbee2mqtt"
 // Limits of the schema.
 const (
 	// MaxAttempts is the most attempts a service's retry policy may ask
-	// for. Zigbee, Z-Wave and Matter already retry at the radio layer, so
-	// Hearth adds few attempts of its own.
+	// for unless it sets allow_more_attempts. Zigbee, Z-Wave and Matter
+	// already retry at the radio layer, so Hearth adds few attempts of its
+	// own.
 	MaxAttempts = 3
+	// MaxAllowedAttempts is the most attempts with allow_more_attempts.
+	MaxAllowedAttempts = 100
 	// MaxKeepAlive is the longest MQTT keep alive: the protocol carries it
 	// as a 16-bit number of seconds.
 	MaxKeepAlive = 65535 * time.Second
@@ -72,8 +75,8 @@ type MQTT struct {
 	KeepAlive time.Duration
 	// TLS configures the connection to an ssl:// or mqtts:// URL.
 	TLS TLS
-	// Reconnect spaces Hearth's own connects and reconnects with full
-	// jitter. Default base 1s, multiplier 2, cap 60s.
+	// Reconnect spaces Hearth's own connects and reconnects. Default
+	// exponential backoff with full jitter, base 1s, multiplier 2, cap 60s.
 	Reconnect retry.Backoff
 }
 
@@ -113,18 +116,33 @@ type Service struct {
 	Retry Retry
 }
 
-// Retry is a service's retry policy.
+// Retry is a service's retry policy: retry.Policy's fields, the switch
+// that allows more than MaxAttempts, and the service's retry budget.
+//
+// Defaults per protocol (zigbee2mqtt): max_attempts 2, because Zigbee
+// retries at the radio layer; attempt_timeout 5s; exponential backoff with
+// full jitter, base 1s, multiplier 2, cap 10s; no deadline of its own (the
+// command's TTL); retry_on [transient]; never_retry []; max_retry_after 1h.
 type Retry struct {
-	// MaxAttempts is how many times a command is sent at most, the first
-	// included: 1 to MaxAttempts. Default per protocol: 2 for zigbee2mqtt,
-	// because Zigbee retries at the radio layer.
-	MaxAttempts int
-	// AttemptTimeout is how long one attempt waits for a confirming
-	// report. Default 5s.
-	AttemptTimeout time.Duration
-	// Backoff spaces the attempts with full jitter. Default base 1s,
-	// multiplier 2, cap 10s.
-	Backoff retry.Backoff
+	retry.Policy
+	// AllowMoreAttempts lets MaxAttempts go beyond MaxAttempts (up to
+	// MaxAllowedAttempts); the daemon logs a warning at start when it is
+	// used. Default false.
+	AllowMoreAttempts bool
+	// Budget limits the service's retries.
+	Budget Budget
+}
+
+// Budget is a service's retry budget (see retry.Budget): within any
+// Window, retries ≤ max(MinRetries, Ratio·first attempts).
+type Budget struct {
+	// Ratio is the fraction of first attempts that may be retried:
+	// greater than 0, at most 1. Default 0.2.
+	Ratio float64
+	// MinRetries is the floor of retries per window: at least 1. Default 3.
+	MinRetries int
+	// Window is the sliding window the counts cover. Default 10s.
+	Window time.Duration
 }
 
 // Device is one configured device.
@@ -157,9 +175,13 @@ var protocols = map[string]Service{
 	ProtocolZigbee2MQTT: {
 		BaseTopic: "zigbee2mqtt",
 		Retry: Retry{
-			MaxAttempts:    2,
-			AttemptTimeout: 5 * time.Second,
-			Backoff:        retry.Backoff{Base: time.Second, Multiplier: 2, Cap: 10 * time.Second},
+			Policy: retry.Policy{
+				MaxAttempts:    2,
+				AttemptTimeout: 5 * time.Second,
+				Backoff:        retry.Backoff{Base: time.Second, Multiplier: 2, Cap: 10 * time.Second},
+				MaxRetryAfter:  retry.DefaultMaxRetryAfter,
+			},
+			Budget: Budget{Ratio: retry.DefaultBudgetRatio, MinRetries: retry.DefaultBudgetMinRetries, Window: retry.DefaultBudgetWindow},
 		},
 	},
 }
@@ -192,6 +214,24 @@ func (s Service) withDefaults() Service {
 	}
 	if r.Backoff.Cap == 0 {
 		r.Backoff.Cap = dr.Backoff.Cap
+	}
+	if r.MaxRetryAfter == 0 {
+		r.MaxRetryAfter = dr.MaxRetryAfter
+	}
+	if r.RetryOn == nil {
+		r.RetryOn = []retry.Class{retry.GroupTransient}
+	}
+	if len(r.NeverRetry) == 0 {
+		r.NeverRetry = nil // an empty list and none mean the same
+	}
+	if r.Budget.Ratio == 0 {
+		r.Budget.Ratio = dr.Budget.Ratio
+	}
+	if r.Budget.MinRetries == 0 {
+		r.Budget.MinRetries = dr.Budget.MinRetries
+	}
+	if r.Budget.Window == 0 {
+		r.Budget.Window = dr.Budget.Window
 	}
 	return s
 }

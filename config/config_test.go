@@ -22,9 +22,14 @@ func TestSampleLoads(t *testing.T) {
 		t.Fatalf("Load() error: %v", err)
 	}
 	z2mRetry := Retry{
-		MaxAttempts:    2,
-		AttemptTimeout: 5 * time.Second,
-		Backoff:        retry.Backoff{Base: time.Second, Multiplier: 2, Cap: 10 * time.Second},
+		Policy: retry.Policy{
+			MaxAttempts:    2,
+			AttemptTimeout: 5 * time.Second,
+			Backoff:        retry.Backoff{Strategy: retry.Exponential, Base: time.Second, Multiplier: 2, Cap: 10 * time.Second, Jitter: retry.Full},
+			RetryOn:        []retry.Class{retry.GroupTransient},
+			MaxRetryAfter:  time.Hour,
+		},
+		Budget: Budget{Ratio: 0.2, MinRetries: 3, Window: 10 * time.Second},
 	}
 	dev := func(id string, class devices.Class, address string, ttl time.Duration) Device {
 		return Device{Device: devices.Device{ID: id, Service: "zigbee", Class: class, Address: address}, TTL: ttl}
@@ -68,7 +73,7 @@ func TestSampleShowsDefaults(t *testing.T) {
 		t.Errorf("sample settings:\ngot  %+v\nwant %+v (Default())", &got, want)
 	}
 	s, _ := c.Service("zigbee")
-	if got, want := s, (Service{Name: "zigbee", Protocol: ProtocolZigbee2MQTT}).withDefaults(); got != want {
+	if got, want := s, (Service{Name: "zigbee", Protocol: ProtocolZigbee2MQTT}).withDefaults(); !reflect.DeepEqual(got, want) {
 		t.Errorf("sample service:\ngot  %+v\nwant %+v (protocol defaults)", got, want)
 	}
 }
@@ -191,6 +196,19 @@ func TestParseAccepts(t *testing.T) {
 		{"fractional multiplier", z2m + "    retry: {multiplier: 1.5}\n", func(c *Config) any { return c.Services[0].Retry.Backoff.Multiplier }, 1.5},
 		{"cap equal to base", z2m + "    retry: {base: 2s, cap: 2s}\n", func(c *Config) any { return c.Services[0].Retry.Backoff.Cap }, 2 * time.Second},
 		{"three attempts", z2m + "    retry: {max_attempts: 3}\n", func(c *Config) any { return c.Services[0].Retry.MaxAttempts }, 3},
+		{"more attempts when allowed", z2m + "    retry: {max_attempts: 5, allow_more_attempts: true}\n", func(c *Config) any { return c.Services[0].Retry.MaxAttempts }, 5},
+		{"allowed, before max_attempts", z2m + "    retry:\n      allow_more_attempts: true\n      max_attempts: 100\n", func(c *Config) any { return c.Services[0].Retry.MaxAttempts }, 100},
+		{"every backoff and jitter named", z2m + "    retry: {backoff: fibonacci, jitter: decorrelated}\n", func(c *Config) any { b := c.Services[0].Retry.Backoff; return b.Strategy.String() + "/" + b.Jitter.String() }, "fibonacci/decorrelated"},
+		{"no jitter", z2m + "    retry: {backoff: linear, jitter: none}\n", func(c *Config) any { return c.Services[0].Retry.Backoff.Jitter }, retry.None},
+		{"server-provided backoff", z2m + "    retry: {backoff: retry_after}\n", func(c *Config) any { return c.Services[0].Retry.Backoff.Strategy }, retry.ServerProvided},
+		{"broker reconnect with equal jitter", "mqtt:\n  reconnect: {backoff: fixed, jitter: equal}\n", func(c *Config) any { return c.MQTT.Reconnect.Jitter }, retry.Equal},
+		{"deadline", z2m + "    retry: {deadline: 20s}\n", func(c *Config) any { return c.Services[0].Retry.Deadline }, 20 * time.Second},
+		{"retry_on classes and codes", z2m + "    retry: {retry_on: [transient, http_409]}\n", func(c *Config) any { return c.Services[0].Retry.RetryOn }, []retry.Class{retry.GroupTransient, "http_409"}},
+		{"retry_on empty: retry nothing", z2m + "    retry: {retry_on: []}\n", func(c *Config) any { return c.Services[0].Retry.RetryOn }, []retry.Class{}},
+		{"never_retry a class", z2m + "    retry: {never_retry: [rate_limited]}\n", func(c *Config) any { return c.Services[0].Retry.NeverRetry }, []retry.Class{retry.RateLimited}},
+		{"max_retry_after", z2m + "    retry: {max_retry_after: 10m}\n", func(c *Config) any { return c.Services[0].Retry.MaxRetryAfter }, 10 * time.Minute},
+		{"budget, partly given", z2m + "    retry: {budget: {ratio: 0.1}}\n", func(c *Config) any { return c.Services[0].Retry.Budget }, Budget{Ratio: 0.1, MinRetries: 3, Window: 10 * time.Second}},
+		{"budget ratio one", z2m + "    retry: {budget: {ratio: 1, min_retries: 10, window: 1m}}\n", func(c *Config) any { return c.Services[0].Retry.Budget }, Budget{Ratio: 1, MinRetries: 10, Window: time.Minute}},
 		{"address of several levels", z2m + "devices:\n  lamp: {class: light, address: kitchen/lamp}\n", func(c *Config) any { return c.Devices[0].Address }, "kitchen/lamp"},
 		{"same address on two services", z2m + "    base_topic: z2m_a\n  b:\n    protocol: zigbee2mqtt\n    base_topic: z2m_b\ndevices:\n  x: {service: zigbee, class: light, address: lamp}\n  y: {service: b, class: light, address: lamp}\n",
 			func(c *Config) any { return c.Devices[1].Address }, "lamp"},
@@ -207,8 +225,8 @@ func TestParseAccepts(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Parse() error: %v", err)
 			}
-			if got := tt.get(c); got != tt.want {
-				t.Errorf("got %v, want %v", got, tt.want)
+			if got := tt.get(c); !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("got %#v, want %#v", got, tt.want)
 			}
 		})
 	}

@@ -96,9 +96,11 @@ func (c *Config) schema() []field {
 	}
 }
 
-// backoff lists the keys of a full-jitter backoff.
+// backoff lists the keys of a backoff.
 func backoff(b *retry.Backoff) []field {
 	return []field{
+		value("backoff", &b.Strategy),
+		value("jitter", &b.Jitter),
 		value("base", &b.Base, positive),
 		value("multiplier", &b.Multiplier, atLeastOne),
 		value("cap", &b.Cap, positive),
@@ -117,9 +119,20 @@ func walkService(w *walker, name string, n *yaml.Node, key string) Service {
 		value("base_topic", &s.BaseTopic, topicRoot),
 		section("retry", append([]field{
 			value("max_attempts", &s.Retry.MaxAttempts, attempts),
+			value("allow_more_attempts", &s.Retry.AllowMoreAttempts),
 			value("attempt_timeout", &s.Retry.AttemptTimeout, positive),
+			value("deadline", &s.Retry.Deadline, positive),
+			classes("retry_on", &s.Retry.RetryOn),
+			classes("never_retry", &s.Retry.NeverRetry),
+			value("max_retry_after", &s.Retry.MaxRetryAfter, positive),
+			section("budget",
+				value("ratio", &s.Retry.Budget.Ratio, ratio),
+				value("min_retries", &s.Retry.Budget.MinRetries, atLeast(1)),
+				value("window", &s.Retry.Budget.Window, positive),
+			),
 		}, backoff(&s.Retry.Backoff)...)...),
 	)
+	w.checkAttempts(join(key, "retry"), s.Retry)
 	if k := join(key, "protocol"); s.Protocol == "" && !w.reported[k] && !w.reported[key] {
 		w.reportf(w.lines[key], k, "missing (known: %s)", strings.Join(protocolNames, ", "))
 	}
@@ -167,6 +180,9 @@ func (c *Config) check(w *walker) {
 		w.reportf(w.lines["mqtt.tls.key_file"], "mqtt.tls.key_file", "needs mqtt.tls.cert_file too")
 	}
 	w.checkBackoff("mqtt.reconnect", m.Reconnect)
+	if m.Reconnect.Strategy == retry.ServerProvided && !w.reported["mqtt.reconnect.backoff"] {
+		w.reportf(w.lines["mqtt.reconnect.backoff"], "mqtt.reconnect.backoff", "retry_after is for services that send Retry-After; a broker does not (use fixed, linear, exponential or fibonacci)")
+	}
 	c.checkTopics(w)
 	c.checkDevices(w)
 }
@@ -292,4 +308,14 @@ func (w *walker) checkBackoff(key string, b retry.Backoff) {
 	}
 	k, line := w.at(bkey, key)
 	w.reportf(line, k, "%s is more than cap %s", fmtDuration(b.Base), fmtDuration(b.Cap))
+}
+
+// checkAttempts reports a max_attempts beyond MaxAttempts without
+// allow_more_attempts.
+func (w *walker) checkAttempts(key string, r Retry) {
+	k := join(key, "max_attempts")
+	if r.MaxAttempts <= MaxAttempts || r.AllowMoreAttempts || w.reported[k] {
+		return
+	}
+	w.reportf(w.lines[k], k, "must be from 1 to %d, got %d; the radio layer already retries (set allow_more_attempts: true to go beyond)", MaxAttempts, r.MaxAttempts)
 }

@@ -16,6 +16,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/hearthd/hearth/devices"
+	"github.com/hearthd/hearth/retry"
 )
 
 // walker walks a yaml.Node tree against the schema, collecting problems
@@ -227,6 +228,21 @@ func decode[T any](n *yaml.Node) (T, error) {
 			return v, fmt.Errorf("want a class, got %s", describe(n))
 		}
 		*p, err = devices.ParseClass(n.Value)
+	case *retry.Strategy:
+		if tag != "!!str" {
+			return v, fmt.Errorf("want a backoff name, got %s", describe(n))
+		}
+		*p, err = retry.ParseStrategy(n.Value)
+	case *retry.Jitter:
+		if tag != "!!str" {
+			return v, fmt.Errorf("want a jitter name, got %s", describe(n))
+		}
+		*p, err = retry.ParseJitter(n.Value)
+	case *retry.Class:
+		if tag != "!!str" {
+			return v, fmt.Errorf("want an error class, got %s", describe(n))
+		}
+		*p, err = retry.ParseClass(n.Value)
 	case *bool:
 		if tag != "!!bool" {
 			return v, fmt.Errorf("want true or false, got %s", describe(n))
@@ -260,6 +276,37 @@ func decode[T any](n *yaml.Node) (T, error) {
 		panic(fmt.Sprintf("config: no decoding for %T", v))
 	}
 	return v, err
+}
+
+// classes is a field whose value is a list of error classes (or groups),
+// stored in *p when every item is known. An empty list is stored as empty,
+// not left at its default; a null value leaves *p alone.
+func classes(name string, p *[]retry.Class) field {
+	return field{name, func(w *walker, n *yaml.Node, key string) {
+		line := n.Line
+		n = resolve(n)
+		if isNull(n) {
+			return
+		}
+		if n.Kind != yaml.SequenceNode {
+			w.reportf(line, key, "want a list of error classes, such as [transient], got %s", describe(n))
+			return
+		}
+		list := []retry.Class{}
+		ok := true
+		for _, item := range n.Content {
+			c, err := decode[retry.Class](resolve(item))
+			if err != nil {
+				w.report(item.Line, key, err)
+				ok = false
+				continue
+			}
+			list = append(list, c)
+		}
+		if ok {
+			*p = list
+		}
+	}}
 }
 
 // resolve follows an alias to the node it names.

@@ -132,7 +132,19 @@ const (
 	ReasonNewerCommand   Reason = "newer_command"   // a newer command for the same attributes arrived
 	ReasonSendFailed     Reason = "send_failed"     // the bridge could not be reached within the attempts
 	ReasonPermanentError Reason = "permanent_error" // the bridge refused the command for good
-	ReasonStoreError     Reason = "store_error"     // the command could not be stored, so it was not accepted
+	// ReasonDeadlineExceeded: the next attempt would start after the
+	// service's retry deadline or the command's TTL.
+	ReasonDeadlineExceeded Reason = "deadline_exceeded"
+	// ReasonRetryAfterExceedsDeadline: the service asked (Retry-After) to
+	// wait past the command's deadline.
+	ReasonRetryAfterExceedsDeadline Reason = "retry_after_exceeds_deadline"
+	// ReasonRetryBudgetExhausted: the service's retry budget is spent, so
+	// the failure is not retried.
+	ReasonRetryBudgetExhausted Reason = "retry_budget_exhausted"
+	// ReasonNotRetryable: the service's retry policy does not retry this
+	// class of failure (never_retry, or a retry_on without it).
+	ReasonNotRetryable Reason = "not_retryable"
+	ReasonStoreError   Reason = "store_error" // the command could not be stored, so it was not accepted
 )
 
 // Result is one message on hearth/<device>/result: where a command stands.

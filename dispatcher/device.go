@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hearthd/hearth/devices"
+	"github.com/hearthd/hearth/retry"
 )
 
 // deviceQueue runs one device's commands, one at a time, in acceptance
@@ -145,12 +146,24 @@ func (q *deviceQueue) run(ctx context.Context) {
 	}
 }
 
-// execute attempts t until it is confirmed, its attempts are spent, its
-// TTL passes, it is superseded, or ctx ends (then it stays pending in the
-// store and resumes at the next start).
+// execute attempts t until it is confirmed, the service's retry policy
+// gives up, its TTL passes, it is superseded, or ctx ends (then it stays
+// pending in the store and resumes at the next start).
+//
+// After every failed attempt — a send error, or no confirming report
+// within the attempt timeout — the policy decides (retry.Policy.Next):
+// retry after a wait, or give up with a reason.
 func (q *deviceQueue) execute(ctx context.Context, t *task) {
 	d, svc := q.d, q.svc
-	var sendErr error // the last attempt's send error, if its send failed
+	p := svc.Policy
+	var (
+		failure  error         // the last attempt's send error; nil: unconfirmed
+		delay    time.Duration // the wait before the last attempt
+		approved bool          // a retry was decided but not sent yet
+	)
+	q.mu.Lock()
+	resumed := t.op.Attempts > 0 // after a restart: the outcome is unknown
+	q.mu.Unlock()
 	for {
 		if ctx.Err() != nil {
 			return // shutting down: the op stays pending in the store
@@ -161,32 +174,36 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 		q.mu.Unlock()
 		if !now.Before(op.Deadline) {
 			q.finish(t, devices.Expired, devices.ReasonTTLElapsed,
-				fmt.Sprintf("the TTL passed after %d of %d attempts", op.Attempts, svc.MaxAttempts), nil)
+				fmt.Sprintf("the TTL passed after %d of %d attempts", op.Attempts, p.MaxAttempts), nil)
 			return
 		}
-		if op.Attempts >= svc.MaxAttempts {
-			// After a restart the last attempt may still be within its
-			// window: give the device the rest of it before failing.
-			if left := op.LastSentAt.Add(svc.AttemptTimeout).Sub(now); sendErr == nil && left > 0 {
-				if ok, stop := q.confirmWithin(ctx, t, q.watch(t), min(left, op.Deadline.Sub(now))); ok || stop {
-					return
+		if op.Attempts > 0 && !approved {
+			if resumed && op.Attempts >= p.MaxAttempts {
+				// After a restart the last attempt may still be within
+				// its window: give the device the rest of it.
+				resumed = false
+				if left := op.LastSentAt.Add(p.AttemptTimeout).Sub(now); left > 0 {
+					if ok, stop := q.confirmWithin(ctx, t, q.watch(t), min(left, op.Deadline.Sub(now))); ok || stop {
+						return
+					}
+					continue
 				}
 			}
-			if sendErr != nil {
-				q.finish(t, devices.Failed, devices.ReasonSendFailed,
-					fmt.Sprintf("the last of %d attempts could not be sent: %v", op.Attempts, sendErr), nil)
+			dec := p.Next(retry.Failure{
+				Attempt:  op.Attempts,
+				Err:      failure,
+				Delay:    delay,
+				Now:      now,
+				Deadline: p.DeadlineFor(op.AcceptedAt, op.Deadline),
+			}, d.rand, svc.Budget)
+			if !dec.Retry {
+				if dec.Reason == retry.GiveUpCanceled {
+					return // not a failure: the op stays pending
+				}
+				q.giveUp(t, op, dec, failure)
 				return
 			}
-			q.finish(t, devices.Failed, devices.ReasonTimeout,
-				fmt.Sprintf("no report showed the target after %d attempts", op.Attempts), nil)
-			return
-		}
-		var delay time.Duration
-		if op.Attempts > 0 {
-			delay = d.jitter(svc.Backoff, op.Attempts)
-			if left := op.Deadline.Sub(now); delay > left {
-				delay = left
-			}
+			approved, delay = true, dec.Wait
 			if !q.sleep(ctx, t, delay) {
 				return
 			}
@@ -228,24 +245,57 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 			}
 			continue
 		}
-		sendErr = err
+		approved, resumed, failure = false, false, err
+		if op.Attempts == 1 {
+			svc.Budget.FirstAttempt(op.LastSentAt)
+		}
 		outcome := "sent"
 		if err != nil {
 			outcome = "send_error"
 		}
 		d.log.Info("attempt", "op_id", op.OpID, "device", op.Device, "attempt", op.Attempts,
-			"max_attempts", svc.MaxAttempts, "delay", delay, "outcome", outcome, "err", err)
+			"max_attempts", p.MaxAttempts, "delay", delay, "outcome", outcome, "err", err)
 		if err != nil {
 			q.unwatch(t)
 			continue
 		}
 		// The timeout runs from the broker's acknowledgement of the send.
-		wait := min(svc.AttemptTimeout, op.Deadline.Sub(d.now()))
+		wait := min(p.AttemptTimeout, op.Deadline.Sub(d.now()))
 		if ok, stop := q.confirmWithin(ctx, t, c, wait); ok || stop {
 			return
 		}
 		d.log.Info("attempt unconfirmed", "op_id", op.OpID, "device", op.Device, "attempt", op.Attempts, "waited", wait)
 	}
+}
+
+// giveUp ends t as the retry policy decided: failed, with a reason that
+// says why no further attempt is made.
+func (q *deviceQueue) giveUp(t *task, op devices.Op, dec retry.Decision, failure error) {
+	last := fmt.Sprintf("no report showed the target after attempt %d", op.Attempts)
+	lastReason := devices.ReasonTimeout
+	if failure != nil {
+		last = fmt.Sprintf("attempt %d could not be sent: %v", op.Attempts, failure)
+		lastReason = devices.ReasonSendFailed
+	}
+	var reason devices.Reason
+	var detail string
+	switch dec.Reason {
+	case retry.GiveUpPermanent:
+		reason, detail = devices.ReasonPermanentError, fmt.Sprintf("%s; a %s failure is permanent", last, dec.Class)
+	case retry.GiveUpNotRetryable:
+		reason, detail = devices.ReasonNotRetryable, fmt.Sprintf("%s; the service's retry policy does not retry %s", last, dec.Class)
+	case retry.GiveUpAttempts:
+		reason, detail = lastReason, fmt.Sprintf("%s of %d", last, q.svc.Policy.MaxAttempts)
+	case retry.GiveUpDeadline:
+		reason, detail = devices.ReasonDeadlineExceeded, fmt.Sprintf("%s; the next attempt would start after the deadline", last)
+	case retry.GiveUpRetryAfter:
+		reason, detail = devices.ReasonRetryAfterExceedsDeadline, fmt.Sprintf("%s; the service asked to wait past the deadline", last)
+	case retry.GiveUpBudget:
+		reason, detail = devices.ReasonRetryBudgetExhausted, fmt.Sprintf("%s; the retry budget of service %s is spent", last, q.svc.Name)
+	default:
+		reason, detail = lastReason, fmt.Sprintf("%s; %s", last, dec.Reason)
+	}
+	q.finish(t, devices.Failed, reason, detail, nil)
 }
 
 // sendTimeout bounds one send: the wait for the bridge's broker to take it.

@@ -70,12 +70,14 @@ type Publisher interface {
 type Service struct {
 	Name   string
 	Bridge Bridge
-	// MaxAttempts is the most sends per command; at least 1.
-	MaxAttempts int
-	// AttemptTimeout is how long one attempt waits for a confirming report.
-	AttemptTimeout time.Duration
-	// Backoff spaces attempts with full jitter.
-	Backoff retry.Backoff
+	// Policy is how commands through the service are retried: at least 1
+	// attempt, and a positive AttemptTimeout, how long one attempt waits
+	// for a confirming report (from the broker's acknowledgement of the
+	// send).
+	Policy retry.Policy
+	// Budget limits the service's retries; nil allows every retry the
+	// policy does.
+	Budget *retry.Budget
 }
 
 // Device is a device the dispatcher commands.
@@ -125,8 +127,7 @@ type Dispatcher struct {
 	journal Journal
 	clock   clockwork.Clock
 	log     *slog.Logger
-	randMu  sync.Mutex
-	rand    retry.Rand
+	rand    retry.Rand // safe for concurrent use
 
 	devices  map[string]*deviceQueue
 	services map[string]*Service
@@ -169,6 +170,7 @@ func New(opts Options) (*Dispatcher, error) {
 	if d.rand == nil {
 		d.rand = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
 	}
+	d.rand = &lockedRand{r: d.rand}
 	n := opts.IntakeQueue
 	if n <= 0 {
 		n = 4096
@@ -179,10 +181,10 @@ func New(opts Options) (*Dispatcher, error) {
 		if s.Bridge == nil {
 			return nil, fmt.Errorf("dispatcher: service %q has no bridge", s.Name)
 		}
-		if s.MaxAttempts < 1 {
-			return nil, fmt.Errorf("dispatcher: service %q: max attempts %d < 1", s.Name, s.MaxAttempts)
+		if s.Policy.MaxAttempts < 1 {
+			return nil, fmt.Errorf("dispatcher: service %q: max attempts %d < 1", s.Name, s.Policy.MaxAttempts)
 		}
-		if s.AttemptTimeout <= 0 {
+		if s.Policy.AttemptTimeout <= 0 {
 			return nil, fmt.Errorf("dispatcher: service %q: attempt timeout must be positive", s.Name)
 		}
 		d.services[s.Name] = &s
@@ -276,10 +278,16 @@ func (d *Dispatcher) nextReconnect() <-chan struct{} {
 
 func (d *Dispatcher) now() time.Time { return d.clock.Now() }
 
-func (d *Dispatcher) jitter(b retry.Backoff, n int) time.Duration {
-	d.randMu.Lock()
-	defer d.randMu.Unlock()
-	return b.FullJitter(n, d.rand)
+// lockedRand shares one random source among the device workers.
+type lockedRand struct {
+	mu sync.Mutex
+	r  retry.Rand
+}
+
+func (l *lockedRand) Int64N(n int64) int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.r.Int64N(n)
 }
 
 func (d *Dispatcher) newOpID() string {

@@ -154,13 +154,17 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 				Logger:    log.With("component", "zigbee2mqtt", "service", s.Name),
 			})
 			adapters = append(adapters, a)
+			b := s.Retry.Budget
 			services = append(services, dispatcher.Service{
-				Name:           s.Name,
-				Bridge:         a,
-				MaxAttempts:    s.Retry.MaxAttempts,
-				AttemptTimeout: s.Retry.AttemptTimeout,
-				Backoff:        s.Retry.Backoff,
+				Name:   s.Name,
+				Bridge: a,
+				Policy: s.Retry.Policy,
+				Budget: retry.NewBudget(b.Ratio, b.MinRetries, b.Window),
 			})
+			if s.Retry.MaxAttempts > config.MaxAttempts {
+				log.Warn("service allows more attempts than the radio layer needs; retries may hammer a sick network",
+					"service", s.Name, "max_attempts", s.Retry.MaxAttempts, "recommended_max", config.MaxAttempts)
+			}
 		default:
 			return nil, fmt.Errorf("service %s: protocol %q is not supported", s.Name, s.Protocol)
 		}

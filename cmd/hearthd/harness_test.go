@@ -113,6 +113,8 @@ type harnessOptions struct {
 	automation *harness
 	// rand draws backoff jitter; nil means ceilingRand.
 	rand retry.Rand
+	// config is the configuration file's text; "" means testConfig.
+	config string
 }
 
 func newHarness(t testing.TB, o harnessOptions) *harness {
@@ -123,7 +125,10 @@ func newHarness(t testing.TB, o harnessOptions) *harness {
 	if o.clock == nil {
 		o.clock = clockwork.NewFakeClockAt(t0)
 	}
-	cfg, err := config.Parse("test.yaml", []byte(testConfig))
+	if o.config == "" {
+		o.config = testConfig
+	}
+	cfg, err := config.Parse("test.yaml", []byte(o.config))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +139,7 @@ func newHarness(t testing.TB, o harnessOptions) *harness {
 		cfg:     cfg,
 		clock:   o.clock,
 		results: make(chan devices.Result, 256),
-		sets:    make(chan simulator.SetEvent, 256),
+		sets:    make(chan simulator.SetEvent, 4096),
 	}
 	if o.rand == nil {
 		o.rand = ceilingRand{}

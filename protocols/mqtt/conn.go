@@ -100,8 +100,8 @@ type Options struct {
 	KeepAlive time.Duration
 	// ConnectTimeout bounds one connection attempt; 0 means 10 s.
 	ConnectTimeout time.Duration
-	// Reconnect spaces connection attempts with full jitter; zero means
-	// base 1 s, cap 60 s.
+	// Reconnect spaces connection attempts; its zero value is exponential
+	// backoff with full jitter, base 1 s, cap 60 s.
 	Reconnect retry.Backoff
 	// Status is announced retained with a will, when its Topic is set.
 	Status Announcement
@@ -318,19 +318,44 @@ func (c *Conn) Publish(ctx context.Context, topic string, qos byte, retained boo
 }
 
 // RefusedError is a publish the broker refused with a PUBACK reason code
-// of 0x80 or more (MQTT 5.0 §3.4.2.1), for example 0x87 "not authorized":
-// sending the same message again cannot succeed. Permanent returns true.
+// of 0x80 or more (MQTT 5.0 §3.4.2.1), for example 0x87 "not authorized".
+// Sending the same message again cannot succeed, except after 0x97 "quota
+// exceeded".
 type RefusedError struct {
 	Topic      string
 	ReasonCode byte
 }
 
+// PUBACK reason codes (MQTT 5.0 §3.4.2.1) with a retry class of their own.
+const (
+	reasonNotAuthorized        = 0x87
+	reasonQuotaExceeded        = 0x97
+	reasonPayloadFormatInvalid = 0x99
+)
+
 func (e *RefusedError) Error() string {
 	return fmt.Sprintf("publish %s: refused by the broker (reason code 0x%02x)", e.Topic, e.ReasonCode)
 }
 
-// Permanent reports that retrying cannot help.
-func (e *RefusedError) Permanent() bool { return true }
+// Permanent reports whether retrying cannot help: true for every reason
+// code but 0x97 "quota exceeded".
+func (e *RefusedError) Permanent() bool { return e.ReasonCode != reasonQuotaExceeded }
+
+// Unwrap returns the retry class of the reason code, where it has one, so
+// that retry.Classify sees it: retry.ErrUnauthorized for 0x87,
+// retry.ErrRateLimited for 0x97, retry.ErrInvalidPayload for 0x99; nil
+// otherwise (the class is retry.Refused, from Permanent).
+func (e *RefusedError) Unwrap() error {
+	switch e.ReasonCode {
+	case reasonNotAuthorized:
+		return retry.ErrUnauthorized
+	case reasonQuotaExceeded:
+		return retry.ErrRateLimited
+	case reasonPayloadFormatInvalid:
+		return retry.ErrInvalidPayload
+	}
+	return nil
+}
 
 // Run connects, keeps the connection up until ctx is cancelled, and then
 // publishes the offline announcement and disconnects cleanly. Connection
@@ -340,10 +365,11 @@ func (e *RefusedError) Permanent() bool { return true }
 // after a clean stop.
 func (c *Conn) Run(ctx context.Context) error {
 	failures := 0
+	var delay time.Duration // the last reconnect delay, for decorrelated jitter
 	for {
 		client, lost, err := c.connect(ctx)
 		if err == nil {
-			failures = 0
+			failures, delay = 0, 0
 			select {
 			case err = <-lost:
 				c.drop(client)
@@ -359,7 +385,7 @@ func (c *Conn) Run(ctx context.Context) error {
 			return nil
 		}
 		failures++
-		delay := c.opts.Reconnect.FullJitter(failures, c.opts.Rand)
+		delay = c.opts.Reconnect.Delay(failures, delay, c.opts.Rand)
 		c.log.Info("mqtt reconnecting", "broker", c.opts.URL, "in", delay)
 		select {
 		case <-c.opts.Clock.After(delay):

@@ -210,6 +210,32 @@ func TestErrNotConnectedSaysNotSent(t *testing.T) {
 	}
 }
 
+// Each PUBACK failure code has the retry class its meaning gives it; only
+// "quota exceeded" is worth another attempt.
+func TestRefusedErrorClass(t *testing.T) {
+	tests := []struct {
+		code      byte
+		class     retry.Class
+		permanent bool
+	}{
+		{0x80, retry.Refused, true},        // unspecified error
+		{0x83, retry.Refused, true},        // implementation specific error
+		{0x87, retry.Unauthorized, true},   // not authorized
+		{0x90, retry.Refused, true},        // topic name invalid
+		{0x97, retry.RateLimited, false},   // quota exceeded
+		{0x99, retry.InvalidPayload, true}, // payload format invalid
+	}
+	for _, tc := range tests {
+		err := fmt.Errorf("send: %w", &RefusedError{Topic: "t", ReasonCode: tc.code})
+		if got := retry.Classify(err); got != tc.class {
+			t.Errorf("reason 0x%02x: class %q, want %q", tc.code, got, tc.class)
+		}
+		if got := retry.Classify(err).Permanent(); got != tc.permanent {
+			t.Errorf("reason 0x%02x: class permanent = %v, want %v", tc.code, got, tc.permanent)
+		}
+	}
+}
+
 // A PUBACK with a failure reason code is a RefusedError that says it is
 // permanent; the connection stays up.
 func TestConnPublishRefusedByBrokerIsPermanent(t *testing.T) {
@@ -232,6 +258,9 @@ func TestConnPublishRefusedByBrokerIsPermanent(t *testing.T) {
 	}
 	if !refused.Permanent() {
 		t.Errorf("Permanent() = false, want true")
+	}
+	if got := retry.Classify(err); got != retry.Unauthorized {
+		t.Errorf("retry.Classify = %q, want %q", got, retry.Unauthorized)
 	}
 	if got, want := err.Error(), "publish forbidden/x: refused by the broker (reason code 0x87)"; got != want {
 		t.Errorf("Error() = %q, want %q", got, want)

@@ -1,0 +1,262 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+
+	"github.com/hearthd/hearth/config"
+	"github.com/hearthd/hearth/devices"
+	"github.com/hearthd/hearth/simulator"
+)
+
+// A send the broker refuses for good (here: an ACL on the bridge's set
+// topic, PUBACK 0x87) ends the command on the first failure, though the
+// policy allows 2 attempts: a permanent error is never retried.
+func TestPermanentSendErrorIsNotRetried(t *testing.T) {
+	url := startMochi(t, &denyTopic{topic: "zigbee2mqtt/plug/set"})
+	h := newHarness(t, harnessOptions{brokerURL: url})
+	h.publish("plug", `{"state":"ON","op_id":"p1"}`)
+	// No clock advance: a retry would wait on the backoff and never come.
+	r := h.final("p1")
+	if r.Status != devices.Failed || r.Reason != devices.ReasonPermanentError || r.Attempts != 1 {
+		t.Fatalf("result %s/%s after %d attempts (%s); want failed/permanent_error after 1", r.Status, r.Reason, r.Attempts, r.Detail)
+	}
+	if !strings.Contains(r.Detail, "unauthorized") {
+		t.Errorf("detail %q does not name the class unauthorized", r.Detail)
+	}
+	h.noSetsYet()
+}
+
+// The service's policy from the config file drives the attempts: a fixed
+// backoff without jitter waits exactly base between attempts, whatever the
+// random source draws, and max_attempts 3 gives 3 sends.
+func TestConfiguredPolicySpacesAttempts(t *testing.T) {
+	cfg := strings.Replace(testConfig, `      max_attempts: 2
+      attempt_timeout: 5s
+      base: 1s
+      multiplier: 2
+      cap: 10s`, `      max_attempts: 3
+      attempt_timeout: 5s
+      backoff: fixed
+      jitter: none
+      base: 3s
+      cap: 10s`, 1)
+	if cfg == testConfig {
+		t.Fatal("the retry section of testConfig changed; update this test")
+	}
+	h := newHarness(t, harnessOptions{config: cfg, rand: floorRand{}, faults: simulator.Faults{Offline: []string{"plug"}}})
+	h.publish("plug", `{"state":"ON","op_id":"f1"}`)
+	if r := h.result("f1"); r.Status != devices.Accepted {
+		t.Fatalf("first result %s; want accepted", r.Status)
+	}
+	for attempt, want := range []time.Duration{0, 8 * time.Second, 16 * time.Second} {
+		if attempt > 0 {
+			h.advance(5 * time.Second)   // attempt timeout
+			h.advance(3*time.Second - 1) // 1 ns short of the fixed backoff
+			h.advance(1)                 // the backoff ends
+		}
+		h.nextSet()
+		if got := h.clock.Since(t0); got != want {
+			t.Errorf("attempt %d sent at +%v, want +%v", attempt+1, got, want)
+		}
+	}
+	h.advance(5 * time.Second)
+	r := h.await(func(r devices.Result) bool { return r.OpID == "f1" && r.Status.Terminal() }, "f1 final")
+	if r.Status != devices.Failed || r.Reason != devices.ReasonTimeout || r.Attempts != 3 {
+		t.Fatalf("result %s/%s after %d attempts; want failed/timeout after 3", r.Status, r.Reason, r.Attempts)
+	}
+}
+
+// budgetConfig: a bridge of budgetDevices switches, 3 attempts, 1 s
+// attempt timeout, fixed 500 ms backoff, and the default retry budget
+// (20% of first attempts, at least 3 per 10 s).
+func budgetConfig() string {
+	var b strings.Builder
+	b.WriteString(`
+mqtt:
+  listen: 127.0.0.1:0
+http:
+  listen: 127.0.0.1:0
+services:
+  zigbee:
+    protocol: zigbee2mqtt
+    retry:
+      max_attempts: 3
+      attempt_timeout: 1s
+      backoff: fixed
+      jitter: none
+      base: 500ms
+devices:
+`)
+	for i := range budgetDevices {
+		fmt.Fprintf(&b, "  sw%03d: {class: switch}\n", i)
+	}
+	return b.String()
+}
+
+const budgetDevices = 400
+
+// A failing bridge under 100 commands/s receives no more sends than the
+// first attempts plus the retry budget. Every set is lost, so every
+// command asks for 2 retries; 400 commands over 4 s (all within one 10 s
+// budget window) may get only 0.2 × 400 = 80 retries between them, so
+// the bridge sees exactly 480 sends instead of 1200.
+func TestRetryBudgetCapsAFailingBridge(t *testing.T) {
+	h := newHarness(t, harnessOptions{config: budgetConfig(), faults: simulator.Faults{DropRate: 1}})
+	sets := 0
+	sent := map[string]bool{} // devices whose first set arrived
+	drainSets := func() {
+		for {
+			select {
+			case e := <-h.sets:
+				sets++
+				sent[e.Device] = true
+			default:
+				return
+			}
+		}
+	}
+	published := 0 // commands sent to hearthd
+	final := map[string]devices.Result{}
+	drainResults := func() {
+		for {
+			select {
+			case r := <-h.results:
+				if r.Status.Terminal() {
+					final[r.OpID] = r
+				}
+			default:
+				return
+			}
+		}
+	}
+	// settle waits until every command not known to have ended waits on
+	// the fake clock (an attempt timeout or a backoff), so that each tick
+	// of the clock finds hearthd idle, as a real second would. A command
+	// that ended leaves the count when its result arrives.
+	settle := func(what string) {
+		t.Helper()
+		deadline := time.Now().Add(eventWait)
+		for {
+			drainResults()
+			drainSets()
+			inflight := published - len(final)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+			err := h.clock.BlockUntilContext(ctx, inflight)
+			cancel()
+			if err == nil {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: hearthd never settled (%d published, %d final)", what, published, len(final))
+			}
+		}
+	}
+
+	const perTick, tick = 10, 100 * time.Millisecond // 100 commands/s
+	for n := 0; n < budgetDevices; n += perTick {
+		for i := n; i < n+perTick; i++ {
+			h.publish(fmt.Sprintf("sw%03d", i), fmt.Sprintf(`{"state":"ON","op_id":"b%03d"}`, i))
+			published++
+		}
+		// Wait until this tick's first attempts are out.
+		for i := n; i < n+perTick; i++ {
+			for !sent[fmt.Sprintf("sw%03d", i)] {
+				settle(fmt.Sprintf("tick %d", n/perTick))
+			}
+		}
+		h.clock.Advance(tick)
+	}
+	for len(final) < budgetDevices {
+		settle("after the last command")
+		if h.clock.Since(t0) > time.Minute {
+			t.Fatalf("only %d of %d commands ended after a minute", len(final), budgetDevices)
+		}
+		h.clock.Advance(tick)
+	}
+	drainSets()
+
+	const firsts, budget = budgetDevices, budgetDevices / 5
+	if sets != firsts+budget {
+		t.Errorf("the bridge received %d sets; want %d first attempts + %d retries (the budget)", sets, firsts, budget)
+	}
+	retries, exhausted := 0, 0
+	for _, r := range final {
+		retries += r.Attempts - 1
+		switch {
+		case r.Status != devices.Failed:
+			t.Errorf("%s: %s/%s; want failed", r.OpID, r.Status, r.Reason)
+		case r.Reason == devices.ReasonRetryBudgetExhausted:
+			exhausted++
+		case r.Reason != devices.ReasonTimeout || r.Attempts != 3:
+			t.Errorf("%s: %s/%s after %d attempts; want retry_budget_exhausted, or timeout after 3", r.OpID, r.Status, r.Reason, r.Attempts)
+		}
+	}
+	if retries != budget {
+		t.Errorf("results count %d retries; want %d", retries, budget)
+	}
+	if want := budgetDevices - budget/2; exhausted < want {
+		t.Errorf("%d commands ended retry_budget_exhausted; want at least %d", exhausted, want)
+	}
+}
+
+// A policy beyond 3 attempts needs allow_more_attempts, and hearthd warns
+// at start that it is in use.
+func TestMoreAttemptsWarnAtStart(t *testing.T) {
+	cfg, err := config.Parse("test.yaml", []byte(strings.Replace(testConfig,
+		"      max_attempts: 2\n", "      max_attempts: 5\n      allow_more_attempts: true\n", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.DataDir = t.TempDir()
+	var buf syncBuffer
+	logger := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	d, err := start(cfg, deps{clock: clockwork.NewFakeClockAt(t0), rand: ceilingRand{}, connRand: ceilingRand{}, logger: logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.stop()
+	log := buf.String() // the broker's goroutines may still log
+	var warned bool
+	for _, line := range strings.Split(log, "\n") {
+		var rec struct {
+			Level       string `json:"level"`
+			Service     string `json:"service"`
+			MaxAttempts int    `json:"max_attempts"`
+		}
+		if json.Unmarshal([]byte(line), &rec) == nil && rec.Level == "WARN" && rec.Service == "zigbee" && rec.MaxAttempts == 5 {
+			warned = true
+		}
+	}
+	if !warned {
+		t.Errorf("no warning naming service zigbee and max_attempts 5; log:\n%s", log)
+	}
+}
+
+// syncBuffer is a log buffer the daemon's goroutines write to while the
+// test reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.String()
+}
