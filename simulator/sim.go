@@ -25,11 +25,11 @@ var ErrUnknownDevice = errors.New("simulator: unknown device")
 // ErrAlreadyRun is returned by a second call to [Sim.Run].
 var ErrAlreadyRun = errors.New("simulator: Run called twice")
 
-// Reconnect backoff: full jitter, a delay drawn in (0, cap] where cap doubles
-// from reconnectBase with every failed attempt, up to reconnectMax.
+// DefaultReconnectDelay is the wait before every reconnect attempt of a
+// Sim without Options.Reconnect.
+const DefaultReconnectDelay = time.Second
+
 const (
-	reconnectBase = 250 * time.Millisecond
-	reconnectMax  = 30 * time.Second
 	// connectTimeout bounds one connection attempt (paho's own timer).
 	connectTimeout = 5 * time.Second
 	// writeTimeout bounds one write to the network (paho's own timer).
@@ -84,6 +84,13 @@ type Options struct {
 	Devices []Device
 	// Faults are the faults to inject; the zero value injects none.
 	Faults Faults
+	// Reconnect spaces a bridge's reconnect attempts: n counts the failed
+	// attempts since the last connection (1 before the first reconnect),
+	// prev is the previous delay. nil waits DefaultReconnectDelay every
+	// time, without jitter: callers that model real devices pass a
+	// jittered backoff, as hearth-sim and hearthd -demo pass the retry
+	// package's full jitter.
+	Reconnect Backoff
 	// Clock times latency and reconnect backoff; default the real clock.
 	Clock clockwork.Clock
 	// Rand draws DropRate decisions and reconnect jitter; default randomly
@@ -134,6 +141,7 @@ type Sim struct {
 	clock              clockwork.Clock
 	log                *slog.Logger
 	onSet              func(SetEvent)
+	reconnect          Backoff
 	bridges            []*bridge
 	devices            map[string]*device // by friendly name
 
@@ -202,16 +210,17 @@ func New(opts Options) (*Sim, error) {
 	}
 
 	s := &Sim{
-		broker:   opts.Broker,
-		username: opts.Username,
-		password: opts.Password,
-		faults:   f,
-		clock:    opts.Clock,
-		log:      opts.Logger,
-		onSet:    opts.OnSet,
-		rand:     opts.Rand,
-		devices:  make(map[string]*device, len(opts.Devices)),
-		ready:    make(chan struct{}),
+		broker:    opts.Broker,
+		username:  opts.Username,
+		password:  opts.Password,
+		faults:    f,
+		clock:     opts.Clock,
+		log:       opts.Logger,
+		onSet:     opts.OnSet,
+		rand:      opts.Rand,
+		reconnect: opts.Reconnect,
+		devices:   make(map[string]*device, len(opts.Devices)),
+		ready:     make(chan struct{}),
 	}
 	if s.clock == nil {
 		s.clock = clockwork.NewRealClock()
@@ -357,11 +366,12 @@ func (s *Sim) Sets(name string) int {
 func (s *Sim) serve(ctx context.Context, b *bridge) {
 	log := s.log.With("base_topic", b.base, "client_id", b.clientID)
 	first := true
+	var delay time.Duration
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 {
-			d := s.backoff(attempt)
-			log.Info("connecting after backoff", "attempt", attempt, "delay", d)
-			if !s.wait(ctx, d) {
+			delay = s.backoff(attempt, delay)
+			log.Info("connecting after backoff", "attempt", attempt, "delay", delay)
+			if !s.wait(ctx, delay) {
 				return
 			}
 		}
@@ -411,7 +421,7 @@ func (s *Sim) serve(ctx context.Context, b *bridge) {
 			return
 		case <-lost:
 			b.attach(nil)
-			attempt = 0 // the loop's increment makes the next attempt 1: jittered
+			attempt, delay = 0, 0 // the loop's increment makes the next attempt 1
 		}
 	}
 }
@@ -620,17 +630,28 @@ func (s *Sim) deliver(ctx context.Context, d *device) {
 	}
 }
 
-// backoff draws the full-jitter delay before reconnect attempt n ≥ 1, in
-// (0, min(reconnectMax, reconnectBase·2^(n-1))].
-func (s *Sim) backoff(n int) time.Duration {
-	limit := reconnectMax
-	if n <= 8 {
-		limit = min(reconnectMax, reconnectBase<<(n-1))
+// backoff returns the delay before reconnect attempt n ≥ 1 from
+// Options.Reconnect, drawing on the sim's random source.
+func (s *Sim) backoff(n int, prev time.Duration) time.Duration {
+	if s.reconnect == nil {
+		return DefaultReconnectDelay
 	}
-	s.mu.Lock()
-	f := s.rand.Float64()
-	s.mu.Unlock()
-	return max(time.Duration(float64(limit)*(1-f)), 1)
+	return max(s.reconnect(n, prev, lockedRand{s}), 0)
+}
+
+// lockedRand draws from the sim's random source under its lock.
+type lockedRand struct{ s *Sim }
+
+func (l lockedRand) Int64N(n int64) int64 {
+	l.s.mu.Lock()
+	defer l.s.mu.Unlock()
+	return l.s.rand.Int64N(n)
+}
+
+func (l lockedRand) NormFloat64() float64 {
+	l.s.mu.Lock()
+	defer l.s.mu.Unlock()
+	return l.s.rand.NormFloat64()
 }
 
 // attach makes c the bridge's connection; nil detaches it.

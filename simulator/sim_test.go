@@ -352,6 +352,8 @@ func TestRetainedSetIsAppliedAndFlagged(t *testing.T) {
 
 func TestWillThenJitteredReconnect(t *testing.T) {
 	clock := clockwork.NewFakeClock()
+	const reconnectDelay = 1234 * time.Millisecond
+	asked := make(chan [2]time.Duration, 8)
 	srv, broker := startBroker(t)
 	w := watch(t, broker, "zigbee2mqtt/#")
 	startSim(t, Options{
@@ -360,6 +362,10 @@ func TestWillThenJitteredReconnect(t *testing.T) {
 		Devices:  []Device{{Name: "lamp", Class: ClassLight}},
 		Clock:    clock,
 		Rand:     rand.New(rand.NewPCG(1, 1)),
+		Reconnect: func(n int, prev time.Duration, r Rand) time.Duration {
+			asked <- [2]time.Duration{time.Duration(n), prev}
+			return reconnectDelay
+		},
 	})
 	const bridgeState = "zigbee2mqtt/bridge/state"
 	if got := string(w.live(t, bridgeState).payload); got != `{"state":"online"}` {
@@ -386,13 +392,21 @@ func TestWillThenJitteredReconnect(t *testing.T) {
 	// subscription. Let the teardown finish before the sim may reconnect.
 	brokerForgets(t, srv, "sim-will")
 
-	// The sim waits a full-jitter delay in (0, reconnectBase] on its clock.
+	// The sim asks Options.Reconnect for the delay before its first
+	// reconnect and waits it on its clock, not a moment less.
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
 	defer cancel()
 	if err := clock.BlockUntilContext(ctx, 1); err != nil {
 		t.Fatalf("reconnect never waited on the clock: %v", err)
 	}
-	clock.Advance(reconnectBase)
+	if got, want := <-asked, [2]time.Duration{1, 0}; got != want {
+		t.Errorf("Reconnect asked with (n, prev) = %v, want %v", got, want)
+	}
+	clock.Advance(reconnectDelay - 1)
+	if err := clock.BlockUntilContext(ctx, 1); err != nil {
+		t.Fatalf("the sim stopped waiting before the delay: %v", err)
+	}
+	clock.Advance(1)
 	if got := string(w.live(t, bridgeState).payload); got != `{"state":"online"}` {
 		t.Fatalf("bridge state after reconnect = %s, want online", got)
 	}

@@ -6,8 +6,14 @@
 //
 //	hearth-sim [-broker URL] [-config FILE] [-drop-first N] [-drop-rate F]
 //	           [-latency D] [-offline dev1,dev2] [-seed N]
+//	hearth-sim contention [-base D] [-cap D] [-min N] [-max N] [-step N]
+//	           [-runs N] [-seed N] [-plot FILE]
 //
 // Device names in -offline are Hearth device IDs from the config.
+//
+// The contention subcommand runs no devices: it is the retry contention
+// study of docs/RETRY.md, a simulation in virtual time that prints a table
+// and writes an SVG plot.
 package main
 
 import (
@@ -22,16 +28,24 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/hearthd/hearth/config"
 	"github.com/hearthd/hearth/configs"
+	"github.com/hearthd/hearth/retry"
 	"github.com/hearthd/hearth/simulator"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stderr); err != nil {
+	var err error
+	if args := os.Args[1:]; len(args) > 0 && args[0] == "contention" {
+		err = runContention(ctx, args[1:], os.Stdout, os.Stderr)
+	} else {
+		err = run(ctx, args, os.Stderr)
+	}
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return // -h: usage printed
 		}
@@ -43,6 +57,11 @@ func main() {
 func run(ctx context.Context, args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("hearth-sim", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), "usage: hearth-sim [flags]             play the devices of a configuration\n"+
+			"       hearth-sim contention [flags]  the retry contention study (see hearth-sim contention -h)\n\nflags:\n")
+		fs.PrintDefaults()
+	}
 	brokerURL := fs.String("broker", "tcp://127.0.0.1:1883", "MQTT broker URL")
 	username := fs.String("username", "", "MQTT username")
 	password := fs.String("password", "", "MQTT password")
@@ -114,8 +133,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 			Latency:   *latency,
 			Offline:   off,
 		},
-		Rand:   rand.New(rand.NewPCG(*seed, *seed)),
-		Logger: log,
+		Rand:      rand.New(rand.NewPCG(*seed, *seed)),
+		Reconnect: simReconnect,
+		Logger:    log,
 	})
 	if err != nil {
 		return err
@@ -129,4 +149,10 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		}
 	}()
 	return sim.Run(ctx)
+}
+
+// simReconnect spaces the simulated bridges' reconnects as real firmware
+// should: exponential backoff with full jitter, base 250 ms, cap 30 s.
+func simReconnect(n int, prev time.Duration, r simulator.Rand) time.Duration {
+	return retry.Backoff{Base: 250 * time.Millisecond, Multiplier: 2, Cap: 30 * time.Second}.Delay(n, prev, r)
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/hearthd/hearth/config"
 	"github.com/hearthd/hearth/devices"
+	"github.com/hearthd/hearth/retry"
 	"github.com/hearthd/hearth/simulator"
 )
 
@@ -27,9 +28,10 @@ const demoWait = 30 * time.Second
 // ends, so that commands sent by hand are answered too.
 func runDemo(ctx context.Context, d *daemon, out io.Writer, log *slog.Logger) error {
 	sim, err := simulator.New(simulator.Options{
-		Broker:  d.brokerURL,
-		Devices: simDevices(d.cfg),
-		Logger:  log.With("component", "simulator"),
+		Broker:    d.brokerURL,
+		Devices:   simDevices(d.cfg),
+		Reconnect: simReconnect,
+		Logger:    log.With("component", "simulator"),
 	})
 	if err != nil {
 		return err
@@ -173,4 +175,10 @@ func port(url string) string {
 		return url[i+1:]
 	}
 	return "1883"
+}
+
+// simReconnect spaces the simulated bridges' reconnects as real firmware
+// should: exponential backoff with full jitter, base 250 ms, cap 30 s.
+func simReconnect(n int, prev time.Duration, r simulator.Rand) time.Duration {
+	return retry.Backoff{Base: 250 * time.Millisecond, Multiplier: 2, Cap: 30 * time.Second}.Delay(n, prev, r)
 }
