@@ -103,6 +103,17 @@ type Options struct {
 	// Reconnect spaces connection attempts; its zero value is exponential
 	// backoff with full jitter, base 1 s, cap 60 s.
 	Reconnect retry.Backoff
+	// ShortConnection, ConflictAfter and ConflictBackoff detect a client
+	// ID conflict: when ConflictAfter connections in a row end within
+	// ShortConnection of connecting (or by a "session taken over"
+	// DISCONNECT), another client is taking the session over, and every
+	// reconnect would throw it off in turn. Run then reports it by
+	// Conflict, logs it once, and waits ConflictBackoff more before each
+	// attempt, so that neither client's availability flaps more than about
+	// once per ConflictBackoff. Zero values mean 10 s, 3 and 1 min.
+	ShortConnection time.Duration
+	ConflictAfter   int
+	ConflictBackoff time.Duration
 	// Status is announced retained with a will, when its Topic is set.
 	Status Announcement
 	// OnConnect runs after every (re)connect, once the subscriptions are
@@ -131,12 +142,14 @@ type Conn struct {
 	client *paho.Client // nil while disconnected
 	// gone is cancelled when client's connection is dropped, so that
 	// publishes waiting for a PUBACK on it return at once.
-	gone      context.Context
-	dropped   context.CancelFunc
-	subs      []subscription
-	connected atomic.Bool
-	up        chan struct{} // closed on the first successful connect
-	upOnce    sync.Once
+	gone        context.Context
+	dropped     context.CancelFunc
+	subs        []subscription
+	conflict    error     // see Conflict
+	connectedAt time.Time // when client connected
+	connected   atomic.Bool
+	up          chan struct{} // closed on the first successful connect
+	upOnce      sync.Once
 }
 
 // New returns an unconnected Conn.
@@ -152,6 +165,15 @@ func New(opts Options) *Conn {
 	}
 	if opts.Reconnect.Cap == 0 {
 		opts.Reconnect.Cap = time.Minute
+	}
+	if opts.ShortConnection == 0 {
+		opts.ShortConnection = 10 * time.Second
+	}
+	if opts.ConflictAfter == 0 {
+		opts.ConflictAfter = 3
+	}
+	if opts.ConflictBackoff == 0 {
+		opts.ConflictBackoff = time.Minute
 	}
 	if opts.Clock == nil {
 		opts.Clock = clockwork.NewRealClock()
@@ -365,15 +387,25 @@ func (e *RefusedError) Unwrap() error {
 // after a clean stop.
 func (c *Conn) Run(ctx context.Context) error {
 	failures := 0
+	short := 0              // consecutive connections that ended within ShortConnection
 	var delay time.Duration // the last reconnect delay, for decorrelated jitter
 	for {
 		client, lost, err := c.connect(ctx)
 		if err == nil {
 			failures, delay = 0, 0
+			c.mu.Lock()
+			since := c.connectedAt
+			c.mu.Unlock()
 			select {
 			case err = <-lost:
 				c.drop(client)
 				c.log.Warn("mqtt connection lost", "broker", c.opts.URL, "err", err)
+				if c.opts.Clock.Since(since) < c.opts.ShortConnection || takenOver(err) {
+					short++
+				} else {
+					short = 0
+					c.setConflict(nil)
+				}
 			case <-ctx.Done():
 				c.stop(client)
 				return nil
@@ -386,6 +418,16 @@ func (c *Conn) Run(ctx context.Context) error {
 		}
 		failures++
 		delay = c.opts.Reconnect.Delay(failures, delay, c.opts.Rand)
+		if short >= c.opts.ConflictAfter {
+			// Another client keeps taking the session over: stop
+			// fighting it, so neither instance's availability flaps.
+			conflict := fmt.Errorf("the broker dropped %d connections in a row within %v of connecting: another client probably uses client ID %q; give each instance its own mqtt.client_id",
+				short, c.opts.ShortConnection, c.opts.ClientID)
+			if c.setConflict(conflict) {
+				c.log.Error("mqtt client ID conflict; backing off", "broker", c.opts.URL, "err", conflict, "backoff", c.opts.ConflictBackoff)
+			}
+			delay = c.opts.ConflictBackoff + delay
+		}
 		c.log.Info("mqtt reconnecting", "broker", c.opts.URL, "in", delay)
 		select {
 		case <-c.opts.Clock.After(delay):
@@ -393,6 +435,52 @@ func (c *Conn) Run(ctx context.Context) error {
 			return nil
 		}
 	}
+}
+
+// reasonSessionTakenOver is the DISCONNECT reason code an MQTT 5 broker
+// sends when another connection with the same client ID takes the session
+// (MQTT 5.0 §3.14.2.1).
+const reasonSessionTakenOver = 0x8E
+
+// takenOver reports whether err is the broker's DISCONNECT for a session
+// taken over.
+func takenOver(err error) bool {
+	var d *DisconnectError
+	return errors.As(err, &d) && d.ReasonCode == reasonSessionTakenOver
+}
+
+// DisconnectError is a DISCONNECT the broker sent.
+type DisconnectError struct {
+	ReasonCode byte
+	Reason     string // the reason string, if the broker gave one
+}
+
+func (e *DisconnectError) Error() string {
+	if e.ReasonCode == reasonSessionTakenOver {
+		return fmt.Sprintf("the broker disconnected Hearth: session taken over by another client with the same ID (reason code 0x%02x %s)", e.ReasonCode, e.Reason)
+	}
+	return fmt.Sprintf("the broker disconnected Hearth (reason code 0x%02x %s)", e.ReasonCode, e.Reason)
+}
+
+// Conflict returns the client ID conflict Run detected (see
+// Options.ConflictAfter), or nil. It clears once a connection lasts longer
+// than Options.ShortConnection.
+func (c *Conn) Conflict() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.conflict != nil && c.client != nil && c.opts.Clock.Since(c.connectedAt) >= c.opts.ShortConnection {
+		return nil // this connection has lasted: the other client is gone
+	}
+	return c.conflict
+}
+
+// setConflict records err (nil clears it) and reports whether it is new.
+func (c *Conn) setConflict(err error) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	fresh := c.conflict == nil && err != nil
+	c.conflict = err
+	return fresh
 }
 
 // connect dials, connects, resubscribes and publishes the birth. lost
@@ -416,11 +504,11 @@ func (c *Conn) connect(ctx context.Context) (*paho.Client, <-chan error, error) 
 		EnableManualAcknowledgment: true,
 		OnClientError:              report,
 		OnServerDisconnect: func(d *paho.Disconnect) {
-			reason := ""
+			e := &DisconnectError{ReasonCode: d.ReasonCode}
 			if d.Properties != nil {
-				reason = d.Properties.ReasonString
+				e.Reason = d.Properties.ReasonString
 			}
-			report(fmt.Errorf("the broker disconnected Hearth (reason code 0x%02x %s)", d.ReasonCode, reason))
+			report(e)
 		},
 	})
 	client.AddOnPublishReceived(c.route(client))
@@ -456,6 +544,7 @@ func (c *Conn) connect(ctx context.Context) (*paho.Client, <-chan error, error) 
 	}()
 	c.mu.Lock()
 	c.client = client // handlers may publish from the first message on
+	c.connectedAt = c.opts.Clock.Now()
 	c.gone, c.dropped = context.WithCancel(context.Background())
 	subs := append([]subscription(nil), c.subs...)
 	c.mu.Unlock()

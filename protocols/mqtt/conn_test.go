@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -605,3 +606,107 @@ func TestPublishReturnsWhenTheConnectionIsLost(t *testing.T) {
 		t.Fatal("Publish still waits for a PUBACK on a dead connection")
 	}
 }
+
+// Two Conns with one client ID take the session from each other in turn.
+// After ConflictAfter short connections, a Conn reports the conflict,
+// names the client ID, and waits ConflictBackoff more before trying again
+// instead of throwing the other off every second.
+func TestConnStopsFightingOverItsClientID(t *testing.T) {
+	b := startBroker(t)
+	const id = "hearth-twin"
+	opts := func(fc *clockwork.FakeClock, connects chan struct{}) Options {
+		return Options{
+			ClientID:        id,
+			Clock:           fc,
+			Reconnect:       retry.Backoff{Strategy: retry.Fixed, Jitter: retry.None, Base: time.Second},
+			ConflictBackoff: time.Minute,
+			OnConnect:       func(context.Context) { connects <- struct{}{} },
+		}
+	}
+	fa, fb := clockwork.NewFakeClock(), clockwork.NewFakeClock()
+	ca, cb := make(chan struct{}, 8), make(chan struct{}, 8)
+	a := runConn(t, b.url(), opts(fa, ca), nil)
+	waitChan(t, ca, "a connects")
+	bb := runConn(t, b.url(), opts(fb, cb), nil)
+
+	// b takes the session, a takes it back a second later, and so on.
+	// Each loss within 10 s of connecting is a short connection.
+	for round := 1; round <= 3; round++ {
+		waitChan(t, cb, fmt.Sprintf("round %d: b connects", round))
+		blockUntil(t, fa, 1, fmt.Sprintf("round %d: a waits to reconnect", round))
+		if round < 3 {
+			if err := a.Conflict(); err != nil {
+				t.Fatalf("round %d: a reports a conflict after %d short connections: %v", round, round, err)
+			}
+			fa.Advance(time.Second)
+			waitChan(t, ca, fmt.Sprintf("round %d: a connects again", round))
+			blockUntil(t, fb, 1, fmt.Sprintf("round %d: b waits to reconnect", round))
+			fb.Advance(time.Second)
+		}
+	}
+	err := a.Conflict()
+	if err == nil || !strings.Contains(err.Error(), `client ID "hearth-twin"`) {
+		t.Fatalf("a.Conflict() after 3 short connections = %v, want an error naming the client ID", err)
+	}
+	// a now waits ConflictBackoff plus its backoff: not a moment less.
+	fa.Advance(time.Minute + time.Second - 1)
+	blockUntil(t, fa, 1, "a still backing off")
+	select {
+	case <-ca:
+		t.Fatal("a reconnected before ConflictBackoff ended")
+	default:
+	}
+	if !bb.Connected() {
+		t.Error("b lost its connection while a backed off")
+	}
+	fa.Advance(1)
+	waitChan(t, ca, "a tries again after the long backoff")
+}
+
+// The reconnect delays are the policy's, exactly, up to its cap: here
+// exponential with equal jitter and a source that always draws 0, so each
+// delay is the lower end t - t/2 of [t/2, t] with t = min(5s, 1s·2^(n-1)).
+// A listener that hangs up at once counts the attempts.
+func TestConnReconnectDelaysFollowThePolicy(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	attempts := make(chan struct{}, 16)
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conn.Close()
+			attempts <- struct{}{}
+		}
+	}()
+	fc := clockwork.NewFakeClock()
+	runConn(t, "tcp://"+ln.Addr().String(), Options{
+		Clock:     fc,
+		Rand:      floorRand{},
+		Reconnect: retry.Backoff{Base: time.Second, Multiplier: 2, Cap: 5 * time.Second, Jitter: retry.Equal},
+	}, nil)
+	waitChan(t, attempts, "the first attempt")
+	for n, want := range []time.Duration{500 * time.Millisecond, time.Second, 2 * time.Second, 2500 * time.Millisecond, 2500 * time.Millisecond, 2500 * time.Millisecond} {
+		blockUntil(t, fc, 1, fmt.Sprintf("backoff %d", n+1))
+		fc.Advance(want - 1)
+		// Had the timer fired early, the failed attempt would be counted
+		// before the Conn waits on the clock again.
+		blockUntil(t, fc, 1, fmt.Sprintf("1ns before backoff %d ends", n+1))
+		select {
+		case <-attempts:
+			t.Fatalf("retry %d came before its delay of %v", n+1, want)
+		default:
+		}
+		fc.Advance(1)
+		waitChan(t, attempts, fmt.Sprintf("retry %d after %v", n+1, want))
+	}
+}
+
+type floorRand struct{}
+
+func (floorRand) Int64N(int64) int64 { return 0 }
