@@ -7,11 +7,13 @@ import (
 
 // Budget limits a service's retries to a fraction of its first attempts
 // over a sliding window, with a floor so that a quiet service can still
-// retry: within any Window, retries ≤ max(MinRetries, Ratio·first attempts).
+// retry: a retry is allowed when, counting it, the retries within the
+// window are at most max(MinRetries, Ratio·first attempts within it).
 // This caps how much load retries add when a whole bridge fails, as the
 // retry budgets of Envoy, Finagle and gRPC do.
 //
-// The window slides in tenths of Window. It is a token bucket whose
+// The window slides in tenths of Window: it is the current tenth and the
+// nine before, so between 0.9 and 1 Window long. It is a token bucket whose
 // deposits expire: each first attempt deposits
 // Ratio of a token, each retry withdraws one, and both leave the window
 // after Window. Time comes from the caller, and must not go back (a
@@ -81,7 +83,9 @@ func (b *Budget) TryRetry(now time.Time) bool {
 	s := b.slot(now)
 	firsts, retries := b.counts(now)
 	allowed := max(float64(b.minRetries), b.ratio*float64(firsts))
-	if float64(retries+1) > allowed {
+	// The tolerance keeps a product such as 0.29·100 = 28.999999999999996
+	// from costing a retry.
+	if float64(retries+1) > allowed+1e-9 {
 		return false
 	}
 	s.retries++

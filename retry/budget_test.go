@@ -244,3 +244,20 @@ func TestBudgetConcurrentUse(t *testing.T) {
 		t.Errorf("granted %d retries to %d concurrent first attempts, want 800", total, workers*each)
 	}
 }
+
+// Regression: 0.29 × 100 is 28.999999999999996 in floating point; the
+// budget still allows the 29 retries the ratio promises.
+func TestBudgetRatioProductIsNotRoundedDown(t *testing.T) {
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	b := NewBudget(0.29, 1, 10*time.Second)
+	for range 100 {
+		b.FirstAttempt(now)
+	}
+	got := 0
+	for b.TryRetry(now) {
+		got++
+	}
+	if got != 29 {
+		t.Errorf("retries allowed for 100 first attempts at ratio 0.29: %d, want 29", got)
+	}
+}

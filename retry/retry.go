@@ -186,12 +186,8 @@ func (b Backoff) exponential(n int, limit time.Duration) time.Duration {
 	if m <= 1 || n == 1 || math.IsNaN(m) {
 		return min(b.Base, limit)
 	}
-	// The exponent at which Base·m^k first reaches the limit is
-	// log(limit/Base)/log(m); from there on the ceiling is the limit.
-	// Below it, m^(n-1) is finite.
-	if float64(n-1) >= math.Log(float64(limit)/float64(b.Base))/math.Log(m) {
-		return limit
-	}
+	// math.Pow is constant-time for any n and saturates to +Inf, which
+	// the comparison below turns into the limit.
 	d := float64(b.Base) * math.Pow(m, float64(n-1))
 	if d >= float64(limit) || math.IsInf(d, 0) || math.IsNaN(d) {
 		return limit

@@ -369,3 +369,12 @@ func BenchmarkCeilingLargeN(b *testing.B) {
 		})
 	}
 }
+
+// Regression: a cap just above Base·m^(n-1) must not round the ceiling up
+// to the cap: 1 ns · 2^49 with a cap of 2^49 + 1 ns is exactly 2^49 ns.
+func TestCeilingJustBelowTheCapIsExact(t *testing.T) {
+	b := Backoff{Base: 1, Multiplier: 2, Cap: 1<<49 + 1}
+	if got := b.Ceiling(50); got != 1<<49 {
+		t.Errorf("Ceiling(50) = %d ns, want 2^49 = %d ns", got, int64(1)<<49)
+	}
+}
