@@ -1,10 +1,12 @@
 // Package broker runs Hearth's embedded MQTT broker (mochi-mqtt), so that a
-// hub needs no separate Mosquitto: it owns the listener and the broker's
-// limits. It never interprets topics or payloads; Hearth itself connects to
-// it as an ordinary MQTT client, exactly as it would to an external broker.
+// hub needs no separate Mosquitto: it owns the listeners and the broker's
+// limits, among them the accept guard that spreads out a reconnect flood
+// (see Options.MaxConnectRate). It never interprets topics or payloads;
+// Hearth itself connects to it as an ordinary MQTT client, exactly as it
+// would to an external broker.
 //
-// For now every client may connect and use every topic; authentication,
-// ACLs and the accept-rate guard come with later work.
+// For now every client that the accept guard lets in may use every topic;
+// authentication and ACLs come with later work.
 package broker
 
 import (
@@ -12,8 +14,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
+	"sync"
+	"time"
 
+	"github.com/jonboulle/clockwork"
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/hooks/auth"
 	"github.com/mochi-mqtt/server/v2/listeners"
@@ -26,42 +32,134 @@ import (
 // instead of costing the sender its connection.
 const DefaultMaxPacketSize = 1 << 20
 
+// DefaultMaxInflight is each client's receive maximum when
+// Options.MaxInflight is 0: mochi-mqtt's own default.
+const DefaultMaxInflight = 1024
+
 // Options configures the embedded broker. Zero values take the documented
 // defaults.
 type Options struct {
 	// Listen is the TCP address to listen on, host:port; port 0 picks a
-	// free port (see Broker.Addr). Required.
+	// free port (see Broker.Addr). "" means no TCP listener: clients then
+	// reach the broker through DialPipe only.
 	Listen string
 	// MaxPacketSize bounds one MQTT packet in bytes; 0 means
 	// DefaultMaxPacketSize.
 	MaxPacketSize uint32
-	// Logger receives the broker's own warnings and errors; its
-	// informational lines (every connect and disconnect) are left out. nil
-	// discards them.
+	// Logger receives the broker's own warnings and errors, and a summary
+	// of the CONNECTs the accept guard refused at most once per second;
+	// its informational lines (every connect and disconnect) are left out.
+	// nil discards them.
 	Logger *slog.Logger
+
+	// MaxConnectRate is how many CONNECTs the broker accepts per second, a
+	// token bucket (golang.org/x/time/rate) refilled at this rate; a
+	// CONNECT beyond it gets CONNACK 0x89 "Server busy" (MQTT 5) or 0x03
+	// "Server unavailable" (3.1.1), so that clients back off and retry. 0
+	// means no limit.
+	//
+	// Only an accepted CONNECT takes a token: one refused for
+	// MaxConnections, or by mochi's own checks (a bad protocol version,
+	// say), spends none. Any one-second interval [k s, k+1 s) accepts at
+	// most ConnectBurst + ⌈MaxConnectRate⌉ − 1 CONNECTs; with the default
+	// burst of 1 and a whole rate, at most MaxConnectRate. (The bucket
+	// counts in floating point, so a CONNECT may be refused a few
+	// nanoseconds before its token is due; never accepted early.)
+	MaxConnectRate float64
+	// ConnectBurst is the bucket's size: how many CONNECTs an idle broker
+	// accepts at once. 0 means 1, so that no second (half-open interval
+	// [k s, k+1 s)) accepts more than MaxConnectRate. Unused without
+	// MaxConnectRate.
+	ConnectBurst int
+	// MaxConnections refuses a CONNECT (with the codes of MaxConnectRate)
+	// while this many clients are connected; 0 means no limit.
+	//
+	// A client counts from the moment the guard accepts its CONNECT until
+	// the broker has finished with its connection, so a client that has
+	// just disconnected may still count for a moment, refusing a CONNECT
+	// early; the limit itself is exact under concurrent CONNECTs, with one
+	// exception: a CONNECT that takes over the session of a connected
+	// client (the same client ID, as a device reconnecting before its old
+	// connection timed out) replaces that client and is not refused for
+	// MaxConnections, so for the moment both are open the count can
+	// exceed the limit by the number of takeovers in progress.
+	MaxConnections int
+	// MaxInflight is each client's receive maximum: how many QoS 1 and 2
+	// publishes a client may have in flight to the broker (MQTT 5 Receive
+	// Maximum, sent in the CONNACK). mochi enforces it on 3.1.1 clients
+	// too, which cannot be told: a client beyond it is disconnected. 0
+	// means DefaultMaxInflight; at most 65535.
+	MaxInflight int
+	// Clock times the token bucket, ConnectEvent.At and the refusal
+	// summaries; nil means the real clock.
+	Clock clockwork.Clock
+	// OnConnect, if set, is called once for every CONNECT the broker
+	// reads, after it has decided: accepted, or refused and why. It is
+	// called on the connection's goroutine, concurrently for concurrent
+	// CONNECTs and so not always in At order, before the CONNACK is
+	// written: it must not block. For measurement (hearth-sim's
+	// power-loss scenario) and logs.
+	//
+	// Every CONNECT counts, retries included. Note that paho.mqtt.golang,
+	// unless told SetProtocolVersion(4), answers a refused 3.1.1 CONNECT
+	// at once with a second one as MQTT 3.1.
+	OnConnect func(ConnectEvent)
 }
+
+// ConnectEvent is one CONNECT and the broker's decision.
+type ConnectEvent struct {
+	// At is when the broker decided, on Options.Clock.
+	At time.Time
+	// ClientID is the client identifier of the CONNECT, or the one the
+	// broker assigned when it was empty.
+	ClientID string
+	// Accepted reports whether the client was let in.
+	Accepted bool
+	// Refusal says why a CONNECT was refused: RefusedRate or
+	// RefusedMaxConnections; "" when accepted. A CONNECT refused for
+	// another reason, such as an unsupported protocol version, is
+	// reported with RefusedOther when its CONNACK is sent.
+	Refusal string
+}
+
+// Reasons of ConnectEvent.Refusal.
+const (
+	// RefusedRate: the CONNECT came faster than Options.MaxConnectRate.
+	RefusedRate = "rate"
+	// RefusedMaxConnections: Options.MaxConnections clients were connected.
+	RefusedMaxConnections = "max_connections"
+	// RefusedOther: mochi refused the CONNECT itself, such as for a bad
+	// protocol version or an invalid client identifier.
+	RefusedOther = "other"
+)
 
 // Broker is a running embedded broker.
 type Broker struct {
-	srv  *mqtt.Server
-	addr string
+	srv   *mqtt.Server
+	addr  string
+	pipe  *pipeListener
+	guard *guard
+
+	closeOnce sync.Once
+	closeErr  error
 }
 
-// Start listens on opts.Listen and serves MQTT 3.1, 3.1.1 and 5 clients
-// until Close. It fails if the address cannot be listened on, with an error
-// naming it.
+// Start listens on opts.Listen, if set, and serves MQTT 3.1, 3.1.1 and 5
+// clients there and through DialPipe until Close. It fails if the address
+// cannot be listened on, with an error naming it, or if an option is out
+// of range.
 func Start(opts Options) (*Broker, error) {
-	if opts.Listen == "" {
-		return nil, errors.New("broker: no listen address")
-	}
-	ln, err := net.Listen("tcp", opts.Listen)
-	if err != nil {
-		return nil, fmt.Errorf("embedded broker: listen on %s: %w", opts.Listen, err)
+	if err := opts.check(); err != nil {
+		return nil, err
 	}
 	caps := mqtt.NewDefaultServerCapabilities()
 	caps.MaximumPacketSize = opts.MaxPacketSize
 	if caps.MaximumPacketSize == 0 {
 		caps.MaximumPacketSize = DefaultMaxPacketSize
+	}
+	caps.ReceiveMaximum = DefaultMaxInflight
+	if opts.MaxInflight > 0 {
+		caps.ReceiveMaximum = uint16(opts.MaxInflight)
 	}
 	logger := slog.New(slog.DiscardHandler)
 	if opts.Logger != nil {
@@ -71,46 +169,123 @@ func Start(opts Options) (*Broker, error) {
 		Capabilities: caps,
 		Logger:       logger,
 	})
-	if err := srv.AddHook(new(auth.AllowHook), nil); err != nil {
-		ln.Close()
+	b := &Broker{srv: srv, pipe: newPipeListener(), guard: newGuard(srv, opts)}
+	var tcp net.Listener
+	if opts.Listen != "" {
+		var err error
+		if tcp, err = net.Listen("tcp", opts.Listen); err != nil {
+			return nil, fmt.Errorf("embedded broker: listen on %s: %w", opts.Listen, err)
+		}
+		b.addr = tcp.Addr().String()
+	}
+	fail := func(err error) (*Broker, error) {
+		if tcp != nil {
+			tcp.Close()
+		}
+		b.pipe.Close()
+		b.guard.stop()
 		return nil, fmt.Errorf("embedded broker: %w", err)
 	}
-	if err := srv.AddListener(listeners.NewNet(listenerID, ln)); err != nil {
-		ln.Close()
-		return nil, fmt.Errorf("embedded broker: %w", err)
+	if err := srv.AddHook(new(auth.AllowHook), nil); err != nil {
+		return fail(err)
+	}
+	if err := srv.AddHook(b.guard, nil); err != nil {
+		return fail(err)
+	}
+	if tcp != nil {
+		if err := srv.AddListener(guarded{listeners.NewNet(tcpListenerID, tcp), b.guard}); err != nil {
+			return fail(err)
+		}
+	}
+	if err := srv.AddListener(guarded{listeners.NewNet(pipeListenerID, b.pipe), b.guard}); err != nil {
+		return fail(err)
 	}
 	if err := srv.Serve(); err != nil {
-		srv.Close()
+		b.Close()
 		return nil, fmt.Errorf("embedded broker: %w", err)
 	}
-	return &Broker{srv: srv, addr: ln.Addr().String()}, nil
+	return b, nil
+}
+
+// check reports an option out of range.
+func (o Options) check() error {
+	switch r := o.MaxConnectRate; {
+	case math.IsNaN(r) || math.IsInf(r, 0) || r < 0:
+		return fmt.Errorf("embedded broker: MaxConnectRate %v: want a finite number ≥ 0 (0: no limit)", r)
+	case o.ConnectBurst < 0:
+		return fmt.Errorf("embedded broker: ConnectBurst %d: want ≥ 0 (0: 1)", o.ConnectBurst)
+	case o.MaxConnections < 0:
+		return fmt.Errorf("embedded broker: MaxConnections %d: want ≥ 0 (0: no limit)", o.MaxConnections)
+	case o.MaxInflight < 0 || o.MaxInflight > math.MaxUint16:
+		return fmt.Errorf("embedded broker: MaxInflight %d: want 0 to 65535 (0: %d)", o.MaxInflight, DefaultMaxInflight)
+	}
+	return nil
 }
 
 // Addr returns the address the broker listens on, host:port, with the port
-// chosen when Options.Listen asked for port 0.
+// chosen when Options.Listen asked for port 0; "" without a TCP listener.
 func (b *Broker) Addr() string { return b.addr }
 
-// URL returns the broker's address as an MQTT client URL, tcp://host:port.
-func (b *Broker) URL() string { return "tcp://" + b.addr }
+// URL returns the broker's address as an MQTT client URL, tcp://host:port;
+// "" without a TCP listener.
+func (b *Broker) URL() string {
+	if b.addr == "" {
+		return ""
+	}
+	return "tcp://" + b.addr
+}
+
+// DialPipe returns an in-memory connection to the broker (net.Pipe handed
+// to an in-memory listener), as if dialled over TCP but without a file
+// descriptor: load scenarios with more clients than the process may open
+// files use it (paho.mqtt.golang's ClientOptions.SetCustomOpenConnectionFn
+// can return it). Its CONNECT passes the same accept guard as one over
+// TCP. It works whether or not Options.Listen is set. After Close it
+// returns an error that wraps net.ErrClosed.
+func (b *Broker) DialPipe() (net.Conn, error) {
+	return b.pipe.dial()
+}
 
 // Close stops listening, disconnects every client (sending their wills) and
-// stops the broker.
+// stops the broker. A last summary of refused CONNECTs, if any are not
+// logged yet, goes to the logger. Closing again does nothing.
 //
-// It closes the listener and the clients itself before the server: mochi
+// It closes the listeners and the clients itself before the server: mochi
 // v2.7.9's own Close takes its clients' read lock twice and can deadlock
 // when a client disconnects at that moment (mochi-mqtt/server#488).
 func (b *Broker) Close() error {
-	if l, ok := b.srv.Listeners.Get(listenerID); ok {
-		l.Close(func(string) {})
-	}
-	for _, cl := range b.srv.Clients.GetAll() {
-		b.srv.DisconnectClient(cl, packets.ErrServerShuttingDown)
-	}
-	return b.srv.Close()
+	b.closeOnce.Do(func() { b.closeErr = b.close() })
+	return b.closeErr
 }
 
-// listenerID names the broker's one TCP listener.
-const listenerID = "tcp"
+func (b *Broker) close() error {
+	for _, id := range []string{tcpListenerID, pipeListenerID} {
+		if l, ok := b.srv.Listeners.Get(id); ok {
+			l.Close(func(string) {})
+		}
+	}
+	for _, cl := range b.srv.Clients.GetAll() {
+		// An in-memory connection has no kernel buffer: a client that has
+		// stopped reading would block the DISCONNECT forever.
+		if cl.Net.Conn != nil {
+			cl.Net.Conn.SetWriteDeadline(time.Now().Add(closeWriteTimeout))
+		}
+		b.srv.DisconnectClient(cl, packets.ErrServerShuttingDown)
+	}
+	err := b.srv.Close()
+	b.guard.stop()
+	return err
+}
+
+// closeWriteTimeout bounds the DISCONNECT that Close writes to each client.
+const closeWriteTimeout = time.Second
+
+// The broker's listeners: TCP, when Options.Listen is set, and the
+// in-memory one of DialPipe.
+const (
+	tcpListenerID  = "tcp"
+	pipeListenerID = "pipe"
+)
 
 // warnAndAbove passes on only warnings and errors, less the read errors of
 // connections that the broker itself closed while stopping.

@@ -79,6 +79,22 @@ func atLeast(low int) func(int) error {
 	}
 }
 
+func between(low, high int) func(int) error {
+	return func(n int) error {
+		if n < low || n > high {
+			return fmt.Errorf("must be from %d to %d, got %d", low, high, n)
+		}
+		return nil
+	}
+}
+
+func positiveNumber(f float64) error {
+	if f <= 0 {
+		return fmt.Errorf("must be more than 0, got %g", f)
+	}
+	return nil
+}
+
 func ratio(f float64) error {
 	if f <= 0 || f > 1 {
 		return fmt.Errorf("must be more than 0 and at most 1, got %g", f)

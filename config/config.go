@@ -23,6 +23,9 @@ const (
 	// MaxKeepAlive is the longest MQTT keep alive: the protocol carries it
 	// as a 16-bit number of seconds.
 	MaxKeepAlive = 65535 * time.Second
+	// MaxInflight is the largest mqtt.max_inflight: MQTT 5 carries the
+	// Receive Maximum in 16 bits.
+	MaxInflight = 65535
 )
 
 // Config is Hearth's whole configuration. Parse fills what the file leaves
@@ -78,6 +81,38 @@ type MQTT struct {
 	// Reconnect spaces Hearth's own connects and reconnects. Default
 	// exponential backoff with full jitter, base 1s, multiplier 2, cap 60s.
 	Reconnect retry.Backoff
+	// RepublishRate is how many retained messages per second (a device's
+	// state or availability) Hearth publishes again after each (re)connect,
+	// never assuming the broker kept them: paced, so that a hub full of
+	// devices does not add a burst to the crowd reconnecting after a power
+	// cut. At least 1. Default 100.
+	RepublishRate int
+
+	// The embedded broker's limits, which guard it against a flood of
+	// reconnects after a power cut. They apply only when URL is empty; set
+	// to other than their defaults together with URL they are an error.
+
+	// MaxConnectRate is how many CONNECTs a second the embedded broker
+	// accepts, a token bucket; a CONNECT beyond it is refused as "server
+	// busy", so that the client backs off and retries. More than 0.
+	// Default 100.
+	MaxConnectRate float64
+	// ConnectBurst is the token bucket's size: how many CONNECTs the
+	// embedded broker accepts at once after a quiet spell. At least 1; no
+	// second accepts more than MaxConnectRate (rounded up) + ConnectBurst −
+	// 1. Default 10, so that the few clients of a hub that start together
+	// (Hearth, its bridges, Home Assistant) are not refused: 1 would keep
+	// every second within MaxConnectRate but refuse any two CONNECTs less
+	// than 1/MaxConnectRate apart.
+	ConnectBurst int
+	// MaxConnections is how many clients may be connected to the embedded
+	// broker at once; a CONNECT beyond it is refused as "server busy". At
+	// least 1. Default 0: no limit.
+	MaxConnections int
+	// MaxInflight is the embedded broker's receive maximum per client: how
+	// many QoS 1 and 2 publishes a client may have in flight to it (MQTT 5
+	// Receive Maximum). 1 to the constant MaxInflight. Default 1024.
+	MaxInflight int
 }
 
 // TLS configures the connection to a TLS broker URL. File paths are read by
@@ -161,9 +196,13 @@ func Default() *Config {
 		DataDir:  "data",
 		Defaults: Defaults{TTL: 60 * time.Second},
 		MQTT: MQTT{
-			Listen:    "127.0.0.1:1883",
-			KeepAlive: 30 * time.Second,
-			Reconnect: retry.Backoff{Base: time.Second, Multiplier: 2, Cap: 60 * time.Second},
+			Listen:         "127.0.0.1:1883",
+			KeepAlive:      30 * time.Second,
+			Reconnect:      retry.Backoff{Base: time.Second, Multiplier: 2, Cap: 60 * time.Second},
+			RepublishRate:  100,
+			MaxConnectRate: 100,
+			ConnectBurst:   10,
+			MaxInflight:    1024,
 		},
 		HTTP: HTTP{Listen: "127.0.0.1:8080"},
 	}

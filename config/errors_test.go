@@ -18,7 +18,7 @@ func TestParseErrors(t *testing.T) {
 	}{
 		// Keys.
 		{"unknown top-level key", "prfix: home\n", `hearth.yaml:1: prfix: unknown key (did you mean prefix? known here: prefix, data_dir, defaults, mqtt, http, services, devices)`},
-		{"unknown nested key", "mqtt:\n  tsl: {}\n", `hearth.yaml:2: mqtt.tsl: unknown key (did you mean tls? known here: listen, url, username, password, client_id, keepalive, tls, reconnect)`},
+		{"unknown nested key", "mqtt:\n  tsl: {}\n", `hearth.yaml:2: mqtt.tsl: unknown key (did you mean tls? known here: listen, url, username, password, client_id, keepalive, tls, reconnect, republish_rate, max_connect_rate, connect_burst, max_connections, max_inflight)`},
 		{"unknown device key", z2m + "devices:\n  lamp:\n    class: light\n    colour: red\n", `hearth.yaml:7: devices.lamp.colour: unknown key (known here: service, class, address, ttl)`},
 		{"unknown key without a near match", "http:\n  port: 80\n", `hearth.yaml:2: http.port: unknown key (known here: listen)`},
 		{"duplicate top-level key", "prefix: a\nprefix: b\n", `hearth.yaml:2: prefix: duplicate key (first at line 1)`},
@@ -59,6 +59,10 @@ func TestParseErrors(t *testing.T) {
 		{"four attempts", z2m + "    retry:\n      max_attempts: 4\n", `hearth.yaml:5: services.zigbee.retry.max_attempts: must be from 1 to 3, got 4; the radio layer already retries (set allow_more_attempts: true to go beyond)`},
 		{"four attempts, not allowed", z2m + "    retry:\n      max_attempts: 4\n      allow_more_attempts: false\n", `hearth.yaml:5: services.zigbee.retry.max_attempts: must be from 1 to 3, got 4; the radio layer already retries (set allow_more_attempts: true to go beyond)`},
 		{"too many even when allowed", z2m + "    retry:\n      allow_more_attempts: true\n      max_attempts: 101\n", `hearth.yaml:6: services.zigbee.retry.max_attempts: must be at most 100 even with allow_more_attempts, got 101`},
+		{"bad class in an aliased list", "services:\n  a:\n    protocol: zigbee2mqtt\n    base_topic: za\n    retry:\n      retry_on: &c [transient, timout]\n  b:\n    protocol: zigbee2mqtt\n    base_topic: zb\n    retry:\n      retry_on: *c\n",
+			`hearth.yaml:6: services.a.retry.retry_on: unknown error class "timout"; want transient, permanent, a class such as timeout or unavailable, or http_<code>` + "\n" +
+				`hearth.yaml:11: services.b.retry.retry_on: unknown error class "timout"; want transient, permanent, a class such as timeout or unavailable, or http_<code>`},
+		{"republish rate zero", "mqtt:\n  republish_rate: 0\n", `hearth.yaml:2: mqtt.republish_rate: must be at least 1, got 0`},
 		{"unknown backoff", z2m + "    retry:\n      backoff: exponentail\n", `hearth.yaml:5: services.zigbee.retry.backoff: unknown backoff "exponentail"; want one of fixed, linear, exponential, fibonacci, retry_after`},
 		{"backoff not a name", z2m + "    retry:\n      backoff: 2\n", `hearth.yaml:5: services.zigbee.retry.backoff: want a backoff name, got 2`},
 		{"unknown jitter", z2m + "    retry:\n      jitter: half\n", `hearth.yaml:5: services.zigbee.retry.jitter: unknown jitter "half"; want one of none, full, equal, decorrelated`},
@@ -127,6 +131,23 @@ func TestParseErrors(t *testing.T) {
 		{"tls with tcp url", "mqtt:\n  url: tcp://broker:1883\n  tls:\n    insecure_skip_verify: true\n", `hearth.yaml:3: mqtt.tls: TLS settings need an ssl:// or mqtts:// mqtt.url, not tcp://`},
 		{"cert without key", "mqtt:\n  url: ssl://broker:8883\n  tls:\n    cert_file: c.pem\n", `hearth.yaml:4: mqtt.tls.cert_file: needs mqtt.tls.key_file too`},
 		{"key without cert", "mqtt:\n  url: ssl://broker:8883\n  tls:\n    key_file: k.pem\n", `hearth.yaml:4: mqtt.tls.key_file: needs mqtt.tls.cert_file too`},
+
+		// The embedded broker's limits.
+		{"connect rate zero", "mqtt:\n  max_connect_rate: 0\n", `hearth.yaml:2: mqtt.max_connect_rate: must be more than 0, got 0`},
+		{"connect rate negative", "mqtt:\n  max_connect_rate: -2.5\n", `hearth.yaml:2: mqtt.max_connect_rate: must be more than 0, got -2.5`},
+		{"connect rate as a word", "mqtt:\n  max_connect_rate: fast\n", `hearth.yaml:2: mqtt.max_connect_rate: want a number, got "fast"`},
+		{"connect rate with a unit", "mqtt:\n  max_connect_rate: 100/s\n", `hearth.yaml:2: mqtt.max_connect_rate: want a number, got "100/s"`},
+		{"connect burst zero", "mqtt:\n  connect_burst: 0\n", `hearth.yaml:2: mqtt.connect_burst: must be at least 1, got 0`},
+		{"connect burst fraction", "mqtt:\n  connect_burst: 1.5\n", `hearth.yaml:2: mqtt.connect_burst: want a whole number, got 1.5`},
+		{"max connections zero", "mqtt:\n  max_connections: 0\n", `hearth.yaml:2: mqtt.max_connections: must be at least 1, got 0`},
+		{"max inflight zero", "mqtt:\n  max_inflight: 0\n", `hearth.yaml:2: mqtt.max_inflight: must be from 1 to 65535, got 0`},
+		{"max inflight beyond 16 bits", "mqtt:\n  max_inflight: 65536\n", `hearth.yaml:2: mqtt.max_inflight: must be from 1 to 65535, got 65536`},
+		{"broker limit with url", "mqtt:\n  url: tcp://broker:1883\n  max_connections: 50\n",
+			`hearth.yaml:3: mqtt.max_connections: limits the embedded broker, which does not run when mqtt.url is set; set the external broker's own limits instead`},
+		{"broker limits before url", "mqtt:\n  max_connect_rate: 20\n  connect_burst: 1\n  max_inflight: 100\n  url: ssl://broker:8883\n",
+			"hearth.yaml:2: mqtt.max_connect_rate: limits the embedded broker, which does not run when mqtt.url is set; set the external broker's own limits instead\n" +
+				"hearth.yaml:3: mqtt.connect_burst: limits the embedded broker, which does not run when mqtt.url is set; set the external broker's own limits instead\n" +
+				"hearth.yaml:4: mqtt.max_inflight: limits the embedded broker, which does not run when mqtt.url is set; set the external broker's own limits instead"},
 
 		// Prefix and data_dir.
 		{"empty prefix", "prefix: \"\"\n", `hearth.yaml:1: prefix: must not be empty (leave the key out for the default)`},

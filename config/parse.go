@@ -79,6 +79,11 @@ func (c *Config) schema() []field {
 				value("insecure_skip_verify", &m.TLS.InsecureSkipVerify),
 			),
 			section("reconnect", backoff(&m.Reconnect)...),
+			value("republish_rate", &m.RepublishRate, atLeast(1)),
+			value("max_connect_rate", &m.MaxConnectRate, positiveNumber),
+			value("connect_burst", &m.ConnectBurst, atLeast(1)),
+			value("max_connections", &m.MaxConnections, atLeast(1)),
+			value("max_inflight", &m.MaxInflight, between(1, MaxInflight)),
 		),
 		section("http",
 			value("listen", &c.HTTP.Listen, listenAddress),
@@ -179,12 +184,37 @@ func (c *Config) check(w *walker) {
 	if m.TLS.KeyFile != "" && m.TLS.CertFile == "" {
 		w.reportf(w.lines["mqtt.tls.key_file"], "mqtt.tls.key_file", "needs mqtt.tls.cert_file too")
 	}
+	c.checkBrokerLimits(w)
 	w.checkBackoff("mqtt.reconnect", m.Reconnect)
 	if m.Reconnect.Strategy == retry.ServerProvided && !w.reported["mqtt.reconnect.backoff"] {
 		w.reportf(w.lines["mqtt.reconnect.backoff"], "mqtt.reconnect.backoff", "retry_after is for services that send Retry-After; a broker does not (use fixed, linear, exponential or fibonacci)")
 	}
 	c.checkTopics(w)
 	c.checkDevices(w)
+}
+
+// checkBrokerLimits reports limits of the embedded broker set together
+// with an external broker's URL, where no embedded broker runs. A limit
+// written with its default value is no mistake: the sample shows them all.
+func (c *Config) checkBrokerLimits(w *walker) {
+	m, d := &c.MQTT, Default().MQTT
+	if m.URL == "" || w.reported["mqtt.url"] {
+		return
+	}
+	limits := []struct {
+		key string
+		set bool
+	}{
+		{"mqtt.max_connect_rate", m.MaxConnectRate != d.MaxConnectRate},
+		{"mqtt.connect_burst", m.ConnectBurst != d.ConnectBurst},
+		{"mqtt.max_connections", m.MaxConnections != d.MaxConnections},
+		{"mqtt.max_inflight", m.MaxInflight != d.MaxInflight},
+	}
+	for _, l := range limits {
+		if l.set {
+			w.reportf(w.lines[l.key], l.key, "limits the embedded broker, which does not run when mqtt.url is set; set the external broker's own limits instead")
+		}
+	}
 }
 
 // checkTopics reports base topics that overlap Hearth's prefix or each

@@ -283,7 +283,7 @@ func decode[T any](n *yaml.Node) (T, error) {
 // not left at its default; a null value leaves *p alone.
 func classes(name string, p *[]retry.Class) field {
 	return field{name, func(w *walker, n *yaml.Node, key string) {
-		line := n.Line
+		line, alias := n.Line, n.Kind == yaml.AliasNode
 		n = resolve(n)
 		if isNull(n) {
 			return
@@ -297,7 +297,11 @@ func classes(name string, p *[]retry.Class) field {
 		for _, item := range n.Content {
 			c, err := decode[retry.Class](resolve(item))
 			if err != nil {
-				w.report(item.Line, key, err)
+				at := item.Line
+				if alias {
+					at = line // where this key uses the list, not where it was written
+				}
+				w.report(at, key, err)
 				ok = false
 				continue
 			}

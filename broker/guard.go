@@ -1,0 +1,271 @@
+package broker
+
+import (
+	"bytes"
+	"errors"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+	mqtt "github.com/mochi-mqtt/server/v2"
+	"github.com/mochi-mqtt/server/v2/listeners"
+	"github.com/mochi-mqtt/server/v2/packets"
+	"golang.org/x/time/rate"
+)
+
+// errRefused is what the guard's OnConnect hook returns for a CONNECT it
+// refused, after writing the CONNACK; mochi then closes the connection.
+var errRefused = errors.New("connect refused by the accept guard")
+
+// guard is the broker's accept guard: a mochi hook that decides each
+// CONNECT by MaxConnections and MaxConnectRate, after mochi's own checks
+// of the packet and before authentication.
+//
+// mochi's Capabilities.MaximumClients is left unlimited: it is checked
+// before any hook, where no ConnectEvent could report it. The guard counts
+// connections itself, as slots: a slot is taken, under mu, when a CONNECT
+// is accepted, and given back by the guarded listener when mochi has
+// finished with the connection (its establish function returns), which
+// covers every way a connection ends, also those on which mochi calls no
+// OnDisconnect hook (a CONNACK that cannot be written).
+type guard struct {
+	mqtt.HookBase
+	srv       *mqtt.Server
+	clock     clockwork.Clock
+	maxConns  int
+	limiter   *rate.Limiter // nil: no rate limit
+	onConnect func(ConnectEvent)
+	log       *refusalLog
+
+	mu sync.Mutex
+	// slots holds, per connection the guard accepted and mochi still
+	// serves, when the guard accepted it.
+	slots map[net.Conn]time.Time
+	// refusing holds the clients whose refusal the guard is writing, so
+	// that OnPacketSent tells its CONNACKs from mochi's own.
+	refusing map[*mqtt.Client]struct{}
+
+	// released, if set, is called after a slot is given back: for tests.
+	released func()
+}
+
+func newGuard(srv *mqtt.Server, opts Options) *guard {
+	g := &guard{
+		srv:       srv,
+		clock:     opts.Clock,
+		maxConns:  opts.MaxConnections,
+		onConnect: opts.OnConnect,
+		slots:     map[net.Conn]time.Time{},
+		refusing:  map[*mqtt.Client]struct{}{},
+	}
+	if g.clock == nil {
+		g.clock = clockwork.NewRealClock()
+	}
+	if opts.MaxConnectRate > 0 {
+		// A new limiter is full: an idle broker accepts a burst at once.
+		g.limiter = rate.NewLimiter(rate.Limit(opts.MaxConnectRate), max(opts.ConnectBurst, 1))
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	g.log = &refusalLog{clock: g.clock, log: log}
+	return g
+}
+
+// ID names the hook in mochi.
+func (g *guard) ID() string { return "hearth-accept-guard" }
+
+// Provides says which hooks the guard implements: OnPacketSent only when
+// someone listens to ConnectEvents, since it sees every packet.
+func (g *guard) Provides(b byte) bool {
+	if b == mqtt.OnPacketSent {
+		return g.onConnect != nil
+	}
+	return bytes.Contains([]byte{mqtt.OnConnect, mqtt.OnSessionEstablish}, []byte{b})
+}
+
+// OnConnect decides a CONNECT that passed mochi's checks. MaxConnections
+// is checked first, so that a CONNECT refused for it spends no token; a
+// CONNECT refused for the rate takes no slot.
+func (g *guard) OnConnect(cl *mqtt.Client, _ packets.Packet) error {
+	g.mu.Lock()
+	now := g.clock.Now()
+	refusal := ""
+	switch {
+	case g.maxConns > 0 && len(g.slots) >= g.maxConns && !g.takesOver(cl):
+		refusal = RefusedMaxConnections
+	case g.limiter != nil && !g.limiter.AllowN(now, 1):
+		refusal = RefusedRate
+	default:
+		g.slots[cl.Net.Conn] = now
+	}
+	if refusal != "" {
+		g.refusing[cl] = struct{}{}
+	}
+	g.mu.Unlock()
+	if refusal == "" {
+		return nil // reported in OnSessionEstablish, once authenticated
+	}
+
+	g.log.add(refusal)
+	g.report(ConnectEvent{At: now, ClientID: cl.ID, Refusal: refusal})
+	code := packets.ErrServerBusy // 0x89
+	if cl.Properties.ProtocolVersion < 5 {
+		code = packets.ErrServerUnavailable // 0x88, sent to 3.1.1 as 0x03
+	}
+	g.srv.SendConnack(cl, code, false, nil) // an error closes the connection anyway
+	g.mu.Lock()
+	delete(g.refusing, cl)
+	g.mu.Unlock()
+	return errRefused
+}
+
+// takesOver reports whether cl takes over the session of a client that
+// is connected: it replaces that client rather than adding one.
+func (g *guard) takesOver(cl *mqtt.Client) bool {
+	old, ok := g.srv.Clients.Get(cl.ID)
+	return ok && !old.Closed()
+}
+
+// OnSessionEstablish reports an accepted CONNECT: it runs once the client
+// is authenticated, right before its CONNACK.
+func (g *guard) OnSessionEstablish(cl *mqtt.Client, _ packets.Packet) {
+	if g.onConnect == nil {
+		return
+	}
+	g.mu.Lock()
+	at, ok := g.slots[cl.Net.Conn]
+	g.mu.Unlock()
+	if !ok {
+		at = g.clock.Now()
+	}
+	g.report(ConnectEvent{At: at, ClientID: cl.ID, Accepted: true})
+}
+
+// OnPacketSent reports the CONNECTs that mochi refused itself, before the
+// guard saw them (a bad protocol version, an invalid client identifier)
+// or after it (authentication), by their CONNACK.
+func (g *guard) OnPacketSent(cl *mqtt.Client, pk packets.Packet, _ []byte) {
+	if pk.FixedHeader.Type != packets.Connack || pk.ReasonCode == packets.CodeSuccess.Code {
+		return
+	}
+	g.mu.Lock()
+	_, ours := g.refusing[cl]
+	g.mu.Unlock()
+	if !ours {
+		g.report(ConnectEvent{At: g.clock.Now(), ClientID: cl.ID, Refusal: RefusedOther})
+	}
+}
+
+func (g *guard) report(e ConnectEvent) {
+	if g.onConnect != nil {
+		g.onConnect(e)
+	}
+}
+
+// release gives back the slot of conn, if the guard accepted it.
+func (g *guard) release(conn net.Conn) {
+	g.mu.Lock()
+	_, held := g.slots[conn]
+	delete(g.slots, conn)
+	released := g.released
+	g.mu.Unlock()
+	if held && released != nil {
+		released()
+	}
+}
+
+// stop logs what the refusal log still holds.
+func (g *guard) stop() { g.log.stop() }
+
+// guarded is a listener whose connections give back their guard slot when
+// mochi has finished with them. It leaves the guard's refusals, which the
+// refusal log summarises, out of mochi's per-connection warnings.
+type guarded struct {
+	listeners.Listener
+	g *guard
+}
+
+func (l guarded) Serve(establish listeners.EstablishFn) {
+	l.Listener.Serve(func(id string, conn net.Conn) error {
+		err := establish(id, conn)
+		l.g.release(conn)
+		if errors.Is(err, errRefused) {
+			return nil
+		}
+		return err
+	})
+}
+
+// refusalLog logs the guard's refusals as a warning at most once per
+// second of its clock: the first of a quiet spell at once, the rest
+// summarised a second after the previous line.
+type refusalLog struct {
+	clock clockwork.Clock
+	log   *slog.Logger
+
+	mu      sync.Mutex
+	counts  map[string]int
+	since   time.Time       // first refusal not logged yet
+	last    time.Time       // when the last line was logged
+	pending clockwork.Timer // the summary due, if any
+	stopped bool
+}
+
+// refusalInterval is the least time between two refusal lines.
+const refusalInterval = time.Second
+
+func (r *refusalLog) add(reason string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := r.clock.Now()
+	if r.counts == nil {
+		r.counts = map[string]int{}
+		r.since = now
+	}
+	r.counts[reason]++
+	if r.pending != nil || r.stopped {
+		return
+	}
+	if wait := r.last.Add(refusalInterval).Sub(now); wait > 0 && !r.last.IsZero() {
+		r.pending = r.clock.AfterFunc(wait, r.flush)
+		return
+	}
+	r.logLocked(now)
+}
+
+func (r *refusalLog) flush() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.pending = nil
+	if !r.stopped {
+		r.logLocked(r.clock.Now())
+	}
+}
+
+// stop logs what is left and stops the timer.
+func (r *refusalLog) stop() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.pending != nil {
+		r.pending.Stop()
+		r.pending = nil
+	}
+	r.logLocked(r.clock.Now())
+	r.stopped = true
+}
+
+func (r *refusalLog) logLocked(now time.Time) {
+	if r.counts == nil {
+		return
+	}
+	r.log.Warn("embedded broker refused CONNECTs (server busy); clients back off and retry",
+		"max_connections", r.counts[RefusedMaxConnections],
+		"rate", r.counts[RefusedRate],
+		"over", now.Sub(r.since))
+	r.counts = nil
+	r.last = now
+}
