@@ -2,6 +2,8 @@ package dispatcher
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"sync"
@@ -160,10 +162,17 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 		failure  error         // the last attempt's send error; nil: unconfirmed
 		delay    time.Duration // the wait before the last attempt
 		approved bool          // a retry was decided but not sent yet
+		resend   bool          // the next send repeats the last attempt
 	)
 	q.mu.Lock()
 	resumed := t.op.Attempts > 0 // after a restart: the outcome is unknown
 	q.mu.Unlock()
+	if resumed {
+		// Its first attempt was before the restart; the budget, kept in
+		// memory, must count it again, or its retry spends a floor meant
+		// for quiet services.
+		svc.Budget.FirstAttempt(d.now())
+	}
 	for {
 		if ctx.Err() != nil {
 			return // shutting down: the op stays pending in the store
@@ -177,13 +186,20 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 				fmt.Sprintf("the TTL passed after %d of %d attempts", op.Attempts, p.MaxAttempts), nil)
 			return
 		}
+		retryBy := p.DeadlineFor(op.AcceptedAt, op.Deadline)
+		if approved && !resend && !now.Before(retryBy) {
+			// A retry decided in time waited for the connection past
+			// the policy's deadline.
+			q.giveUp(t, op, retry.Decision{Reason: retry.GiveUpDeadline, Class: retry.Classify(failure)}, failure)
+			return
+		}
 		if op.Attempts > 0 && !approved {
 			if resumed && op.Attempts >= p.MaxAttempts {
 				// After a restart the last attempt may still be within
 				// its window: give the device the rest of it.
 				resumed = false
 				if left := op.LastSentAt.Add(p.AttemptTimeout).Sub(now); left > 0 {
-					if ok, stop := q.confirmWithin(ctx, t, q.watch(t), min(left, op.Deadline.Sub(now))); ok || stop {
+					if ok, stop, _ := q.confirmWithin(ctx, t, q.watch(t), min(left, op.Deadline.Sub(now)), nil); ok || stop {
 						return
 					}
 					continue
@@ -194,7 +210,7 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 				Err:      failure,
 				Delay:    delay,
 				Now:      now,
-				Deadline: p.DeadlineFor(op.AcceptedAt, op.Deadline),
+				Deadline: retryBy,
 			}, d.rand, svc.Budget)
 			if !dec.Retry {
 				if dec.Reason == retry.GiveUpCanceled {
@@ -212,15 +228,31 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 			}
 		}
 
+		// Commands wait while the bridge is down or, just after a
+		// (re)connect, not heard from: a send into the void would cost an
+		// attempt the device never saw.
+		waitUntil := op.Deadline
+		if approved && !resend {
+			waitUntil = retryBy // a decided retry must go by the policy's deadline
+		}
+		if ready, stop := q.awaitLink(ctx, t, waitUntil); stop {
+			return
+		} else if !ready {
+			continue // the TTL or the policy's deadline passed: the loop ends it
+		}
+
 		// Record the attempt before sending: after a crash, a stored
-		// attempt says the outcome of that send is unknown.
+		// attempt says the outcome of that send is unknown. A resend
+		// (delivery unknown) is the same attempt again.
 		q.mu.Lock()
 		if t.ended {
 			q.mu.Unlock()
 			return
 		}
 		prev := t.op
-		t.op.Attempts++
+		if !resend {
+			t.op.Attempts++
+		}
 		t.op.LastSentAt = d.now()
 		t.op.UpdatedAt = t.op.LastSentAt
 		op = t.op
@@ -230,6 +262,7 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 		}
 
 		reconnect := d.nextReconnect()
+		linkUp, linkGen := svc.link.watch()
 		c, sent, err := q.send(ctx, t)
 		if !sent {
 			if ctx.Err() != nil {
@@ -240,19 +273,37 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 		if err != nil && notSent(err) {
 			q.unsent(t, prev)
 			d.log.Info("attempt not sent; waiting for the connection", "op_id", op.OpID, "device", op.Device, "attempt", op.Attempts, "err", err)
+			if !q.awaitReconnect(ctx, t, reconnect, waitUntil) {
+				return
+			}
+			continue
+		}
+		if err != nil && (deliveryUnknown(err) || (errors.Is(err, context.Canceled) && ctx.Err() == nil)) {
+			// The connection went while the send waited for its
+			// acknowledgement: it may or may not have arrived. Send the
+			// same attempt again once the connection is back.
+			q.unwatch(t)
+			d.log.Info("attempt delivery unknown; resending after the reconnect", "op_id", op.OpID, "device", op.Device, "attempt", op.Attempts, "err", err)
+			if op.Attempts == 1 && !resend {
+				svc.Budget.FirstAttempt(op.LastSentAt)
+			}
+			resend, approved = true, true
 			if !q.awaitReconnect(ctx, t, reconnect, op.Deadline) {
 				return
 			}
 			continue
 		}
-		approved, resumed, failure = false, false, err
-		if op.Attempts == 1 {
+		if op.Attempts == 1 && !resend {
 			svc.Budget.FirstAttempt(op.LastSentAt)
 		}
 		outcome := "sent"
-		if err != nil {
+		switch {
+		case err != nil:
 			outcome = "send_error"
+		case resend:
+			outcome = "resent"
 		}
+		approved, resumed, resend, failure = false, false, false, err
 		d.log.Info("attempt", "op_id", op.OpID, "device", op.Device, "attempt", op.Attempts,
 			"max_attempts", p.MaxAttempts, "delay", delay, "outcome", outcome, "err", err)
 		if err != nil {
@@ -261,10 +312,54 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 		}
 		// The timeout runs from the broker's acknowledgement of the send.
 		wait := min(p.AttemptTimeout, op.Deadline.Sub(d.now()))
-		if ok, stop := q.confirmWithin(ctx, t, c, wait); ok || stop {
+		ok, stop, back := q.confirmWithin(ctx, t, c, wait, linkUp)
+		if ok || stop {
 			return
 		}
+		if back || svc.link.changedSince(linkGen) {
+			// The link went down (or a new session began) while this
+			// attempt waited: the set or its report may be lost, and the
+			// silence says nothing about the device. Send the same
+			// attempt again once the link is up, with the same op_id; an
+			// absolute target makes that harmless.
+			d.log.Info("link back while waiting for confirmation; resending", "op_id", op.OpID, "device", op.Device, "attempt", op.Attempts)
+			resend, approved = true, true // no new attempt: no policy decision
+			continue
+		}
 		d.log.Info("attempt unconfirmed", "op_id", op.OpID, "device", op.Device, "attempt", op.Attempts, "waited", wait)
+	}
+}
+
+// awaitLink waits until the service's link is ready (see link.ready).
+// ready is false when op's deadline passed first; stop means t ended or
+// ctx is done.
+func (q *deviceQueue) awaitLink(ctx context.Context, t *task, deadline time.Time) (ready, stop bool) {
+	for {
+		now := q.d.now()
+		ok, changed, retryAt := q.svc.link.ready(now)
+		if ok {
+			return true, false
+		}
+		if !now.Before(deadline) {
+			return false, false
+		}
+		until := deadline
+		if !retryAt.IsZero() && retryAt.Before(until) {
+			until = retryAt
+		}
+		q.d.log.Info("waiting for the bridge", "op_id", t.op.OpID, "device", q.dev.ID, "service", q.svc.Name, "until", until)
+		timer := q.d.clock.NewTimer(until.Sub(now))
+		select {
+		case <-changed:
+		case <-timer.Chan():
+		case <-t.cancel:
+			timer.Stop()
+			return false, true
+		case <-ctx.Done():
+			timer.Stop()
+			return false, true
+		}
+		timer.Stop()
 	}
 }
 
@@ -341,8 +436,10 @@ func (q *deviceQueue) unwatch(t *task) {
 }
 
 // confirmWithin waits up to wait for c to be confirmed. ok means t
-// succeeded (and is finished); stop means t ended otherwise or ctx is done.
-func (q *deviceQueue) confirmWithin(ctx context.Context, t *task, c *confirmation, wait time.Duration) (ok, stop bool) {
+// succeeded (and is finished); stop means t ended otherwise or ctx is
+// done; back means linkUp closed first: the link went down and came back,
+// so the attempt's delivery is unknown.
+func (q *deviceQueue) confirmWithin(ctx context.Context, t *task, c *confirmation, wait time.Duration, linkUp <-chan struct{}) (ok, stop, back bool) {
 	timer := q.d.clock.NewTimer(wait)
 	defer timer.Stop()
 	select {
@@ -353,14 +450,17 @@ func (q *deviceQueue) confirmWithin(ctx context.Context, t *task, c *confirmatio
 		q.mu.Unlock()
 		q.d.log.Info("attempt confirmed", "op_id", opID, "device", q.dev.ID, "attempt", attempt)
 		q.finish(t, devices.Succeeded, "", "", state)
-		return true, false
+		return true, false, false
 	case <-timer.Chan():
 		q.unwatch(t)
-		return false, false
+		return false, false, false
+	case <-linkUp:
+		q.unwatch(t)
+		return false, false, true
 	case <-t.cancel:
-		return false, true
+		return false, true, false
 	case <-ctx.Done():
-		return false, true
+		return false, true, false
 	}
 }
 
@@ -496,18 +596,26 @@ func (q *deviceQueue) availability(online bool) {
 	q.d.out.pushRaw(q.d.topic(q.dev.ID, "availability"), []byte(onlineWord(online)), true)
 }
 
-// republish publishes the mirrored state and availability again.
-func (q *deviceQueue) republish() {
+// mirrors returns the device's retained mirrors to publish again: its
+// last state and availability, those known.
+func (q *deviceQueue) mirrors() []outMsg {
 	q.mu.Lock()
 	state := maps.Clone(q.state)
 	avail := q.available
 	q.mu.Unlock()
+	var out []outMsg
 	if state != nil {
-		q.d.out.push(q.d.topic(q.dev.ID, ""), state, true)
+		b, err := json.Marshal(state)
+		if err != nil {
+			q.d.log.Error("encode state", "device", q.dev.ID, "err", err)
+		} else {
+			out = append(out, outMsg{topic: q.d.topic(q.dev.ID, ""), payload: b, retained: true})
+		}
 	}
 	if avail != nil {
-		q.d.out.pushRaw(q.d.topic(q.dev.ID, "availability"), []byte(onlineWord(*avail)), true)
+		out = append(out, outMsg{topic: q.d.topic(q.dev.ID, "availability"), payload: []byte(onlineWord(*avail)), retained: true})
 	}
+	return out
 }
 
 func onlineWord(online bool) string {

@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -50,8 +51,18 @@ type Bridge interface {
 	// service has it, never that the device acted on it. An error with a
 	// method NotSent() bool that returns true means nothing left Hearth
 	// (its MQTT connection is down): that costs no attempt, and the
-	// command waits for the connection instead.
+	// command waits for the connection instead. An error with a method
+	// DeliveryUnknown() bool that returns true means the connection was
+	// lost before the service acknowledged the send: the same attempt is
+	// sent again, with the same op_id, once the connection is back.
 	Send(ctx context.Context, dev devices.Device, target devices.Target) error
+}
+
+// deliveryUnknown reports whether err says that the send may or may not
+// have arrived (its connection was lost before the acknowledgement).
+func deliveryUnknown(err error) bool {
+	var du interface{ DeliveryUnknown() bool }
+	return errors.As(err, &du) && du.DeliveryUnknown()
 }
 
 // notSent reports whether err says that nothing was sent.
@@ -78,6 +89,8 @@ type Service struct {
 	// Budget limits the service's retries; nil allows every retry the
 	// policy does.
 	Budget *retry.Budget
+
+	link *link // set by New
 }
 
 // Device is a device the dispatcher commands.
@@ -105,7 +118,16 @@ type Options struct {
 	// IntakeQueue bounds the commands waiting to be stored; 0 means 4096.
 	// Submit blocks while it is full.
 	IntakeQueue int
+	// RepublishRate is how many retained mirrors (a device's state or
+	// availability) per second are published again after each
+	// (re)connect; 0 means DefaultRepublishRate.
+	RepublishRate int
 }
+
+// DefaultRepublishRate is the republish rate when Options leaves it 0:
+// enough for a few hundred devices within seconds, little beside the
+// reconnecting crowd after a power cut.
+const DefaultRepublishRate = 100
 
 // Request is a raw command as it arrived, before validation.
 type Request struct {
@@ -138,6 +160,9 @@ type Dispatcher struct {
 	connMu sync.Mutex
 	conn   chan struct{} // closed at the next Reconnected, then replaced
 
+	republishRate int
+	sweep         chan struct{} // a republish sweep is wanted
+
 	stopped chan struct{} // closed when Run stops taking commands
 }
 
@@ -161,6 +186,11 @@ func New(opts Options) (*Dispatcher, error) {
 	if d.prefix == "" {
 		d.prefix = "hearth"
 	}
+	d.republishRate = opts.RepublishRate
+	if d.republishRate <= 0 {
+		d.republishRate = DefaultRepublishRate
+	}
+	d.sweep = make(chan struct{}, 1)
 	if d.clock == nil {
 		d.clock = clockwork.NewRealClock()
 	}
@@ -187,6 +217,7 @@ func New(opts Options) (*Dispatcher, error) {
 		if s.Policy.AttemptTimeout <= 0 {
 			return nil, fmt.Errorf("dispatcher: service %q: attempt timeout must be positive", s.Name)
 		}
+		s.link = newLink(d.now())
 		d.services[s.Name] = &s
 	}
 	for _, dev := range opts.Devices {
@@ -219,6 +250,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	outDone := make(chan struct{})
 	go func() { defer close(outDone); d.out.run(outCtx) }()
 	wg.Go(func() { d.saver.run(ctx) })
+	wg.Go(func() { d.republisher(ctx) })
 	d.resume(pending)
 	for _, q := range d.devices {
 		wg.Go(func() { q.run(ctx) })
@@ -254,18 +286,83 @@ func (d *Dispatcher) Submit(ctx context.Context, req Request) error {
 	}
 }
 
+// Session tells the dispatcher that a new MQTT session starts, before its
+// subscriptions are made: every bridge's state is unknown until the bridge
+// (or its retained state) says again, since a restarted broker may have
+// lost it; commands wait for it up to BridgeStateGrace.
+func (d *Dispatcher) Session() {
+	now := d.now()
+	for _, s := range d.services {
+		s.link.reset(now)
+	}
+}
+
 // Reconnected tells the dispatcher that the MQTT connection is back: it
-// republishes every device's retained state and availability, since a
-// restarted broker may have lost them, and resumes publishing results
-// that waited for the connection.
+// resumes publishing results that waited for the connection, lets
+// commands whose send found the connection down go out again, with the
+// same op_id, and republishes every device's retained state and
+// availability at RepublishRate, since a restarted broker may have lost
+// them (Hearth never assumes it kept them).
 func (d *Dispatcher) Reconnected() {
 	d.connMu.Lock()
 	close(d.conn)
 	d.conn = make(chan struct{})
 	d.connMu.Unlock()
 	d.out.kick()
-	for _, q := range d.devices {
-		q.republish()
+	signal(d.sweep)
+}
+
+// republisher runs a republish sweep after each Reconnected. A reconnect
+// during a sweep starts it again from the first device: the broker may
+// have lost what was republished before.
+func (d *Dispatcher) republisher(ctx context.Context) {
+	ids := make([]string, 0, len(d.devices))
+	for id := range d.devices {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for {
+		select {
+		case <-d.sweep:
+		case <-ctx.Done():
+			return
+		}
+		d.republishAll(ctx, ids)
+	}
+}
+
+// republishAll pushes the retained mirrors of every device in ids to the
+// outbox, at most republishRate per second: republishRate/10 (at least
+// one) per tenth of a second, or one per 1/rate below 10 per second. It
+// returns early when ctx ends or another sweep is wanted (which is left
+// signalled for the caller's loop).
+func (d *Dispatcher) republishAll(ctx context.Context, ids []string) {
+	perTick, tick := d.republishRate/10, 100*time.Millisecond
+	if perTick < 1 {
+		perTick, tick = 1, time.Second/time.Duration(d.republishRate)
+	}
+	sent := 0
+	for _, id := range ids {
+		for _, m := range d.devices[id].mirrors() {
+			if sent > 0 && sent%perTick == 0 {
+				timer := d.clock.NewTimer(tick)
+				select {
+				case <-timer.Chan():
+				case <-d.sweep:
+					timer.Stop()
+					signal(d.sweep)
+					return
+				case <-ctx.Done():
+					timer.Stop()
+					return
+				}
+			}
+			d.out.pushRaw(m.topic, m.payload, true)
+			sent++
+		}
+	}
+	if sent > 0 {
+		d.log.Info("republished retained state and availability", "messages", sent)
 	}
 }
 

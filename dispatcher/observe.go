@@ -27,10 +27,17 @@ func (d *Dispatcher) Availability(device string, online bool) {
 	}
 }
 
-// BridgeState takes a bridge's own online state. It is logged; the
-// per-service breaker will use it.
+// BridgeState takes a bridge's own online state. Commands through an
+// offline bridge wait for it (costing no attempt), and attempts that were
+// waiting for confirmation when it comes back are sent again.
 func (d *Dispatcher) BridgeState(service string, online bool) {
-	d.log.Info("bridge state", "service", service, "online", online)
+	s, ok := d.services[service]
+	if !ok {
+		return
+	}
+	if s.link.set(online, d.now()) {
+		d.log.Info("bridge state", "service", service, "online", online)
+	}
 }
 
 // Restore seeds the mirrored state of devices from the store, so that it

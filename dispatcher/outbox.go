@@ -145,9 +145,7 @@ func (o *outbox) run(ctx context.Context) {
 func (o *outbox) publish(ctx context.Context, m outMsg) {
 	failures := 0
 	for {
-		pctx, cancel := context.WithTimeout(ctx, publishTimeout)
-		err := o.pub.Publish(pctx, m.topic, 1, m.retained, m.payload)
-		cancel()
+		err := o.publishOnce(ctx, m)
 		switch {
 		case err == nil:
 			return
@@ -157,7 +155,7 @@ func (o *outbox) publish(ctx context.Context, m outMsg) {
 		case permanent(err):
 			o.log.Error("publish refused by the broker; dropped", "topic", m.topic, "err", err)
 			return
-		case notSent(err):
+		case notSent(err), deliveryUnknown(err):
 			select {
 			case <-o.up:
 			case <-ctx.Done():
@@ -177,6 +175,31 @@ func (o *outbox) publish(ctx context.Context, m outMsg) {
 			}
 		}
 	}
+}
+
+// stopGrace is how long a publish already waiting for its PUBACK may go
+// on once the outbox stops: cancelling it would leave its delivery
+// unknown, and the drain would send it a second time.
+const stopGrace = 2 * time.Second
+
+// publishOnce publishes m and waits for its PUBACK, up to publishTimeout,
+// or stopGrace after ctx ends.
+func (o *outbox) publishOnce(ctx context.Context, m outMsg) error {
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), publishTimeout)
+	defer cancel()
+	finished := make(chan struct{})
+	defer close(finished)
+	stop := context.AfterFunc(ctx, func() {
+		t := time.NewTimer(stopGrace)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			cancel()
+		case <-finished:
+		}
+	})
+	defer stop()
+	return o.pub.Publish(pctx, m.topic, 1, m.retained, m.payload)
 }
 
 // permanent reports whether err says the broker refused the message for

@@ -91,7 +91,21 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 
 	d.brokerURL = cfg.MQTT.URL
 	if d.brokerURL == "" {
-		d.broker, err = broker.Start(broker.Options{Listen: cfg.MQTT.Listen, Logger: log.With("component", "broker")})
+		d.broker, err = broker.Start(broker.Options{
+			Listen:         cfg.MQTT.Listen,
+			MaxConnectRate: cfg.MQTT.MaxConnectRate,
+			ConnectBurst:   cfg.MQTT.ConnectBurst,
+			MaxConnections: cfg.MQTT.MaxConnections,
+			MaxInflight:    cfg.MQTT.MaxInflight,
+			// The accept guard measures load on the host, in real time,
+			// not on dp.clock: tests hold dp.clock still while hearthd,
+			// the simulator and the automation connect, and a token
+			// bucket on a clock that stands still never refills, so it
+			// would refuse every CONNECT after the first (hearthd's own
+			// reconnects included) until the test moved time on.
+			Clock:  clockwork.NewRealClock(),
+			Logger: log.With("component", "broker"),
+		})
 		if err != nil {
 			return nil, fmt.Errorf("%w (choose another address with -mqtt-listen or mqtt.listen, or use an external broker with -mqtt-url)", err)
 		}
@@ -125,6 +139,11 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 			Topic:   cfg.Prefix + "/bridge/state",
 			Online:  "online",
 			Offline: "offline",
+		},
+		OnSession: func() {
+			if disp != nil {
+				disp.Session()
+			}
 		},
 		OnConnect: func(context.Context) {
 			if disp != nil {
@@ -174,14 +193,15 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 		devs[i] = dispatcher.Device{Device: dev.Device, TTL: dev.TTL}
 	}
 	disp, err = dispatcher.New(dispatcher.Options{
-		Prefix:    cfg.Prefix,
-		Services:  services,
-		Devices:   devs,
-		Journal:   d.store,
-		Publisher: d.conn,
-		Clock:     dp.clock,
-		Rand:      dp.rand,
-		Logger:    log.With("component", "dispatcher"),
+		Prefix:        cfg.Prefix,
+		Services:      services,
+		Devices:       devs,
+		Journal:       d.store,
+		Publisher:     d.conn,
+		Clock:         dp.clock,
+		Rand:          dp.rand,
+		RepublishRate: cfg.MQTT.RepublishRate,
+		Logger:        log.With("component", "dispatcher"),
 	})
 	if err != nil {
 		return nil, err
@@ -210,6 +230,9 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 	}
 
 	d.health.Add("mqtt", func() error {
+		if err := d.conn.Conflict(); err != nil {
+			return err
+		}
 		if !d.conn.Connected() {
 			return fmt.Errorf("not connected to %s", d.brokerURL)
 		}

@@ -115,6 +115,9 @@ type harnessOptions struct {
 	rand retry.Rand
 	// config is the configuration file's text; "" means testConfig.
 	config string
+	// simOnFakeClock runs the simulator's latency and reconnect delays on
+	// the harness's fake clock instead of the real one.
+	simOnFakeClock bool
 }
 
 func newHarness(t testing.TB, o harnessOptions) *harness {
@@ -153,12 +156,16 @@ func newHarness(t testing.TB, o harnessOptions) *harness {
 	// note on mochi-mqtt below.
 	waitClosed(t, h.d.conn.Up(), "hearthd connected")
 
-	h.sim, err = simulator.New(simulator.Options{
+	simOpts := simulator.Options{
 		Broker:  h.d.brokerURL,
 		Devices: simDevices(cfg),
 		Faults:  o.faults,
 		OnSet:   func(e simulator.SetEvent) { h.sets <- e },
-	})
+	}
+	if o.simOnFakeClock {
+		simOpts.Clock = o.clock
+	}
+	h.sim, err = simulator.New(simOpts)
 	if err != nil {
 		t.Fatal(err)
 	}

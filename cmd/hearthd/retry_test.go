@@ -13,6 +13,7 @@ import (
 
 	"github.com/jonboulle/clockwork"
 
+	"github.com/hearthd/hearth/broker"
 	"github.com/hearthd/hearth/config"
 	"github.com/hearthd/hearth/devices"
 	"github.com/hearthd/hearth/simulator"
@@ -259,4 +260,96 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.buf.String()
+}
+
+// Regression: commands resumed after a restart count their first attempt
+// in the service's retry budget again (the budget lives in memory), so
+// that their retries get the 20% the ratio allows, not the floor of 3.
+// 50 commands, each sent once to devices that never answer, then a
+// restart: 10 get their second attempt and 40 end retry_budget_exhausted.
+func TestResumedCommandsCountInTheRetryBudget(t *testing.T) {
+	const n = 50
+	dir := t.TempDir()
+	b, err := broker.Start(broker.Options{Listen: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	lose := simulator.Faults{DropRate: 1}
+	h := newHarness(t, harnessOptions{dataDir: dir, faults: lose, brokerURL: b.URL(), config: manyDevices(n, "")})
+	for i := range n {
+		h.publish(fmt.Sprintf("sw%03d", i), fmt.Sprintf(`{"state":"ON","op_id":"r%03d"}`, i))
+	}
+	for i := range n {
+		h.result(fmt.Sprintf("r%03d", i))
+		h.nextSet()
+	}
+	clock := h.clock
+	h.stopHearth()
+
+	h2 := newHarness(t, harnessOptions{dataDir: dir, clock: clock, brokerURL: b.URL(), automation: h, faults: lose, config: manyDevices(n, "")})
+	exhausted := 0
+	for range n - n/5 {
+		r := h2.await(func(r devices.Result) bool { return r.Status.Terminal() }, "a result after the restart")
+		if r.Status != devices.Failed || r.Reason != devices.ReasonRetryBudgetExhausted || r.Attempts != 1 {
+			t.Errorf("%s: %s/%s after %d attempts; want failed/retry_budget_exhausted after 1", r.OpID, r.Status, r.Reason, r.Attempts)
+		}
+		exhausted++
+	}
+	pending, err := h2.d.store.Pending()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pending) != n/5 {
+		t.Errorf("%d commands still pending after %d ended exhausted; want the %d the budget allows to retry", len(pending), exhausted, n/5)
+	}
+}
+
+// Regression: a retry decided within the policy's deadline that then
+// finds the connection down waits for it only until that deadline, and
+// ends deadline_exceeded there, not whenever the broker comes back.
+func TestRetryWaitingForTheConnectionEndsAtThePolicyDeadline(t *testing.T) {
+	m := startRestartableMochi(t)
+	cfg := strings.Replace(testConfig, `      max_attempts: 2
+      attempt_timeout: 5s
+      base: 1s
+      multiplier: 2
+      cap: 10s`, `      max_attempts: 2
+      attempt_timeout: 1s
+      backoff: fixed
+      jitter: none
+      base: 1s
+      deadline: 5s`, 1)
+	h := newHarness(t, harnessOptions{brokerURL: m.url(), config: cfg, faults: simulator.Faults{Offline: []string{"plug"}}})
+	h.publish("plug", `{"state":"ON","op_id":"late"}`)
+	h.result("late")
+	h.nextSet()
+	h.advance(time.Second) // attempt 1 unconfirmed; the retry waits 1 s
+	h.stopSim()
+	h.stopSim = nil
+	h.stopAutomation() // before its broker goes: paho's reconnect would outlive the test
+	m.stop()           // the broker goes away during the backoff
+	// Move the clock while the worker and Hearth's reconnect both wait on
+	// it, until the command ends.
+	deadline := time.Now().Add(eventWait)
+	for h.clock.Since(t0) < 20*time.Second {
+		if op, _, _ := h.d.store.Lookup("late"); op.Status.Terminal() {
+			break
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		err := h.clock.BlockUntilContext(ctx, 2)
+		cancel()
+		if err == nil {
+			h.clock.Advance(500 * time.Millisecond)
+		} else if time.Now().After(deadline) {
+			t.Fatalf("at +%v hearthd did not wait on the clock", h.clock.Since(t0))
+		}
+	}
+	op, _, err := h.d.store.Lookup("late")
+	if err != nil || op.Status != devices.Failed || op.Reason != devices.ReasonDeadlineExceeded {
+		t.Fatalf("late: %s/%s (%s, %v); want failed/deadline_exceeded", op.Status, op.Reason, op.Detail, err)
+	}
+	if ended := op.UpdatedAt.Sub(t0); ended < 5*time.Second || ended > 5500*time.Millisecond {
+		t.Errorf("late ended at +%v; want at the policy deadline, +5s (the TTL is 60 s)", ended)
+	}
 }

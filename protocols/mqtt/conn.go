@@ -116,6 +116,12 @@ type Options struct {
 	ConflictBackoff time.Duration
 	// Status is announced retained with a will, when its Topic is set.
 	Status Announcement
+	// OnSession runs at every (re)connect as soon as the broker accepted
+	// it, before the subscriptions are made: anything learned from
+	// retained messages on an earlier connection may be stale from here
+	// (a restarted broker may have lost them), and retained messages of
+	// the new session arrive only after it returns. Keep it short.
+	OnSession func()
 	// OnConnect runs after every (re)connect, once the subscriptions are
 	// back and the birth is published. It runs on the connection's loop:
 	// keep it short or hand work off.
@@ -328,7 +334,7 @@ func (c *Conn) Publish(ctx context.Context, topic string, qos byte, retained boo
 		return ErrNotConnected // paho had no connection to write to: nothing left
 	}
 	if err != nil && gone.Err() != nil {
-		return fmt.Errorf("publish %s: the connection was lost before the broker acknowledged it: %w", topic, err)
+		return &LostError{Topic: topic}
 	}
 	if resp != nil && resp.ReasonCode >= 0x80 {
 		return &RefusedError{Topic: topic, ReasonCode: resp.ReasonCode}
@@ -338,6 +344,25 @@ func (c *Conn) Publish(ctx context.Context, topic string, qos byte, retained boo
 	}
 	return nil
 }
+
+// LostError is a publish whose connection was lost before the broker
+// acknowledged it: the message may or may not have reached the broker.
+// Its delivery is unknown (DeliveryUnknown returns true), and its retry
+// class is retry.Unavailable, transient: send it again on the next
+// connection.
+type LostError struct {
+	Topic string
+}
+
+func (e *LostError) Error() string {
+	return fmt.Sprintf("publish %s: the connection was lost before the broker acknowledged it", e.Topic)
+}
+
+// DeliveryUnknown reports that the message may or may not have arrived.
+func (e *LostError) DeliveryUnknown() bool { return true }
+
+// Unwrap returns retry.ErrUnavailable, the class of a lost connection.
+func (e *LostError) Unwrap() error { return retry.ErrUnavailable }
 
 // RefusedError is a publish the broker refused with a PUBACK reason code
 // of 0x80 or more (MQTT 5.0 §3.4.2.1), for example 0x87 "not authorized".
@@ -548,6 +573,9 @@ func (c *Conn) connect(ctx context.Context) (*paho.Client, <-chan error, error) 
 	c.gone, c.dropped = context.WithCancel(context.Background())
 	subs := append([]subscription(nil), c.subs...)
 	c.mu.Unlock()
+	if c.opts.OnSession != nil {
+		c.opts.OnSession()
+	}
 	if err := subscribeOn(cctx, client, subs); err != nil {
 		c.drop(client)
 		return nil, nil, err

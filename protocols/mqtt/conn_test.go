@@ -710,3 +710,37 @@ func TestConnReconnectDelaysFollowThePolicy(t *testing.T) {
 type floorRand struct{}
 
 func (floorRand) Int64N(int64) int64 { return 0 }
+
+// OnSession runs at every connect before the subscriptions are made, so a
+// retained message of the new session always arrives after it: what it
+// resets is never overwritten by a stale value from the last session.
+func TestConnOnSessionRunsBeforeRetainedMessages(t *testing.T) {
+	b := startBroker(t)
+	newClient(t, b.url()).publish(t, "bridge/state", true, "online")
+	fc := clockwork.NewFakeClock()
+	events := make(chan string, 16)
+	r := runConn(t, b.url(), Options{
+		Clock:     fc,
+		Rand:      ceilingRand{},
+		Reconnect: retry.Backoff{Base: time.Second, Cap: time.Second},
+		OnSession: func() { events <- "session" },
+	}, func(c *Conn) {
+		c.Subscribe(context.Background(), "bridge/state", 1, func(m Message) { events <- "retained " + string(m.Payload) })
+	})
+	r.waitUp(t)
+	for _, want := range []string{"session", "retained online"} {
+		if got := waitChan(t, events, want); got != want {
+			t.Fatalf("got %q, want %q", got, want)
+		}
+	}
+	b.stop()
+	blockUntil(t, fc, 1, "reconnect backoff")
+	b.start() // empty retained store
+	newClient(t, b.url()).publish(t, "bridge/state", true, "offline")
+	fc.Advance(time.Second)
+	for _, want := range []string{"session", "retained offline"} {
+		if got := waitChan(t, events, want); got != want {
+			t.Fatalf("after the reconnect got %q, want %q", got, want)
+		}
+	}
+}

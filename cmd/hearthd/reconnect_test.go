@@ -1,0 +1,341 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+	mochi "github.com/mochi-mqtt/server/v2"
+	"github.com/mochi-mqtt/server/v2/hooks/auth"
+	"github.com/mochi-mqtt/server/v2/listeners"
+	"github.com/mochi-mqtt/server/v2/packets"
+
+	"github.com/hearthd/hearth/devices"
+)
+
+// restartableMochi is an external broker the test can stop and start
+// again on the same address, with its retained store wiped, as a broker
+// without persistence comes back after a power cut.
+type restartableMochi struct {
+	t    *testing.T
+	addr string
+	srv  *mochi.Server
+}
+
+// startRestartableMochi starts the broker with extra hooks; a restart
+// starts it without them.
+func startRestartableMochi(t *testing.T, hooks ...mochi.Hook) *restartableMochi {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &restartableMochi{t: t, addr: ln.Addr().String()}
+	m.serve(ln, hooks...)
+	t.Cleanup(m.stop)
+	return m
+}
+
+func (m *restartableMochi) url() string { return "tcp://" + m.addr }
+
+func (m *restartableMochi) serve(ln net.Listener, hooks ...mochi.Hook) {
+	m.t.Helper()
+	srv := mochi.New(nil)
+	for _, h := range append([]mochi.Hook{new(auth.AllowHook)}, hooks...) {
+		if err := srv.AddHook(h, nil); err != nil {
+			m.t.Fatal(err)
+		}
+	}
+	if err := srv.AddListener(listeners.NewNet("t", ln)); err != nil {
+		m.t.Fatal(err)
+	}
+	if err := srv.Serve(); err != nil {
+		m.t.Fatal(err)
+	}
+	m.srv = srv
+}
+
+// stop closes the broker as startMochi's cleanup does (mochi #488).
+func (m *restartableMochi) stop() {
+	if m.srv == nil {
+		return
+	}
+	if l, ok := m.srv.Listeners.Get("t"); ok {
+		l.Close(func(string) {})
+	}
+	for _, cl := range m.srv.Clients.GetAll() {
+		m.srv.DisconnectClient(cl, packets.ErrServerShuttingDown)
+	}
+	m.srv.Close()
+	m.srv = nil
+}
+
+// restart stops the broker and starts an empty one on the same address.
+func (m *restartableMochi) restart() {
+	m.t.Helper()
+	m.stop()
+	ln, err := net.Listen("tcp", m.addr)
+	if err != nil {
+		m.t.Fatalf("listen again on %s: %v", m.addr, err)
+	}
+	m.serve(ln)
+}
+
+// manyDevices is a config with n switches sw000… on one Zigbee2MQTT
+// service, plus extra YAML for the mqtt section.
+func manyDevices(n int, mqttExtra string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "mqtt:\n  listen: 127.0.0.1:0\n  reconnect: {base: 10ms, cap: 100ms}\n%shttp:\n  listen: 127.0.0.1:0\nservices:\n  zigbee:\n    protocol: zigbee2mqtt\ndevices:\n", mqttExtra)
+	for i := range n {
+		fmt.Fprintf(&b, "  sw%03d: {class: switch}\n", i)
+	}
+	return b.String()
+}
+
+// A broker that comes back without its retained store has lost every
+// device's state and availability: Hearth republishes them all on the
+// reconnect, paced at mqtt.republish_rate (here 10 per second: one per
+// tenth of a second), never assuming the broker kept them.
+func TestWipedBrokerGetsStateAndAvailabilityBackWithinTheRateLimit(t *testing.T) {
+	const n = 15 // devices: 2n retained mirrors
+	m := startRestartableMochi(t)
+	h := newHarness(t, harnessOptions{brokerURL: m.url(), config: manyDevices(n, "  republish_rate: 10\n")})
+
+	topics := map[string]byte{}
+	for i := range n {
+		topics[fmt.Sprintf("hearth/sw%03d", i)] = 1
+		topics[fmt.Sprintf("hearth/sw%03d/availability", i)] = 1
+	}
+	got := make(chan paho.Message, 4*n)
+	watch := func() paho.Client {
+		c := paho.NewClient(paho.NewClientOptions().AddBroker(m.url()).SetClientID("watch-" + fmt.Sprint(time.Now().UnixNano())).SetOrderMatters(false))
+		mustToken(t, c.Connect())
+		mustToken(t, c.SubscribeMultiple(topics, func(_ paho.Client, msg paho.Message) { got <- msg }))
+		return c
+	}
+	// Hearth mirrors what the simulated bridge reports at start.
+	w := watch()
+	seen := map[string]bool{}
+	for len(seen) < 2*n {
+		select {
+		case msg := <-got:
+			seen[msg.Topic()] = true
+		case <-time.After(eventWait):
+			t.Fatalf("Hearth mirrored %d of %d topics at start", len(seen), 2*n)
+		}
+	}
+	w.Disconnect(0)
+
+	// Power cut of the broker. The simulator stays down, so every message
+	// on the new broker is Hearth's republish.
+	h.stopSim()
+	h.stopSim = nil
+	m.restart()
+	w = watch()
+	defer w.Disconnect(0)
+	select {
+	case msg := <-got:
+		t.Fatalf("the wiped broker still had %s", msg.Topic())
+	default:
+	}
+	h.advance(10 * time.Millisecond) // Hearth's reconnect backoff
+
+	// The sweep publishes one mirror per tenth of a second: the first at
+	// once, then one each time the clock moves 100 ms. Were it faster, it
+	// would not be waiting on the clock for the next advance.
+	received := map[string]string{}
+	for k := range 2 * n {
+		if k > 0 {
+			h.advance(100 * time.Millisecond) // the sweep waits on the clock
+		}
+		select {
+		case msg := <-got:
+			if prev, dup := received[msg.Topic()]; dup {
+				t.Errorf("%s republished twice (%q, then %q)", msg.Topic(), prev, msg.Payload())
+			}
+			received[msg.Topic()] = string(msg.Payload())
+		case <-time.After(eventWait):
+			t.Fatalf("message %d of %d never republished", k+1, 2*n)
+		}
+		select {
+		case msg := <-got:
+			t.Fatalf("%s republished in the same tenth of a second as message %d; the rate allows one", msg.Topic(), k+1)
+		default:
+		}
+	}
+	for i := range n {
+		if a := received[fmt.Sprintf("hearth/sw%03d/availability", i)]; a != "online" {
+			t.Errorf("sw%03d availability republished as %q, want online", i, a)
+		}
+		if s := received[fmt.Sprintf("hearth/sw%03d", i)]; !strings.Contains(s, `"state":"OFF"`) {
+			t.Errorf("sw%03d state republished as %s, want the reported OFF", i, s)
+		}
+	}
+}
+
+// loseSets is a broker that loses the bridge's set messages as a broker
+// about to crash does: to even-numbered devices it acknowledges them and
+// never delivers them; to odd-numbered ones it never even acknowledges.
+type loseSets struct{ mochi.HookBase }
+
+func (h *loseSets) ID() string           { return "lose-sets" }
+func (h *loseSets) Provides(b byte) bool { return b == mochi.OnPublish }
+func (h *loseSets) OnPublish(_ *mochi.Client, pk packets.Packet) (packets.Packet, error) {
+	var i int
+	if _, err := fmt.Sscanf(pk.TopicName, "zigbee2mqtt/sw%03d/set", &i); err != nil {
+		return pk, nil
+	}
+	if i%2 == 0 {
+		return pk, packets.CodeSuccessIgnore // PUBACK, then nothing
+	}
+	return pk, packets.ErrRejectPacket // no PUBACK
+}
+
+// The broker restarts, wiped, in the middle of dispatching 500 commands
+// (each of 250 switches gets ON, then OFF), with every set in flight: sent
+// and acknowledged but never delivered, or not even acknowledged. Every
+// accepted command ends in exactly one terminal status, none is lost,
+// none needs a second attempt (a send whose delivery is unknown is sent
+// again, with the same op_id, once the bridge is back), and no device
+// receives a stale target after a newer one.
+func TestBrokerRestartWhileDispatching500Commands(t *testing.T) {
+	const n = 250
+	m := startRestartableMochi(t, new(loseSets))
+	h := newHarness(t, harnessOptions{brokerURL: m.url(), config: manyDevices(n, "")})
+	h.stopAutomation() // this test's automation resubscribes after the restart
+
+	results := make(chan devices.Result, 4*n)
+	topics := map[string]byte{}
+	for i := range n {
+		topics[fmt.Sprintf("hearth/sw%03d/result", i)] = 1
+	}
+	auto := paho.NewClient(paho.NewClientOptions().AddBroker(m.url()).SetClientID("automation-restart").
+		SetConnectRetry(true).SetConnectRetryInterval(20 * time.Millisecond).SetMaxReconnectInterval(100 * time.Millisecond).
+		SetOnConnectHandler(func(c paho.Client) {
+			c.SubscribeMultiple(topics, func(_ paho.Client, msg paho.Message) {
+				var r devices.Result
+				if err := json.Unmarshal(msg.Payload(), &r); err != nil {
+					t.Errorf("result is not JSON: %s", msg.Payload())
+					return
+				}
+				results <- r
+			}).Wait()
+		}))
+	mustToken(t, auto.Connect())
+	defer auto.Disconnect(0)
+
+	// Each device's sets in arrival order, as the device saw them.
+	var setsMu sync.Mutex
+	sets := map[string][]string{}
+	setsDone := make(chan struct{})
+	go func() {
+		defer close(setsDone)
+		for e := range h.sets {
+			var v struct{ State string }
+			json.Unmarshal(e.Payload, &v)
+			setsMu.Lock()
+			sets[e.Device] = append(sets[e.Device], v.State)
+			setsMu.Unlock()
+		}
+	}()
+
+	for _, state := range []string{"ON", "OFF"} {
+		for i := range n {
+			mustToken(t, auto.Publish(fmt.Sprintf("hearth/sw%03d/set", i), 1, false,
+				fmt.Sprintf(`{"state":%q,"op_id":"%s-%03d"}`, state, state, i)))
+		}
+	}
+	final := map[string][]devices.Status{} // op_id → every terminal status received
+	accepted := 0
+	take := func(r devices.Result) {
+		switch {
+		case r.Status == devices.Accepted:
+			accepted++
+		case r.Status.Terminal():
+			final[r.OpID] = append(final[r.OpID], r.Status)
+		}
+	}
+	for accepted < 2*n {
+		select {
+		case r := <-results:
+			take(r)
+		case <-time.After(eventWait):
+			t.Fatalf("%d of %d commands accepted", accepted, 2*n)
+		}
+	}
+	if pending, err := h.d.store.Pending(); err != nil || len(pending) != n {
+		t.Fatalf("%d commands pending before the restart (%v); want the %d OFF commands in flight", len(pending), err, n)
+	}
+
+	// Power cut of the broker, mid-flight. Hearth reconnects after its
+	// backoff on the fake clock, then waits for the bridge to announce
+	// itself before sending again; the simulated bridge reconnects after
+	// its own (real) delay. The fake clock moves no further: no attempt
+	// times out, no retry is needed.
+	m.restart()
+	// Every worker waits on the clock (for a confirmation, or for the
+	// connection), and so does Hearth's reconnect.
+	ctx, cancel := context.WithTimeout(context.Background(), eventWait)
+	defer cancel()
+	if err := h.clock.BlockUntilContext(ctx, n+1); err != nil {
+		t.Fatalf("hearthd did not settle after the broker went away: %v", err)
+	}
+	h.clock.Advance(10 * time.Millisecond)
+	for pending := -1; pending != 0; {
+		select {
+		case r := <-results:
+			take(r)
+		case <-time.After(eventWait):
+			t.Fatalf("%d commands still pending", pending)
+		}
+		p, err := h.d.store.Pending()
+		if err != nil {
+			t.Fatal(err)
+		}
+		pending = len(p)
+	}
+
+	for _, state := range []string{"ON", "OFF"} {
+		for i := range n {
+			id := fmt.Sprintf("%s-%03d", state, i)
+			op, ok, err := h.d.store.Lookup(id)
+			switch {
+			case err != nil || !ok:
+				t.Errorf("%s: lost (%v)", id, err)
+			case state == "ON" && op.Status != devices.Superseded:
+				t.Errorf("%s: %s/%s; want superseded by the OFF", id, op.Status, op.Reason)
+			case state == "OFF" && (op.Status != devices.Succeeded || op.Attempts != 1):
+				t.Errorf("%s: %s/%s after %d attempts (%s); want succeeded after 1", id, op.Status, op.Reason, op.Attempts, op.Detail)
+			}
+			for _, s := range final[id] {
+				if s != op.Status {
+					t.Errorf("%s: result %s, but the stored status is %s", id, s, op.Status)
+				}
+			}
+		}
+	}
+	h.stopSim()
+	h.stopSim = nil
+	close(h.sets)
+	<-setsDone
+	for i := range n {
+		dev := fmt.Sprintf("sw%03d", i)
+		seq := sets[dev]
+		if len(seq) == 0 || seq[len(seq)-1] != "OFF" {
+			t.Errorf("%s received %v; want OFF last", dev, seq)
+		}
+		for j := 1; j < len(seq); j++ {
+			if seq[j] == "ON" && slices.Contains(seq[:j], "OFF") {
+				t.Errorf("%s received %v: a stale ON after the newer OFF", dev, seq)
+				break
+			}
+		}
+	}
+}
