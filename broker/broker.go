@@ -84,6 +84,11 @@ type Options struct {
 	// MaxConnections, so for the moment both are open the count can
 	// exceed the limit by the number of takeovers in progress.
 	MaxConnections int
+	// Exempt lists client IDs the guard never refuses, neither for the
+	// rate nor for MaxConnections (they still count as connected): the
+	// daemon's own client, which must never be locked out of its own
+	// broker by the crowd it guards against.
+	Exempt []string
 	// MaxInflight is each client's receive maximum: how many QoS 1 and 2
 	// publishes a client may have in flight to the broker (MQTT 5 Receive
 	// Maximum, sent in the CONNACK). mochi enforces it on 3.1.1 clients
@@ -272,6 +277,7 @@ func (b *Broker) close() error {
 		}
 		b.srv.DisconnectClient(cl, packets.ErrServerShuttingDown)
 	}
+	b.guard.endAll()
 	err := b.srv.Close()
 	b.guard.stop()
 	return err

@@ -35,7 +35,8 @@ type guard struct {
 	srv       *mqtt.Server
 	clock     clockwork.Clock
 	maxConns  int
-	limiter   *rate.Limiter // nil: no rate limit
+	exempt    map[string]bool // client IDs the guard never refuses
+	limiter   *rate.Limiter   // nil: no rate limit
 	onConnect func(ConnectEvent)
 	log       *refusalLog
 
@@ -49,6 +50,46 @@ type guard struct {
 
 	// released, if set, is called after a slot is given back: for tests.
 	released func()
+
+	// serving holds every connection mochi is serving, from accept to the
+	// end of its session, so that Close can end them all and wait for
+	// mochi to let go of them before it closes the server.
+	serving map[net.Conn]struct{}
+	closing bool
+	wg      sync.WaitGroup
+}
+
+// serve registers conn as served; false once the broker is closing.
+func (g *guard) serve(conn net.Conn) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closing {
+		return false
+	}
+	g.serving[conn] = struct{}{}
+	g.wg.Add(1)
+	return true
+}
+
+func (g *guard) served(conn net.Conn) {
+	g.mu.Lock()
+	delete(g.serving, conn)
+	g.mu.Unlock()
+	g.wg.Done()
+}
+
+// endAll closes every connection mochi still serves and waits until mochi
+// has finished with each, after which no connection is accepted: mochi
+// v2.7.9 races its own Close against a connection it is still
+// establishing.
+func (g *guard) endAll() {
+	g.mu.Lock()
+	g.closing = true
+	for conn := range g.serving {
+		conn.Close()
+	}
+	g.mu.Unlock()
+	g.wg.Wait()
 }
 
 func newGuard(srv *mqtt.Server, opts Options) *guard {
@@ -59,6 +100,11 @@ func newGuard(srv *mqtt.Server, opts Options) *guard {
 		onConnect: opts.OnConnect,
 		slots:     map[net.Conn]time.Time{},
 		refusing:  map[*mqtt.Client]struct{}{},
+		exempt:    map[string]bool{},
+		serving:   map[net.Conn]struct{}{},
+	}
+	for _, id := range opts.Exempt {
+		g.exempt[id] = true
 	}
 	if g.clock == nil {
 		g.clock = clockwork.NewRealClock()
@@ -95,6 +141,8 @@ func (g *guard) OnConnect(cl *mqtt.Client, _ packets.Packet) error {
 	now := g.clock.Now()
 	refusal := ""
 	switch {
+	case g.exempt[cl.ID]:
+		g.slots[cl.Net.Conn] = now // counted, never refused
 	case g.maxConns > 0 && len(g.slots) >= g.maxConns && !g.takesOver(cl):
 		refusal = RefusedMaxConnections
 	case g.limiter != nil && !g.limiter.AllowN(now, 1):
@@ -191,6 +239,11 @@ type guarded struct {
 
 func (l guarded) Serve(establish listeners.EstablishFn) {
 	l.Listener.Serve(func(id string, conn net.Conn) error {
+		if !l.g.serve(conn) {
+			conn.Close() // accepted as the broker closes
+			return nil
+		}
+		defer l.g.served(conn)
 		err := establish(id, conn)
 		l.g.release(conn)
 		if errors.Is(err, errRefused) {

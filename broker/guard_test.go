@@ -495,3 +495,19 @@ func (r *recorder) none(t *testing.T) {
 	default:
 	}
 }
+
+// Regression: the daemon's own client is never refused, neither at
+// MaxConnections nor beyond the rate, so the crowd it guards against can
+// never lock hearthd out of its own broker; it still counts as connected.
+func TestExemptClientIsNeverRefused(t *testing.T) {
+	clock := clockwork.NewFakeClockAt(t0) // frozen: the bucket never refills
+	b := startBroker(t, Options{Listen: "127.0.0.1:0", MaxConnections: 1, MaxConnectRate: 1, ConnectBurst: 1, Clock: clock,
+		Exempt: []string{"hearthd"}})
+	other := mustConnect(t, b, "device", true) // takes the slot and the token
+	defer other.disconnect()
+	self := mustConnect(t, b, "hearthd", true)
+	defer self.disconnect()
+	if r := connect(b, "late", true); r.err != nil || r.code != r.busyCode() {
+		t.Fatalf("a third client: CONNACK %#x, %v; want %#x: the exempt client counts", r.code, r.err, r.busyCode())
+	}
+}

@@ -2,7 +2,6 @@ package dispatcher
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -163,6 +162,7 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 		delay    time.Duration // the wait before the last attempt
 		approved bool          // a retry was decided but not sent yet
 		resend   bool          // the next send repeats the last attempt
+		resends  int           // resends of the current attempt
 	)
 	q.mu.Lock()
 	resumed := t.op.Attempts > 0 // after a restart: the outcome is unknown
@@ -187,7 +187,10 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 			return
 		}
 		retryBy := p.DeadlineFor(op.AcceptedAt, op.Deadline)
-		if approved && !resend && !now.Before(retryBy) {
+		// The next send is a retry (a new attempt after the first, or a
+		// resend of one): it must go by the policy's deadline.
+		nextIsRetry := (!resend && op.Attempts > 0) || (resend && op.Attempts > 1)
+		if approved && nextIsRetry && !now.Before(retryBy) {
 			// A retry decided in time waited for the connection past
 			// the policy's deadline.
 			q.giveUp(t, op, retry.Decision{Reason: retry.GiveUpDeadline, Class: retry.Classify(failure)}, failure)
@@ -232,8 +235,8 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 		// (re)connect, not heard from: a send into the void would cost an
 		// attempt the device never saw.
 		waitUntil := op.Deadline
-		if approved && !resend {
-			waitUntil = retryBy // a decided retry must go by the policy's deadline
+		if nextIsRetry {
+			waitUntil = retryBy // a retry must go by the policy's deadline
 		}
 		if ready, stop := q.awaitLink(ctx, t, waitUntil); stop {
 			return
@@ -288,7 +291,7 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 				svc.Budget.FirstAttempt(op.LastSentAt)
 			}
 			resend, approved = true, true
-			if !q.awaitReconnect(ctx, t, reconnect, op.Deadline) {
+			if !q.awaitReconnect(ctx, t, reconnect, waitUntil) {
 				return
 			}
 			continue
@@ -303,6 +306,9 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 		case resend:
 			outcome = "resent"
 		}
+		if !resend {
+			resends = 0 // a new attempt
+		}
 		approved, resumed, resend, failure = false, false, false, err
 		d.log.Info("attempt", "op_id", op.OpID, "device", op.Device, "attempt", op.Attempts,
 			"max_attempts", p.MaxAttempts, "delay", delay, "outcome", outcome, "err", err)
@@ -316,7 +322,7 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 		if ok || stop {
 			return
 		}
-		if back || svc.link.changedSince(linkGen) {
+		if (back || svc.link.changedSince(linkGen)) && resends < maxResends {
 			// The link went down (or a new session began) while this
 			// attempt waited: the set or its report may be lost, and the
 			// silence says nothing about the device. Send the same
@@ -324,6 +330,7 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 			// absolute target makes that harmless.
 			d.log.Info("link back while waiting for confirmation; resending", "op_id", op.OpID, "device", op.Device, "attempt", op.Attempts)
 			resend, approved = true, true // no new attempt: no policy decision
+			resends++
 			continue
 		}
 		d.log.Info("attempt unconfirmed", "op_id", op.OpID, "device", op.Device, "attempt", op.Attempts, "waited", wait)
@@ -392,6 +399,11 @@ func (q *deviceQueue) giveUp(t *task, op devices.Op, dec retry.Decision, failure
 	}
 	q.finish(t, devices.Failed, reason, detail, nil)
 }
+
+// maxResends bounds the resends of one attempt whose delivery the link's
+// flapping left unknown; past it, the silence counts as the attempt's
+// failure and the retry policy decides.
+const maxResends = 2
 
 // sendTimeout bounds one send: the wait for the bridge's broker to take it.
 const sendTimeout = 10 * time.Second
@@ -569,8 +581,10 @@ func (q *deviceQueue) report(state map[string]any, retained bool) {
 			}
 		}
 	}
-	q.mu.Unlock()
+	// Pushed under q.mu, as a republish sweep pushes: whichever comes
+	// last carries the newest state.
 	q.d.out.push(q.d.topic(q.dev.ID, ""), mirror, true)
+	q.mu.Unlock()
 	q.d.saver.mark(q.dev.ID, mirror, now)
 }
 
@@ -591,31 +605,30 @@ func (q *deviceQueue) satisfied(target devices.Target, seen map[string]any) bool
 // availability mirrors the device's availability as the bridge reports it.
 func (q *deviceQueue) availability(online bool) {
 	q.mu.Lock()
+	defer q.mu.Unlock()
 	q.available = &online
-	q.mu.Unlock()
 	q.d.out.pushRaw(q.d.topic(q.dev.ID, "availability"), []byte(onlineWord(online)), true)
 }
 
-// mirrors returns the device's retained mirrors to publish again: its
-// last state and availability, those known.
-func (q *deviceQueue) mirrors() []outMsg {
+// republishMirror pushes the device's current state (availability false)
+// or availability (true) again, if known, reading it at the moment of the
+// push and under q.mu, as live updates push: a sweep never publishes a
+// value older than one already out. It reports whether it pushed.
+func (q *deviceQueue) republishMirror(availability bool) bool {
 	q.mu.Lock()
-	state := maps.Clone(q.state)
-	avail := q.available
-	q.mu.Unlock()
-	var out []outMsg
-	if state != nil {
-		b, err := json.Marshal(state)
-		if err != nil {
-			q.d.log.Error("encode state", "device", q.dev.ID, "err", err)
-		} else {
-			out = append(out, outMsg{topic: q.d.topic(q.dev.ID, ""), payload: b, retained: true})
+	defer q.mu.Unlock()
+	if availability {
+		if q.available == nil {
+			return false
 		}
+		q.d.out.pushRaw(q.d.topic(q.dev.ID, "availability"), []byte(onlineWord(*q.available)), true)
+		return true
 	}
-	if avail != nil {
-		out = append(out, outMsg{topic: q.d.topic(q.dev.ID, "availability"), payload: []byte(onlineWord(*avail)), retained: true})
+	if q.state == nil {
+		return false
 	}
-	return out
+	q.d.out.push(q.d.topic(q.dev.ID, ""), maps.Clone(q.state), true)
+	return true
 }
 
 func onlineWord(online bool) string {

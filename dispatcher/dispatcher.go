@@ -159,6 +159,7 @@ type Dispatcher struct {
 
 	connMu sync.Mutex
 	conn   chan struct{} // closed at the next Reconnected, then replaced
+	lost   chan struct{} // closed at the next Disconnected, then replaced
 
 	republishRate int
 	sweep         chan struct{} // a republish sweep is wanted
@@ -181,6 +182,7 @@ func New(opts Options) (*Dispatcher, error) {
 		devices:  make(map[string]*deviceQueue, len(opts.Devices)),
 		services: make(map[string]*Service, len(opts.Services)),
 		conn:     make(chan struct{}),
+		lost:     make(chan struct{}),
 		stopped:  make(chan struct{}),
 	}
 	if d.prefix == "" {
@@ -286,6 +288,28 @@ func (d *Dispatcher) Submit(ctx context.Context, req Request) error {
 	}
 }
 
+// Disconnected tells the dispatcher that the MQTT connection is lost:
+// every link is down until the next session, so an attempt waiting for
+// confirmation knows that its silence may be the outage's, and a
+// republish sweep stops.
+func (d *Dispatcher) Disconnected() {
+	now := d.now()
+	for _, s := range d.services {
+		s.link.reset(now)
+	}
+	d.connMu.Lock()
+	close(d.lost)
+	d.lost = make(chan struct{})
+	d.connMu.Unlock()
+}
+
+// nextLoss returns a channel closed at the next Disconnected.
+func (d *Dispatcher) nextLoss() <-chan struct{} {
+	d.connMu.Lock()
+	defer d.connMu.Unlock()
+	return d.lost
+}
+
 // Session tells the dispatcher that a new MQTT session starts, before its
 // subscriptions are made: every bridge's state is unknown until the bridge
 // (or its retained state) says again, since a restarted broker may have
@@ -333,21 +357,28 @@ func (d *Dispatcher) republisher(ctx context.Context) {
 
 // republishAll pushes the retained mirrors of every device in ids to the
 // outbox, at most republishRate per second: republishRate/10 (at least
-// one) per tenth of a second, or one per 1/rate below 10 per second. It
-// returns early when ctx ends or another sweep is wanted (which is left
-// signalled for the caller's loop).
+// one) per tenth of a second, or one per 1/rate below 10 per second. Each
+// value is read when its turn comes (see republishMirror). It returns
+// early when ctx ends, the connection is lost, or another sweep is wanted
+// (which is left signalled for the caller's loop).
 func (d *Dispatcher) republishAll(ctx context.Context, ids []string) {
 	perTick, tick := d.republishRate/10, 100*time.Millisecond
 	if perTick < 1 {
 		perTick, tick = 1, time.Second/time.Duration(d.republishRate)
 	}
+	lost := d.nextLoss()
 	sent := 0
 	for _, id := range ids {
-		for _, m := range d.devices[id].mirrors() {
+		for _, availability := range []bool{false, true} {
 			if sent > 0 && sent%perTick == 0 {
 				timer := d.clock.NewTimer(tick)
 				select {
 				case <-timer.Chan():
+				case <-lost:
+					// The outbox would hold the rest and flush it at once
+					// on the reconnect, whose own sweep sends it again.
+					timer.Stop()
+					return
 				case <-d.sweep:
 					timer.Stop()
 					signal(d.sweep)
@@ -357,8 +388,9 @@ func (d *Dispatcher) republishAll(ctx context.Context, ids []string) {
 					return
 				}
 			}
-			d.out.pushRaw(m.topic, m.payload, true)
-			sent++
+			if d.devices[id].republishMirror(availability) {
+				sent++
+			}
 		}
 	}
 	if sent > 0 {

@@ -49,6 +49,12 @@ func (l *link) set(online bool, now time.Time) bool {
 	if l.state == next {
 		return false
 	}
+	if next == linkUp && l.state == linkUnknown && !now.Before(l.since.Add(BridgeStateGrace)) {
+		// Already taken as up after the grace: nothing changes for the
+		// commands, and attempts under way need no resend.
+		l.state, l.since = next, now
+		return true
+	}
 	l.state, l.since = next, now
 	l.gen++
 	if next == linkUp {

@@ -89,6 +89,10 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 	}
 	log.Info("store open", "path", d.store.Path())
 
+	clientID := cfg.MQTT.ClientID
+	if clientID == "" {
+		clientID = defaultClientID(cfg.DataDir)
+	}
 	d.brokerURL = cfg.MQTT.URL
 	if d.brokerURL == "" {
 		d.broker, err = broker.Start(broker.Options{
@@ -97,6 +101,7 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 			ConnectBurst:   cfg.MQTT.ConnectBurst,
 			MaxConnections: cfg.MQTT.MaxConnections,
 			MaxInflight:    cfg.MQTT.MaxInflight,
+			Exempt:         []string{clientID}, // hearthd is never locked out of its own broker
 			// The accept guard measures load on the host, in real time,
 			// not on dp.clock: tests hold dp.clock still while hearthd,
 			// the simulator and the automation connect, and a token
@@ -122,10 +127,6 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 	if err != nil {
 		return nil, err
 	}
-	clientID := cfg.MQTT.ClientID
-	if clientID == "" {
-		clientID = defaultClientID(cfg.DataDir)
-	}
 	var disp *dispatcher.Dispatcher
 	d.conn = mqtt.New(mqtt.Options{
 		URL:       d.brokerURL,
@@ -139,6 +140,11 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 			Topic:   cfg.Prefix + "/bridge/state",
 			Online:  "online",
 			Offline: "offline",
+		},
+		OnLost: func() {
+			if disp != nil {
+				disp.Disconnected()
+			}
 		},
 		OnSession: func() {
 			if disp != nil {

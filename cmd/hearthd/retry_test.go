@@ -296,6 +296,12 @@ func TestResumedCommandsCountInTheRetryBudget(t *testing.T) {
 		}
 		exhausted++
 	}
+	// The other 10 wait on their backoff, on the clock.
+	ctx, cancel := context.WithTimeout(context.Background(), eventWait)
+	defer cancel()
+	if err := h2.clock.BlockUntilContext(ctx, n/5); err != nil {
+		t.Fatalf("the %d commands the budget lets retry do not wait on their backoff: %v", n/5, err)
+	}
 	pending, err := h2.d.store.Pending()
 	if err != nil {
 		t.Fatal(err)

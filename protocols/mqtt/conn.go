@@ -105,9 +105,10 @@ type Options struct {
 	Reconnect retry.Backoff
 	// ShortConnection, ConflictAfter and ConflictBackoff detect a client
 	// ID conflict: when ConflictAfter connections in a row end within
-	// ShortConnection of connecting (or by a "session taken over"
-	// DISCONNECT), another client is taking the session over, and every
-	// reconnect would throw it off in turn. Run then reports it by
+	// ShortConnection of connecting by a "session taken over" DISCONNECT
+	// (reason code 0x8E), another client uses the same ID, and every
+	// reconnect would throw it off in turn. A network that drops the
+	// connection does not count: only the broker's word does. Run then reports it by
 	// Conflict, logs it once, and waits ConflictBackoff more before each
 	// attempt, so that neither client's availability flaps more than about
 	// once per ConflictBackoff. Zero values mean 10 s, 3 and 1 min.
@@ -122,6 +123,10 @@ type Options struct {
 	// (a restarted broker may have lost them), and retained messages of
 	// the new session arrive only after it returns. Keep it short.
 	OnSession func()
+	// OnLost runs when an established connection is lost, before Run
+	// waits to reconnect: from here until the next OnSession nothing
+	// published reaches the broker, and nothing is received. Keep it short.
+	OnLost func()
 	// OnConnect runs after every (re)connect, once the subscriptions are
 	// back and the birth is published. It runs on the connection's loop:
 	// keep it short or hand work off.
@@ -412,7 +417,7 @@ func (e *RefusedError) Unwrap() error {
 // after a clean stop.
 func (c *Conn) Run(ctx context.Context) error {
 	failures := 0
-	short := 0              // consecutive connections that ended within ShortConnection
+	short := 0              // consecutive connections taken over within ShortConnection
 	var delay time.Duration // the last reconnect delay, for decorrelated jitter
 	for {
 		client, lost, err := c.connect(ctx)
@@ -425,11 +430,14 @@ func (c *Conn) Run(ctx context.Context) error {
 			case err = <-lost:
 				c.drop(client)
 				c.log.Warn("mqtt connection lost", "broker", c.opts.URL, "err", err)
-				if c.opts.Clock.Since(since) < c.opts.ShortConnection || takenOver(err) {
+				if takenOver(err) && c.opts.Clock.Since(since) < c.opts.ShortConnection {
 					short++
 				} else {
 					short = 0
 					c.setConflict(nil)
+				}
+				if c.opts.OnLost != nil {
+					c.opts.OnLost()
 				}
 			case <-ctx.Done():
 				c.stop(client)
@@ -446,7 +454,7 @@ func (c *Conn) Run(ctx context.Context) error {
 		if short >= c.opts.ConflictAfter {
 			// Another client keeps taking the session over: stop
 			// fighting it, so neither instance's availability flaps.
-			conflict := fmt.Errorf("the broker dropped %d connections in a row within %v of connecting: another client probably uses client ID %q; give each instance its own mqtt.client_id",
+			conflict := fmt.Errorf("another client took the session over %d times in a row within %v of connecting: it uses client ID %q too; give each instance its own mqtt.client_id",
 				short, c.opts.ShortConnection, c.opts.ClientID)
 			if c.setConflict(conflict) {
 				c.log.Error("mqtt client ID conflict; backing off", "broker", c.opts.URL, "err", conflict, "backoff", c.opts.ConflictBackoff)
@@ -461,6 +469,11 @@ func (c *Conn) Run(ctx context.Context) error {
 		}
 	}
 }
+
+// disconnectGrace is how long a connection's end waits for the broker's
+// DISCONNECT reason before it is reported as plainly closed (real time:
+// an ordering grace inside paho, not a policy).
+const disconnectGrace = 100 * time.Millisecond
 
 // reasonSessionTakenOver is the DISCONNECT reason code an MQTT 5 broker
 // sends when another connection with the same client ID takes the session
@@ -518,6 +531,7 @@ func (c *Conn) connect(ctx context.Context) (*paho.Client, <-chan error, error) 
 		return nil, nil, err
 	}
 	lost := make(chan error, 1)
+	serverDisconnected := make(chan struct{})
 	report := func(err error) {
 		select {
 		case lost <- err:
@@ -534,6 +548,7 @@ func (c *Conn) connect(ctx context.Context) (*paho.Client, <-chan error, error) 
 				e.Reason = d.Properties.ReasonString
 			}
 			report(e)
+			close(serverDisconnected)
 		},
 	})
 	client.AddOnPublishReceived(c.route(client))
@@ -565,6 +580,16 @@ func (c *Conn) connect(ctx context.Context) (*paho.Client, <-chan error, error) 
 	}
 	go func() {
 		<-client.Done()
+		// paho closes the client before it calls OnServerDisconnect:
+		// give the broker's reason a moment to arrive first, so that a
+		// "session taken over" is seen as such.
+		t := time.NewTimer(disconnectGrace)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-serverDisconnected:
+			return
+		}
 		report(errors.New("connection closed"))
 	}()
 	c.mu.Lock()

@@ -725,7 +725,14 @@ func TestConnOnSessionRunsBeforeRetainedMessages(t *testing.T) {
 		Reconnect: retry.Backoff{Base: time.Second, Cap: time.Second},
 		OnSession: func() { events <- "session" },
 	}, func(c *Conn) {
-		c.Subscribe(context.Background(), "bridge/state", 1, func(m Message) { events <- "retained " + string(m.Payload) })
+		// Only retained deliveries: mochi acknowledges a publish before it
+		// fans it out, so a subscription made in between may also get it
+		// live.
+		c.Subscribe(context.Background(), "bridge/state", 1, func(m Message) {
+			if m.Retained {
+				events <- "retained " + string(m.Payload)
+			}
+		})
 	})
 	r.waitUp(t)
 	for _, want := range []string{"session", "retained online"} {
@@ -742,5 +749,36 @@ func TestConnOnSessionRunsBeforeRetainedMessages(t *testing.T) {
 		if got := waitChan(t, events, want); got != want {
 			t.Fatalf("after the reconnect got %q, want %q", got, want)
 		}
+	}
+}
+
+// Regression: a network that drops the connection three times in a row,
+// soon after each connect, is not a client ID conflict: only the broker's
+// "session taken over" is. (Counting short connections alone made a flaky
+// Wi-Fi look like a second instance.)
+func TestConnNetworkCutsAreNotAClientIDConflict(t *testing.T) {
+	b := startBroker(t)
+	fc := clockwork.NewFakeClock()
+	connects := make(chan struct{}, 8)
+	const id = "hearth-flaky"
+	link := startProxy(t, b.addr)
+	r := runConn(t, link.url(), Options{
+		ClientID:  id,
+		Clock:     fc,
+		Rand:      ceilingRand{},
+		Reconnect: retry.Backoff{Strategy: retry.Fixed, Jitter: retry.None, Base: time.Second},
+		OnConnect: func(context.Context) { connects <- struct{}{} },
+	}, nil)
+	waitChan(t, connects, "first connect")
+	for cut := 1; cut <= 3; cut++ {
+		link.cut()
+		b.ev.waitDisconnected(t, id)
+		b.ev.waitEnded(t)
+		blockUntil(t, fc, 1, fmt.Sprintf("cut %d: reconnect backoff", cut))
+		if err := r.Conflict(); err != nil {
+			t.Fatalf("cut %d: Conflict() = %v, want nil: the network, not another client, dropped it", cut, err)
+		}
+		fc.Advance(time.Second) // the normal backoff, not ConflictBackoff
+		waitChan(t, connects, fmt.Sprintf("cut %d: reconnect", cut))
 	}
 }
