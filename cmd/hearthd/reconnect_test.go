@@ -18,6 +18,7 @@ import (
 	"github.com/mochi-mqtt/server/v2/packets"
 
 	"github.com/hearthd/hearth/devices"
+	"github.com/hearthd/hearth/simulator"
 )
 
 // restartableMochi is an external broker the test can stop and start
@@ -397,5 +398,35 @@ func TestAttemptWhoseWindowEndsDuringAnOutageIsResent(t *testing.T) {
 		case <-ctx.Done():
 			t.Fatalf("outage still %s after the reconnect", op.Status)
 		}
+	}
+}
+
+// Regression: a bridge that flaps while an attempt waits for its
+// confirmation gets the attempt again at most twice (its delivery is
+// unknown each time); past that, the silence counts, and with
+// max_attempts 1 the command fails. Unbounded resends would let a
+// flapping bridge be hammered outside max_attempts and the budget.
+func TestFlappingBridgeResendsAtMostTwice(t *testing.T) {
+	cfg := strings.Replace(manyDevices(1, ""), "    protocol: zigbee2mqtt\n", "    protocol: zigbee2mqtt\n    retry: {max_attempts: 1}\n", 1)
+	h := newHarness(t, harnessOptions{config: cfg, faults: simulator.Faults{DropRate: 1}})
+	h.publish("sw000", `{"state":"ON","op_id":"flap"}`)
+	h.result("flap")
+	h.nextSet() // the attempt
+	flap := func() {
+		for _, st := range []string{"offline", "online"} {
+			mustToken(t, h.client.Publish("zigbee2mqtt/bridge/state", 1, false, st))
+		}
+	}
+	for resend := 1; resend <= 2; resend++ {
+		flap()
+		h.nextSet() // the same attempt again
+	}
+	flap()
+	r := h.await(func(r devices.Result) bool { return r.OpID == "flap" && r.Status.Terminal() }, "flap's end")
+	if r.Status != devices.Failed || r.Reason != devices.ReasonTimeout || r.Attempts != 1 {
+		t.Errorf("flap: %s/%s after %d attempts; want failed/timeout after 1", r.Status, r.Reason, r.Attempts)
+	}
+	if n := h.sim.Sets("sw000"); n != 3 {
+		t.Errorf("the device received %d sets; want 3: the attempt and two resends", n)
 	}
 }
