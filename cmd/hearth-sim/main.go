@@ -8,12 +8,20 @@
 //	           [-latency D] [-offline dev1,dev2] [-seed N]
 //	hearth-sim contention [-base D] [-cap D] [-min N] [-max N] [-step N]
 //	           [-runs N] [-seed N] [-plot FILE]
+//	hearth-sim power-loss [-devices N] [-strategy S | -compare] [-base D]
+//	           [-cap D] [-cut clients|broker] [-transport pipe|tcp]
+//	           [-broker URL] [-max-connect-rate R] [-timeout D] [-plot FILE]
 //
 // Device names in -offline are Hearth device IDs from the config.
 //
 // The contention subcommand runs no devices: it is the retry contention
 // study of docs/RETRY.md, a simulation in virtual time that prints a table
 // and writes an SVG plot.
+//
+// The power-loss subcommand is the reconnect flood of docs/RECONNECT.md:
+// N lightweight devices connected to an embedded (or external) broker are
+// cut all at once and reconnect with a backoff strategy, while the broker's
+// accepts are timed; it prints a table and, with -compare, writes a plot.
 package main
 
 import (
@@ -40,9 +48,13 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var err error
-	if args := os.Args[1:]; len(args) > 0 && args[0] == "contention" {
+	args := os.Args[1:]
+	switch {
+	case len(args) > 0 && args[0] == "contention":
 		err = runContention(ctx, args[1:], os.Stdout, os.Stderr)
-	} else {
+	case len(args) > 0 && args[0] == "power-loss":
+		err = runPowerLoss(ctx, args[1:], os.Stdout, os.Stderr)
+	default:
 		err = run(ctx, args, os.Stderr)
 	}
 	if err != nil {
@@ -59,7 +71,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), "usage: hearth-sim [flags]             play the devices of a configuration\n"+
-			"       hearth-sim contention [flags]  the retry contention study (see hearth-sim contention -h)\n\nflags:\n")
+			"       hearth-sim contention [flags]  the retry contention study (see hearth-sim contention -h)\n"+
+			"       hearth-sim power-loss [flags]  the reconnect flood after a power loss (see hearth-sim power-loss -h)\n\nflags:\n")
 		fs.PrintDefaults()
 	}
 	brokerURL := fs.String("broker", "tcp://127.0.0.1:1883", "MQTT broker URL")
