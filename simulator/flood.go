@@ -557,16 +557,7 @@ func (d *floodDevice) drop(cut func(*cutConn) bool) {
 }
 
 // wait waits d on the flood's clock; false if ctx ended first.
-func (f *Flood) wait(ctx context.Context, d time.Duration) bool {
-	t := f.clock.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.Chan():
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
+func (f *Flood) wait(ctx context.Context, d time.Duration) bool { return sleep(ctx, f.clock, d) }
 
 // cutConn is a device's connection that the flood can drop from below
 // MQTT. Once dropped, its reads and writes fail with ErrPowerCut, which

@@ -673,8 +673,11 @@ func (b *bridge) publish(topic string, retained bool, payload []byte) mqtt.Token
 }
 
 // wait waits d on the sim's clock; false if ctx ended first.
-func (s *Sim) wait(ctx context.Context, d time.Duration) bool {
-	t := s.clock.NewTimer(d)
+func (s *Sim) wait(ctx context.Context, d time.Duration) bool { return sleep(ctx, s.clock, d) }
+
+// sleep waits d on clock; false if ctx ended first.
+func sleep(ctx context.Context, clock clockwork.Clock, d time.Duration) bool {
+	t := clock.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.Chan():
