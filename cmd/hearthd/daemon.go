@@ -247,6 +247,7 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 	d.health.Add("store", func() error { return nil })
 
 	var dispCtx, connCtx context.Context
+	d.pruneOnce(dp.clock) // before the intake: see prune
 	dispCtx, d.stopDisp = context.WithCancel(context.Background())
 	connCtx, d.stopConn = context.WithCancel(context.Background())
 	d.dispDone, d.connDone, d.httpDone = make(chan struct{}), make(chan struct{}), make(chan struct{})
@@ -326,24 +327,31 @@ const (
 )
 
 // prune deletes ended commands older than opRetention (by the injected
-// clock), at start and then every pruneEvery of real time, until ctx ends.
+// clock) every pruneEvery of real time, until ctx ends; start prunes once
+// before the dispatcher takes commands, so that an op_id past retention
+// is never answered from the store.
 // The schedule is housekeeping on the real clock, so that it adds no waiter
 // to a test's fake clock.
 func (d *daemon) prune(ctx context.Context, clock clockwork.Clock) {
 	tick := time.NewTicker(pruneEvery)
 	defer tick.Stop()
 	for {
-		n, err := d.store.PruneTerminal(clock.Now().Add(-opRetention))
-		if err != nil {
-			d.log.Error("prune ended commands", "err", err)
-		} else if n > 0 {
-			d.log.Info("pruned ended commands", "count", n, "older_than", opRetention)
-		}
 		select {
 		case <-tick.C:
+			d.pruneOnce(clock)
 		case <-ctx.Done():
 			return
 		}
+	}
+}
+
+// pruneOnce deletes ended commands older than opRetention now.
+func (d *daemon) pruneOnce(clock clockwork.Clock) {
+	n, err := d.store.PruneTerminal(clock.Now().Add(-opRetention))
+	if err != nil {
+		d.log.Error("prune ended commands", "err", err)
+	} else if n > 0 {
+		d.log.Info("pruned ended commands", "count", n, "older_than", opRetention)
 	}
 }
 
