@@ -4,8 +4,9 @@
 #   docker build -t hearth .
 #   docker run --rm -p 1883:1883 -p 8080:8080 -v hearth-data:/var/lib/hearth hearth
 #
-# The image's config listens on all interfaces inside the container (the
-# sample binds to 127.0.0.1, which a container cannot publish).
+# The entrypoint's -mqtt-listen and -http-listen flags listen on all
+# interfaces inside the container (the sample config binds to 127.0.0.1,
+# which a container cannot publish).
 FROM golang:1.26-bookworm AS build
 WORKDIR /src
 COPY go.mod go.sum ./

@@ -71,7 +71,8 @@ type MQTT struct {
 	Username string
 	Password string
 	// ClientID is Hearth's MQTT client ID. Default "": the daemon chooses
-	// one ("hearth-" + host name), since config does not read the host.
+	// one ("hearth-<host name>-<hash of the data directory>", unique per
+	// instance), since config does not read the host.
 	ClientID string
 	// KeepAlive is the MQTT keep alive: whole seconds, at most MaxKeepAlive.
 	// Default 30s.
