@@ -444,3 +444,56 @@ func TestFlappingBridgeResendsAtMostTwice(t *testing.T) {
 		t.Errorf("the device received %d sets; want 3: the attempt and two resends", n)
 	}
 }
+
+// Regression: a republish sweep reads each value when it pushes it. At
+// one mirror a second, the sweep sends sw000's state, then waits; the
+// bridge reports sw000 offline meanwhile, and Hearth mirrors that at
+// once; the sweep's next push must carry offline too, never the online it
+// would have read at the start of the sweep.
+func TestRepublishNeverOverwritesANewerMirror(t *testing.T) {
+	m := startRestartableMochi(t)
+	h := newHarness(t, harnessOptions{brokerURL: m.url(), config: manyDevices(1, "  republish_rate: 1\n")})
+	avail := make(chan string, 16)
+	watch := func() paho.Client {
+		c := paho.NewClient(paho.NewClientOptions().AddBroker(m.url()).SetClientID("watch-" + fmt.Sprint(time.Now().UnixNano())))
+		mustToken(t, c.Connect())
+		mustToken(t, c.Subscribe("hearth/sw000/availability", 1, func(_ paho.Client, msg paho.Message) { avail <- string(msg.Payload()) }))
+		return c
+	}
+	next := func(what string) string {
+		t.Helper()
+		select {
+		case v := <-avail:
+			return v
+		case <-time.After(eventWait):
+			t.Fatalf("no %s", what)
+			return ""
+		}
+	}
+	w := watch()
+	if v := next("availability at start"); v != "online" {
+		t.Fatalf("availability at start: %q, want online", v)
+	}
+	w.Disconnect(0)
+
+	h.stopSim()
+	h.stopSim = nil
+	h.stopAutomation()
+	m.restart()
+	w = watch()
+	defer w.Disconnect(0)
+	h.advance(10 * time.Millisecond) // Hearth reconnects; its sweep sends the state, then waits 1 s
+	ctx, cancel := context.WithTimeout(context.Background(), eventWait)
+	defer cancel()
+	if err := h.clock.BlockUntilContext(ctx, 1); err != nil {
+		t.Fatalf("the sweep did not wait on the clock: %v", err)
+	}
+	mustToken(t, w.Publish("zigbee2mqtt/sw000/availability", 1, true, `{"state":"offline"}`))
+	if v := next("the live offline"); v != "offline" {
+		t.Fatalf("live availability: %q, want offline", v)
+	}
+	h.clock.Advance(time.Second) // the sweep's turn for sw000's availability
+	if v := next("the sweep's availability"); v != "offline" {
+		t.Errorf("the sweep republished availability %q after the live offline; want offline", v)
+	}
+}
