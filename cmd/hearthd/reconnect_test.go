@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -495,5 +496,70 @@ func TestRepublishNeverOverwritesANewerMirror(t *testing.T) {
 	h.clock.Advance(time.Second) // the sweep's turn for sw000's availability
 	if v := next("the sweep's availability"); v != "offline" {
 		t.Errorf("the sweep republished availability %q after the live offline; want offline", v)
+	}
+}
+
+// holdSecondSet withholds the PUBACK of the bridge's second set message,
+// as a broker that dies while taking it.
+type holdSecondSet struct {
+	mochi.HookBase
+	sets atomic.Int32
+}
+
+func (h *holdSecondSet) ID() string           { return "hold-second-set" }
+func (h *holdSecondSet) Provides(b byte) bool { return b == mochi.OnPublish }
+func (h *holdSecondSet) OnPublish(_ *mochi.Client, pk packets.Packet) (packets.Packet, error) {
+	if strings.HasSuffix(pk.TopicName, "/set") && strings.HasPrefix(pk.TopicName, "zigbee2mqtt/") && h.sets.Add(1) == 2 {
+		return pk, packets.ErrRejectPacket // no PUBACK
+	}
+	return pk, nil
+}
+
+// Regression: a retry whose publish loses its connection before the
+// PUBACK is resent only until the policy's deadline (5 s here), then the
+// command ends deadline_exceeded, not whenever the broker comes back nor
+// expired at the TTL.
+func TestLostRetryKeepsThePolicyDeadline(t *testing.T) {
+	m := startRestartableMochi(t, new(holdSecondSet))
+	cfg := strings.Replace(testConfig, `      max_attempts: 2
+      attempt_timeout: 5s
+      base: 1s
+      multiplier: 2
+      cap: 10s`, `      max_attempts: 2
+      attempt_timeout: 1s
+      backoff: fixed
+      jitter: none
+      base: 1s
+      deadline: 5s`, 1)
+	h := newHarness(t, harnessOptions{brokerURL: m.url(), config: cfg, faults: simulator.Faults{Offline: []string{"plug"}}})
+	h.publish("plug", `{"state":"ON","op_id":"lost-retry"}`)
+	h.result("lost-retry")
+	h.nextSet()            // attempt 1, unconfirmed: the device is offline
+	h.advance(time.Second) // its window ends; the retry waits 1 s
+	h.advance(time.Second) // the retry goes out; the broker keeps its PUBACK
+	h.stopAutomation()     // before its broker goes
+	h.stopSim()
+	h.stopSim = nil
+	m.stop() // the connection goes before the PUBACK: delivery unknown
+	deadline := time.Now().Add(eventWait)
+	for h.clock.Since(t0) < 20*time.Second {
+		if op, _, _ := h.d.store.Lookup("lost-retry"); op.Status.Terminal() {
+			break
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		err := h.clock.BlockUntilContext(ctx, 2) // the resend's wait and Hearth's reconnect
+		cancel()
+		if err == nil {
+			h.clock.Advance(500 * time.Millisecond)
+		} else if time.Now().After(deadline) {
+			t.Fatalf("at +%v hearthd did not wait on the clock", h.clock.Since(t0))
+		}
+	}
+	op, _, err := h.d.store.Lookup("lost-retry")
+	if err != nil || op.Status != devices.Failed || op.Reason != devices.ReasonDeadlineExceeded {
+		t.Fatalf("lost-retry: %s/%s (%s, %v); want failed/deadline_exceeded", op.Status, op.Reason, op.Detail, err)
+	}
+	if ended := op.UpdatedAt.Sub(t0); ended > 5500*time.Millisecond {
+		t.Errorf("lost-retry ended at +%v; want by the policy deadline, +5s", ended)
 	}
 }
