@@ -343,3 +343,42 @@ func (w tWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
 }
+
+// deadlineConfig is testConfig with 2 attempts of 1 s, a fixed 1 s backoff
+// without jitter and a policy deadline of 5 s (the TTL stays 60 s).
+var deadlineConfig = strings.Replace(testConfig, `      max_attempts: 2
+      attempt_timeout: 5s
+      base: 1s
+      multiplier: 2
+      cap: 10s`, `      max_attempts: 2
+      attempt_timeout: 1s
+      backoff: fixed
+      jitter: none
+      base: 1s
+      deadline: 5s`, 1)
+
+// driveUntilEnded moves the fake clock 500 ms at a time, each time waiters
+// goroutines of hearthd wait on it, until opID is terminal in the store or
+// 20 s of fake time have passed, and returns the stored op.
+func (h *harness) driveUntilEnded(opID string, waiters int) devices.Op {
+	h.t.Helper()
+	deadline := time.Now().Add(eventWait)
+	for h.clock.Since(t0) < 20*time.Second {
+		if op, _, _ := h.d.store.Lookup(opID); op.Status.Terminal() {
+			break
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		err := h.clock.BlockUntilContext(ctx, waiters)
+		cancel()
+		if err == nil {
+			h.clock.Advance(500 * time.Millisecond)
+		} else if time.Now().After(deadline) {
+			h.t.Fatalf("at +%v hearthd did not wait on the clock", h.clock.Since(t0))
+		}
+	}
+	op, _, err := h.d.store.Lookup(opID)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return op
+}

@@ -31,9 +31,15 @@ type restartableMochi struct {
 	srv  *mochi.Server
 }
 
-// startRestartableMochi starts the broker with extra hooks; a restart
-// starts it without them.
+// startRestartableMochi starts the broker with allow-all auth and extra
+// hooks; a restart starts it with allow-all auth alone.
 func startRestartableMochi(t *testing.T, hooks ...mochi.Hook) *restartableMochi {
+	t.Helper()
+	return startMochiWith(t, append([]mochi.Hook{new(auth.AllowHook)}, hooks...))
+}
+
+// startMochiWith starts the broker with exactly these hooks.
+func startMochiWith(t *testing.T, hooks []mochi.Hook) *restartableMochi {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -50,7 +56,7 @@ func (m *restartableMochi) url() string { return "tcp://" + m.addr }
 func (m *restartableMochi) serve(ln net.Listener, hooks ...mochi.Hook) {
 	m.t.Helper()
 	srv := mochi.New(nil)
-	for _, h := range append([]mochi.Hook{new(auth.AllowHook)}, hooks...) {
+	for _, h := range hooks {
 		if err := srv.AddHook(h, nil); err != nil {
 			m.t.Fatal(err)
 		}
@@ -87,7 +93,7 @@ func (m *restartableMochi) restart() {
 	if err != nil {
 		m.t.Fatalf("listen again on %s: %v", m.addr, err)
 	}
-	m.serve(ln)
+	m.serve(ln, new(auth.AllowHook))
 }
 
 // manyDevices is a config with n switches sw000… on one Zigbee2MQTT
@@ -521,17 +527,7 @@ func (h *holdSecondSet) OnPublish(_ *mochi.Client, pk packets.Packet) (packets.P
 // expired at the TTL.
 func TestLostRetryKeepsThePolicyDeadline(t *testing.T) {
 	m := startRestartableMochi(t, new(holdSecondSet))
-	cfg := strings.Replace(testConfig, `      max_attempts: 2
-      attempt_timeout: 5s
-      base: 1s
-      multiplier: 2
-      cap: 10s`, `      max_attempts: 2
-      attempt_timeout: 1s
-      backoff: fixed
-      jitter: none
-      base: 1s
-      deadline: 5s`, 1)
-	h := newHarness(t, harnessOptions{brokerURL: m.url(), config: cfg, faults: simulator.Faults{Offline: []string{"plug"}}})
+	h := newHarness(t, harnessOptions{brokerURL: m.url(), config: deadlineConfig, faults: simulator.Faults{Offline: []string{"plug"}}})
 	h.publish("plug", `{"state":"ON","op_id":"lost-retry"}`)
 	h.result("lost-retry")
 	h.nextSet()            // attempt 1, unconfirmed: the device is offline
@@ -540,24 +536,10 @@ func TestLostRetryKeepsThePolicyDeadline(t *testing.T) {
 	h.stopAutomation()     // before its broker goes
 	h.stopSim()
 	h.stopSim = nil
-	m.stop() // the connection goes before the PUBACK: delivery unknown
-	deadline := time.Now().Add(eventWait)
-	for h.clock.Since(t0) < 20*time.Second {
-		if op, _, _ := h.d.store.Lookup("lost-retry"); op.Status.Terminal() {
-			break
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
-		err := h.clock.BlockUntilContext(ctx, 2) // the resend's wait and Hearth's reconnect
-		cancel()
-		if err == nil {
-			h.clock.Advance(500 * time.Millisecond)
-		} else if time.Now().After(deadline) {
-			t.Fatalf("at +%v hearthd did not wait on the clock", h.clock.Since(t0))
-		}
-	}
-	op, _, err := h.d.store.Lookup("lost-retry")
-	if err != nil || op.Status != devices.Failed || op.Reason != devices.ReasonDeadlineExceeded {
-		t.Fatalf("lost-retry: %s/%s (%s, %v); want failed/deadline_exceeded", op.Status, op.Reason, op.Detail, err)
+	m.stop()                                 // the connection goes before the PUBACK: delivery unknown
+	op := h.driveUntilEnded("lost-retry", 2) // the resend's wait and Hearth's reconnect
+	if op.Status != devices.Failed || op.Reason != devices.ReasonDeadlineExceeded {
+		t.Fatalf("lost-retry: %s/%s (%s); want failed/deadline_exceeded", op.Status, op.Reason, op.Detail)
 	}
 	if ended := op.UpdatedAt.Sub(t0); ended > 5500*time.Millisecond {
 		t.Errorf("lost-retry ended at +%v; want by the policy deadline, +5s", ended)

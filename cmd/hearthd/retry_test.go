@@ -316,44 +316,18 @@ func TestResumedCommandsCountInTheRetryBudget(t *testing.T) {
 // ends deadline_exceeded there, not whenever the broker comes back.
 func TestRetryWaitingForTheConnectionEndsAtThePolicyDeadline(t *testing.T) {
 	m := startRestartableMochi(t)
-	cfg := strings.Replace(testConfig, `      max_attempts: 2
-      attempt_timeout: 5s
-      base: 1s
-      multiplier: 2
-      cap: 10s`, `      max_attempts: 2
-      attempt_timeout: 1s
-      backoff: fixed
-      jitter: none
-      base: 1s
-      deadline: 5s`, 1)
-	h := newHarness(t, harnessOptions{brokerURL: m.url(), config: cfg, faults: simulator.Faults{Offline: []string{"plug"}}})
+	h := newHarness(t, harnessOptions{brokerURL: m.url(), config: deadlineConfig, faults: simulator.Faults{Offline: []string{"plug"}}})
 	h.publish("plug", `{"state":"ON","op_id":"late"}`)
 	h.result("late")
 	h.nextSet()
 	h.advance(time.Second) // attempt 1 unconfirmed; the retry waits 1 s
 	h.stopSim()
 	h.stopSim = nil
-	h.stopAutomation() // before its broker goes: paho's reconnect would outlive the test
-	m.stop()           // the broker goes away during the backoff
-	// Move the clock while the worker and Hearth's reconnect both wait on
-	// it, until the command ends.
-	deadline := time.Now().Add(eventWait)
-	for h.clock.Since(t0) < 20*time.Second {
-		if op, _, _ := h.d.store.Lookup("late"); op.Status.Terminal() {
-			break
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
-		err := h.clock.BlockUntilContext(ctx, 2)
-		cancel()
-		if err == nil {
-			h.clock.Advance(500 * time.Millisecond)
-		} else if time.Now().After(deadline) {
-			t.Fatalf("at +%v hearthd did not wait on the clock", h.clock.Since(t0))
-		}
-	}
-	op, _, err := h.d.store.Lookup("late")
-	if err != nil || op.Status != devices.Failed || op.Reason != devices.ReasonDeadlineExceeded {
-		t.Fatalf("late: %s/%s (%s, %v); want failed/deadline_exceeded", op.Status, op.Reason, op.Detail, err)
+	h.stopAutomation()                 // before its broker goes: paho's reconnect would outlive the test
+	m.stop()                           // the broker goes away during the backoff
+	op := h.driveUntilEnded("late", 2) // the worker's wait and Hearth's reconnect
+	if op.Status != devices.Failed || op.Reason != devices.ReasonDeadlineExceeded {
+		t.Fatalf("late: %s/%s (%s); want failed/deadline_exceeded", op.Status, op.Reason, op.Detail)
 	}
 	if ended := op.UpdatedAt.Sub(t0); ended < 5*time.Second || ended > 5500*time.Millisecond {
 		t.Errorf("late ended at +%v; want at the policy deadline, +5s (the TTL is 60 s)", ended)

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +13,6 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 	mochi "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/hooks/auth"
-	"github.com/mochi-mqtt/server/v2/listeners"
 	"github.com/mochi-mqtt/server/v2/packets"
 
 	"github.com/hearthd/hearth/devices"
@@ -37,39 +35,14 @@ func (h *denyTopic) OnACLCheck(_ *mochi.Client, topic string, write bool) bool {
 	return !(write && topic == h.topic)
 }
 
-// startMochi runs a broker of the test's own with extra hooks.
+// startMochi runs a broker of the test's own with exactly these hooks
+// (allow-all auth when none), and returns its URL.
 func startMochi(t *testing.T, hooks ...mochi.Hook) string {
 	t.Helper()
-	srv := mochi.New(nil)
 	if len(hooks) == 0 {
 		hooks = []mochi.Hook{new(auth.AllowHook)}
 	}
-	for _, h := range hooks {
-		if err := srv.AddHook(h, nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.AddListener(listeners.NewNet("t", ln)); err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Serve(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		// As broker.Close does, around mochi-mqtt/server#488.
-		if l, ok := srv.Listeners.Get("t"); ok {
-			l.Close(func(string) {})
-		}
-		for _, cl := range srv.Clients.GetAll() {
-			srv.DisconnectClient(cl, packets.ErrServerShuttingDown)
-		}
-		srv.Close()
-	})
-	return "tcp://" + ln.Addr().String()
+	return startMochiWith(t, hooks).url()
 }
 
 // A result the broker refuses (here: an ACL) is dropped with an error; it
