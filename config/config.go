@@ -3,6 +3,7 @@ package config
 import (
 	"time"
 
+	"github.com/hearthd/hearth/breaker"
 	"github.com/hearthd/hearth/devices"
 	"github.com/hearthd/hearth/retry"
 )
@@ -150,6 +151,47 @@ type Service struct {
 	BaseTopic string
 	// Retry is how Hearth retries commands sent through the service.
 	Retry Retry
+	// Breaker is the service's circuit breaker.
+	Breaker Breaker
+}
+
+// Breaker is a service's circuit breaker (see package breaker). Defaults:
+// enabled true, failure_threshold 5, failure_ratio 0.5 over window 30s with min_calls
+// 10, open_for 30s growing ×2 per trip (equal jitter) up to max_open_for
+// 5m, max_probes 1, probe_timeout 10s, successes_to_close 1, hold false.
+type Breaker struct {
+	// Enabled turns the breaker on. Default true.
+	Enabled bool
+	// FailureThreshold: consecutive failures that trip it; at least 1.
+	FailureThreshold int
+	// FailureRatio: the share of failures within Window that trips it,
+	// once MinCalls outcomes fall within; more than 0, at most 1.
+	FailureRatio float64
+	Window       time.Duration
+	MinCalls     int
+	// OpenFor is how long the first trip keeps it open; each further
+	// trip without a close in between doubles it, with equal jitter (a
+	// random time in [t/2, t]), up to MaxOpenFor.
+	OpenFor    time.Duration
+	MaxOpenFor time.Duration
+	// MaxProbes: probes a half-open breaker lets out at once; at least 1.
+	MaxProbes int
+	// ProbeTimeout: a probe without an outcome by then counts as a
+	// failure.
+	ProbeTimeout time.Duration
+	// SuccessesToClose: probe successes that close it; at least 1.
+	SuccessesToClose int
+	// Hold makes commands wait, reported queued, while the breaker is
+	// open, until a probe succeeds within their TTL; without it they end
+	// failed/breaker_open at once.
+	Hold bool
+}
+
+// OpenBackoff returns the growth of the breaker's open duration: OpenFor
+// doubling per trip up to MaxOpenFor, with equal jitter so that a floor of
+// half the duration always holds.
+func (b Breaker) OpenBackoff() retry.Backoff {
+	return retry.Backoff{Strategy: retry.Exponential, Base: b.OpenFor, Multiplier: 2, Cap: b.MaxOpenFor, Jitter: retry.Equal}
 }
 
 // Retry is a service's retry policy: retry.Policy's fields, the switch
@@ -223,6 +265,17 @@ var protocols = map[string]Service{
 			},
 			Budget: Budget{Ratio: retry.DefaultBudgetRatio, MinRetries: retry.DefaultBudgetMinRetries, Window: retry.DefaultBudgetWindow},
 		},
+		Breaker: Breaker{
+			FailureThreshold: breaker.DefaultFailureThreshold,
+			FailureRatio:     breaker.DefaultFailureRatio,
+			Window:           breaker.DefaultWindow,
+			MinCalls:         breaker.DefaultMinCalls,
+			OpenFor:          breaker.DefaultOpenFor,
+			MaxOpenFor:       breaker.DefaultMaxOpenFor,
+			MaxProbes:        breaker.DefaultMaxProbes,
+			ProbeTimeout:     breaker.DefaultProbeTimeout,
+			SuccessesToClose: breaker.DefaultSuccessesToClose,
+		},
 	},
 }
 
@@ -273,7 +326,25 @@ func (s Service) withDefaults() Service {
 	if r.Budget.Window == 0 {
 		r.Budget.Window = dr.Budget.Window
 	}
+	b, db := &s.Breaker, d.Breaker
+	setDefault(&b.FailureThreshold, db.FailureThreshold)
+	setDefault(&b.FailureRatio, db.FailureRatio)
+	setDefault(&b.Window, db.Window)
+	setDefault(&b.MinCalls, db.MinCalls)
+	setDefault(&b.OpenFor, db.OpenFor)
+	setDefault(&b.MaxOpenFor, db.MaxOpenFor)
+	setDefault(&b.MaxProbes, db.MaxProbes)
+	setDefault(&b.ProbeTimeout, db.ProbeTimeout)
+	setDefault(&b.SuccessesToClose, db.SuccessesToClose)
 	return s
+}
+
+// setDefault sets *p to d if it is the zero value.
+func setDefault[T comparable](p *T, d T) {
+	var zero T
+	if *p == zero {
+		*p = d
+	}
 }
 
 // Device returns the device with the given ID. It searches c.Devices in

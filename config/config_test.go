@@ -49,7 +49,10 @@ func TestSampleLoads(t *testing.T) {
 		},
 		HTTP: HTTP{Listen: "127.0.0.1:8080"},
 		Services: []Service{
-			{Name: "zigbee", Protocol: ProtocolZigbee2MQTT, BaseTopic: "zigbee2mqtt", Retry: z2mRetry},
+			{Name: "zigbee", Protocol: ProtocolZigbee2MQTT, BaseTopic: "zigbee2mqtt", Retry: z2mRetry, Breaker: Breaker{
+				Enabled: true, FailureThreshold: 5, FailureRatio: 0.5, Window: 30 * time.Second, MinCalls: 10,
+				OpenFor: 30 * time.Second, MaxOpenFor: 5 * time.Minute, MaxProbes: 1, ProbeTimeout: 10 * time.Second, SuccessesToClose: 1,
+			}},
 		},
 		Devices: []Device{
 			dev("hall_light", devices.Light, "hall_light", time.Minute),
@@ -77,7 +80,7 @@ func TestSampleShowsDefaults(t *testing.T) {
 		t.Errorf("sample settings:\ngot  %+v\nwant %+v (Default())", &got, want)
 	}
 	s, _ := c.Service("zigbee")
-	if got, want := s, (Service{Name: "zigbee", Protocol: ProtocolZigbee2MQTT}).withDefaults(); !reflect.DeepEqual(got, want) {
+	if got, want := s, (Service{Name: "zigbee", Protocol: ProtocolZigbee2MQTT, Breaker: Breaker{Enabled: true}}).withDefaults(); !reflect.DeepEqual(got, want) {
 		t.Errorf("sample service:\ngot  %+v\nwant %+v (protocol defaults)", got, want)
 	}
 }
@@ -228,6 +231,14 @@ func TestParseAccepts(t *testing.T) {
 		{"never_retry a class", z2m + "    retry: {never_retry: [rate_limited]}\n", func(c *Config) any { return c.Services[0].Retry.NeverRetry }, []retry.Class{retry.RateLimited}},
 		{"max_retry_after", z2m + "    retry: {max_retry_after: 10m}\n", func(c *Config) any { return c.Services[0].Retry.MaxRetryAfter }, 10 * time.Minute},
 		{"budget, partly given", z2m + "    retry: {budget: {ratio: 0.1}}\n", func(c *Config) any { return c.Services[0].Retry.Budget }, Budget{Ratio: 0.1, MinRetries: 3, Window: 10 * time.Second}},
+		{"breaker, partly given", z2m + "    breaker: {failure_threshold: 3, hold: true, open_for: 10s}\n", func(c *Config) any { return c.Services[0].Breaker }, Breaker{
+			Enabled: true, FailureThreshold: 3, FailureRatio: 0.5, Window: 30 * time.Second, MinCalls: 10,
+			OpenFor: 10 * time.Second, MaxOpenFor: 5 * time.Minute, MaxProbes: 1, ProbeTimeout: 10 * time.Second, SuccessesToClose: 1, Hold: true,
+		}},
+		{"breaker off", z2m + "    breaker: {enabled: false}\n", func(c *Config) any { return c.Services[0].Breaker.Enabled }, false},
+		{"breaker on when not said", z2m + "    breaker: {enabled: ~}\n", func(c *Config) any { return c.Services[0].Breaker.Enabled }, true},
+		{"breaker open duration backoff", z2m + "    breaker: {open_for: 10s, max_open_for: 1m}\n", func(c *Config) any { return c.Services[0].Breaker.OpenBackoff() },
+			retry.Backoff{Strategy: retry.Exponential, Base: 10 * time.Second, Multiplier: 2, Cap: time.Minute, Jitter: retry.Equal}},
 		{"budget ratio one", z2m + "    retry: {budget: {ratio: 1, min_retries: 10, window: 1m}}\n", func(c *Config) any { return c.Services[0].Retry.Budget }, Budget{Ratio: 1, MinRetries: 10, Window: time.Minute}},
 		{"address of several levels", z2m + "devices:\n  lamp: {class: light, address: kitchen/lamp}\n", func(c *Config) any { return c.Devices[0].Address }, "kitchen/lamp"},
 		{"same address on two services", z2m + "    base_topic: z2m_a\n  b:\n    protocol: zigbee2mqtt\n    base_topic: z2m_b\ndevices:\n  x: {service: zigbee, class: light, address: lamp}\n  y: {service: b, class: light, address: lamp}\n",

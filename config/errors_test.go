@@ -62,6 +62,11 @@ func TestParseErrors(t *testing.T) {
 		{"bad class in an aliased list", "services:\n  a:\n    protocol: zigbee2mqtt\n    base_topic: za\n    retry:\n      retry_on: &c [transient, timout]\n  b:\n    protocol: zigbee2mqtt\n    base_topic: zb\n    retry:\n      retry_on: *c\n",
 			`hearth.yaml:6: services.a.retry.retry_on: unknown error class "timout"; want transient, permanent, a class such as timeout or unavailable, or http_<code>` + "\n" +
 				`hearth.yaml:11: services.b.retry.retry_on: unknown error class "timout"; want transient, permanent, a class such as timeout or unavailable, or http_<code>`},
+		{"breaker threshold zero", z2m + "    breaker:\n      failure_threshold: 0\n", `hearth.yaml:5: services.zigbee.breaker.failure_threshold: must be at least 1, got 0`},
+		{"breaker ratio above one", z2m + "    breaker: {failure_ratio: 2}\n", `hearth.yaml:4: services.zigbee.breaker.failure_ratio: must be more than 0 and at most 1, got 2`},
+		{"breaker max open below open", z2m + "    breaker:\n      open_for: 10m\n", `hearth.yaml:5: services.zigbee.breaker.open_for: max_open_for 5m is less than open_for 10m`},
+		{"breaker max open given below open", z2m + "    breaker:\n      open_for: 1m\n      max_open_for: 30s\n", `hearth.yaml:6: services.zigbee.breaker.max_open_for: max_open_for 30s is less than open_for 1m`},
+		{"breaker hold not a boolean", z2m + "    breaker: {hold: sometimes}\n", `hearth.yaml:4: services.zigbee.breaker.hold: want true or false, got "sometimes"`},
 		{"republish rate zero", "mqtt:\n  republish_rate: 0\n", `hearth.yaml:2: mqtt.republish_rate: must be at least 1, got 0`},
 		{"unknown backoff", z2m + "    retry:\n      backoff: exponentail\n", `hearth.yaml:5: services.zigbee.retry.backoff: unknown backoff "exponentail"; want one of fixed, linear, exponential, fibonacci, retry_after`},
 		{"backoff not a name", z2m + "    retry:\n      backoff: 2\n", `hearth.yaml:5: services.zigbee.retry.backoff: want a backoff name, got 2`},

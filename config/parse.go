@@ -115,7 +115,7 @@ func backoff(b *retry.Backoff) []field {
 // walkService walks one entry of services and fills in its protocol's
 // defaults.
 func walkService(w *walker, name string, n *yaml.Node, key string) Service {
-	s := Service{Name: name}
+	s := Service{Name: name, Breaker: Breaker{Enabled: true}} // unless the file says otherwise
 	if !serviceName.MatchString(name) {
 		w.reportf(w.lines[key], key, "invalid service name: use lower-case letters, digits, '_' and '-'")
 	}
@@ -136,6 +136,19 @@ func walkService(w *walker, name string, n *yaml.Node, key string) Service {
 				value("window", &s.Retry.Budget.Window, positive),
 			),
 		}, backoff(&s.Retry.Backoff)...)...),
+		section("breaker",
+			value("enabled", &s.Breaker.Enabled),
+			value("failure_threshold", &s.Breaker.FailureThreshold, atLeast(1)),
+			value("failure_ratio", &s.Breaker.FailureRatio, ratio),
+			value("window", &s.Breaker.Window, positive),
+			value("min_calls", &s.Breaker.MinCalls, atLeast(1)),
+			value("open_for", &s.Breaker.OpenFor, positive),
+			value("max_open_for", &s.Breaker.MaxOpenFor, positive),
+			value("max_probes", &s.Breaker.MaxProbes, atLeast(1)),
+			value("probe_timeout", &s.Breaker.ProbeTimeout, positive),
+			value("successes_to_close", &s.Breaker.SuccessesToClose, atLeast(1)),
+			value("hold", &s.Breaker.Hold),
+		),
 	)
 	w.checkAttempts(join(key, "retry"), s.Retry)
 	if k := join(key, "protocol"); s.Protocol == "" && !w.reported[k] && !w.reported[key] {
@@ -143,6 +156,13 @@ func walkService(w *walker, name string, n *yaml.Node, key string) Service {
 	}
 	s = s.withDefaults()
 	w.checkBackoff(join(key, "retry"), s.Retry.Backoff)
+	if b := s.Breaker; b.MaxOpenFor < b.OpenFor {
+		bkey := join(key, "breaker")
+		if k := join(bkey, "max_open_for"); !w.reported[k] && !w.reported[join(bkey, "open_for")] {
+			k, line := w.at(k, join(bkey, "open_for"), bkey)
+			w.reportf(line, k, "max_open_for %s is less than open_for %s", fmtDuration(b.MaxOpenFor), fmtDuration(b.OpenFor))
+		}
+	}
 	return s
 }
 

@@ -141,6 +141,9 @@ const (
 	// ReasonRetryBudgetExhausted: the service's retry budget is spent, so
 	// the failure is not retried.
 	ReasonRetryBudgetExhausted Reason = "retry_budget_exhausted"
+	// ReasonBreakerOpen: the service's circuit breaker is open: the
+	// command failed fast (or, queued, waits for it to close).
+	ReasonBreakerOpen Reason = "breaker_open"
 	// ReasonNotRetryable: the service's retry policy does not retry this
 	// class of failure (never_retry, or a retry_on without it).
 	ReasonNotRetryable Reason = "not_retryable"

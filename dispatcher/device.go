@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hearthd/hearth/breaker"
 	"github.com/hearthd/hearth/devices"
 	"github.com/hearthd/hearth/retry"
 )
@@ -244,6 +245,13 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 			continue // the TTL or the policy's deadline passed: the loop ends it
 		}
 
+		permit, ok, stop := q.admit(ctx, t, waitUntil)
+		if stop {
+			return
+		} else if !ok {
+			continue // the TTL or the policy's deadline passed: the loop ends it
+		}
+
 		// Record the attempt before sending: after a crash, a stored
 		// attempt says the outcome of that send is unknown. A resend
 		// (delivery unknown) is the same attempt again.
@@ -267,6 +275,9 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 		reconnect := d.nextReconnect()
 		linkUp, linkGen := svc.link.watch()
 		c, sent, err := q.send(ctx, t)
+		if !sent || err != nil {
+			permit.Done(q.outcome(err, false, false), d.now())
+		}
 		if !sent {
 			if ctx.Err() != nil {
 				q.unsent(t, prev) // shutting down: nothing left Hearth
@@ -318,11 +329,20 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 		}
 		// The timeout runs from the broker's acknowledgement of the send.
 		wait := min(p.AttemptTimeout, op.Deadline.Sub(d.now()))
-		ok, stop, back := q.confirmWithin(ctx, t, c, wait, linkUp)
-		if ok || stop {
+		confirmed, stop, back := q.confirmWithin(ctx, t, c, wait, linkUp)
+		changed := back || svc.link.changedSince(linkGen)
+		switch {
+		case confirmed:
+			permit.Done(breaker.Success, d.now())
+		case stop:
+			permit.Done(breaker.Canceled, d.now())
+		default:
+			permit.Done(q.outcome(nil, false, changed), d.now())
+		}
+		if confirmed || stop {
 			return
 		}
-		if (back || svc.link.changedSince(linkGen)) && resends < maxResends {
+		if changed && resends < maxResends {
 			// The link went down (or a new session began) while this
 			// attempt waited: the set or its report may be lost, and the
 			// silence says nothing about the device. Send the same

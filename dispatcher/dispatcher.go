@@ -28,6 +28,7 @@ import (
 	"github.com/jonboulle/clockwork"
 	"github.com/oklog/ulid/v2"
 
+	"github.com/hearthd/hearth/breaker"
 	"github.com/hearthd/hearth/devices"
 	"github.com/hearthd/hearth/retry"
 )
@@ -90,7 +91,15 @@ type Service struct {
 	// policy does.
 	Budget *retry.Budget
 
-	link *link // set by New
+	// Breaker, if not nil, is the service's circuit breaker; New builds
+	// it. Its OnStateChange runs after the dispatcher's own.
+	Breaker *breaker.Options
+	// Hold makes commands wait, reported queued, while the breaker is
+	// open, instead of ending failed/breaker_open at once.
+	Hold bool
+
+	link    *link           // set by New
+	breaker *serviceBreaker // set by New when Breaker is set
 }
 
 // Device is a device the dispatcher commands.
@@ -153,9 +162,11 @@ type Dispatcher struct {
 
 	devices  map[string]*deviceQueue
 	services map[string]*Service
-	intake   chan Request
-	out      *outbox
-	saver    *stateSaver
+	// serviceNames lists the services in Options order.
+	serviceNames []string
+	intake       chan Request
+	out          *outbox
+	saver        *stateSaver
 
 	connMu sync.Mutex
 	conn   chan struct{} // closed at the next Reconnected, then replaced
@@ -220,7 +231,12 @@ func New(opts Options) (*Dispatcher, error) {
 			return nil, fmt.Errorf("dispatcher: service %q: attempt timeout must be positive", s.Name)
 		}
 		s.link = newLink(d.now())
-		d.services[s.Name] = &s
+		svc := &s
+		if s.Breaker != nil {
+			svc.breaker = d.newBreaker(svc)
+		}
+		d.services[s.Name] = svc
+		d.serviceNames = append(d.serviceNames, s.Name)
 	}
 	for _, dev := range opts.Devices {
 		svc, ok := d.services[dev.Service]
@@ -253,6 +269,11 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	go func() { defer close(outDone); d.out.run(outCtx) }()
 	wg.Go(func() { d.saver.run(ctx) })
 	wg.Go(func() { d.republisher(ctx) })
+	for _, s := range d.services {
+		if s.breaker != nil {
+			wg.Go(func() { d.runBreakerClock(ctx, s) })
+		}
+	}
 	d.resume(pending)
 	for _, q := range d.devices {
 		wg.Go(func() { q.run(ctx) })
@@ -367,30 +388,44 @@ func (d *Dispatcher) republishAll(ctx context.Context, ids []string) {
 		perTick, tick = 1, time.Second/time.Duration(d.republishRate)
 	}
 	lost := d.nextLoss()
-	sent := 0
+	// Each value is read when its turn comes: breakers' states first,
+	// then every device's (see republishMirror).
+	var pushes []func() bool
+	for _, name := range d.serviceNames {
+		if s := d.services[name]; s.breaker != nil {
+			pushes = append(pushes, func() bool {
+				m := d.serviceStateMsg(s)
+				d.out.pushRaw(m.topic, m.payload, true)
+				return true
+			})
+		}
+	}
 	for _, id := range ids {
-		for _, availability := range []bool{false, true} {
-			if sent > 0 && sent%perTick == 0 {
-				timer := d.clock.NewTimer(tick)
-				select {
-				case <-timer.Chan():
-				case <-lost:
-					// The outbox would hold the rest and flush it at once
-					// on the reconnect, whose own sweep sends it again.
-					timer.Stop()
-					return
-				case <-d.sweep:
-					timer.Stop()
-					signal(d.sweep)
-					return
-				case <-ctx.Done():
-					timer.Stop()
-					return
-				}
+		q := d.devices[id]
+		pushes = append(pushes, func() bool { return q.republishMirror(false) }, func() bool { return q.republishMirror(true) })
+	}
+	sent := 0
+	for _, push := range pushes {
+		if sent > 0 && sent%perTick == 0 {
+			timer := d.clock.NewTimer(tick)
+			select {
+			case <-timer.Chan():
+			case <-lost:
+				// The outbox would hold the rest and flush it at once
+				// on the reconnect, whose own sweep sends it again.
+				timer.Stop()
+				return
+			case <-d.sweep:
+				timer.Stop()
+				signal(d.sweep)
+				return
+			case <-ctx.Done():
+				timer.Stop()
+				return
 			}
-			if d.devices[id].republishMirror(availability) {
-				sent++
-			}
+		}
+		if push() {
+			sent++
 		}
 	}
 	if sent > 0 {

@@ -27,9 +27,11 @@ func (d *Dispatcher) Availability(device string, online bool) {
 	}
 }
 
-// BridgeState takes a bridge's own online state. Commands through an
-// offline bridge wait for it (costing no attempt), and attempts that were
-// waiting for confirmation when it comes back are sent again.
+// BridgeState takes a bridge's own online state. An offline bridge opens
+// the service's circuit breaker; back online, a probe decides. Commands
+// through an offline bridge without a breaker wait for it (costing no
+// attempt), and attempts that were waiting for confirmation when it comes
+// back are sent again.
 func (d *Dispatcher) BridgeState(service string, online bool) {
 	s, ok := d.services[service]
 	if !ok {
@@ -37,6 +39,9 @@ func (d *Dispatcher) BridgeState(service string, online bool) {
 	}
 	if s.link.set(online, d.now()) {
 		d.log.Info("bridge state", "service", service, "online", online)
+	}
+	if s.breaker != nil {
+		s.breaker.ReportHealth(online, d.now())
 	}
 }
 

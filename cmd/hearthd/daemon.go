@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/jonboulle/clockwork"
 
+	"github.com/hearthd/hearth/breaker"
 	"github.com/hearthd/hearth/broker"
 	"github.com/hearthd/hearth/config"
 	"github.com/hearthd/hearth/devices"
@@ -161,6 +163,10 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 		Logger: log.With("component", "mqtt"),
 	})
 
+	breakerRand := dp.rand // stateless in tests
+	if breakerRand == nil {
+		breakerRand = sharedRand{}
+	}
 	var services []dispatcher.Service
 	var adapters []*zigbee2mqtt.Adapter
 	for _, s := range cfg.Services {
@@ -180,12 +186,17 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 			})
 			adapters = append(adapters, a)
 			b := s.Retry.Budget
-			services = append(services, dispatcher.Service{
+			svc := dispatcher.Service{
 				Name:   s.Name,
 				Bridge: a,
 				Policy: s.Retry.Policy,
 				Budget: retry.NewBudget(b.Ratio, b.MinRetries, b.Window),
-			})
+				Hold:   s.Breaker.Hold,
+			}
+			if s.Breaker.Enabled {
+				svc.Breaker = breakerOptions(s.Breaker, breakerRand)
+			}
+			services = append(services, svc)
 			if s.Retry.MaxAttempts > config.MaxAttempts {
 				log.Warn("service allows more attempts than the radio layer needs; retries may hammer a sick network",
 					"service", s.Name, "max_attempts", s.Retry.MaxAttempts, "recommended_max", config.MaxAttempts)
@@ -401,3 +412,26 @@ func tlsConfig(m config.MQTT) (*tls.Config, error) {
 	}
 	return c, nil
 }
+
+// breakerOptions maps a service's breaker settings; the open duration
+// grows by b.OpenBackoff, drawing jitter from r (which breakers share:
+// it must be safe for concurrent use).
+func breakerOptions(b config.Breaker, r retry.Rand) *breaker.Options {
+	backoff := b.OpenBackoff()
+	return &breaker.Options{
+		FailureThreshold: b.FailureThreshold,
+		FailureRatio:     b.FailureRatio,
+		Window:           b.Window,
+		MinCalls:         b.MinCalls,
+		OpenFor:          func(trips int) time.Duration { return backoff.Delay(trips, 0, r) },
+		MaxProbes:        b.MaxProbes,
+		ProbeTimeout:     b.ProbeTimeout,
+		SuccessesToClose: b.SuccessesToClose,
+	}
+}
+
+// sharedRand draws from math/rand/v2's global source, which is safe for
+// concurrent use.
+type sharedRand struct{}
+
+func (sharedRand) Int64N(n int64) int64 { return rand.Int64N(n) }
