@@ -164,6 +164,10 @@ func (q *deviceQueue) outcome(err error, confirmed, linkChanged bool) breaker.Ou
 		return breaker.Success
 	case linkChanged, err != nil && (notSent(err) || deliveryUnknown(err)):
 		return breaker.Canceled // Hearth's own connection, not the service
+	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
+		// The send was abandoned (superseded, shutting down) or its
+		// broker never acknowledged it: the service never saw it.
+		return breaker.Canceled
 	case err != nil && permanent(err):
 		return breaker.Ignored // the command, not the service
 	case err == nil && q.knownOffline():

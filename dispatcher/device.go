@@ -275,7 +275,10 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 		reconnect := d.nextReconnect()
 		linkUp, linkGen := svc.link.watch()
 		c, sent, err := q.send(ctx, t)
-		if !sent || err != nil {
+		switch {
+		case !sent:
+			permit.Done(breaker.Canceled, d.now()) // t ended first, or shutting down
+		case err != nil:
 			permit.Done(q.outcome(err, false, false), d.now())
 		}
 		if !sent {

@@ -489,7 +489,7 @@ func TestRepublishNeverOverwritesANewerMirror(t *testing.T) {
 	m.restart()
 	w = watch()
 	defer w.Disconnect(0)
-	h.advance(10 * time.Millisecond) // Hearth reconnects; its sweep sends the state, then waits 1 s
+	h.advance(10 * time.Millisecond) // Hearth reconnects; its sweep sends the breaker's state, then waits 1 s
 	ctx, cancel := context.WithTimeout(context.Background(), eventWait)
 	defer cancel()
 	if err := h.clock.BlockUntilContext(ctx, 1); err != nil {
@@ -498,6 +498,12 @@ func TestRepublishNeverOverwritesANewerMirror(t *testing.T) {
 	mustToken(t, w.Publish("zigbee2mqtt/sw000/availability", 1, true, `{"state":"offline"}`))
 	if v := next("the live offline"); v != "offline" {
 		t.Fatalf("live availability: %q, want offline", v)
+	}
+	// The sweep sends the breaker's state, then sw000's state, then its
+	// availability, one a second.
+	h.clock.Advance(time.Second) // sw000's state
+	if err := h.clock.BlockUntilContext(ctx, 1); err != nil {
+		t.Fatalf("the sweep did not wait on the clock: %v", err)
 	}
 	h.clock.Advance(time.Second) // the sweep's turn for sw000's availability
 	if v := next("the sweep's availability"); v != "offline" {
