@@ -199,8 +199,7 @@ func walkAutomation(w *walker, name string, n *yaml.Node, key string) Automation
 	}{{"triggers", len(a.Triggers) == 0}, {"actions", len(a.Actions) == 0}} {
 		k := join(key, list.name)
 		if list.empty && !w.reported[k] {
-			k, line := w.at(k, key)
-			w.reportf(line, k, "missing; an automation needs at least one of its %s", list.name)
+			w.reportf(w.lines[key], k, "missing; an automation needs at least one of its %s", list.name)
 		}
 	}
 	if a.FallbackFor != "" && slices.Contains(a.Requires, a.FallbackFor) {
