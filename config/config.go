@@ -12,6 +12,13 @@ import (
 // bridge, reached over MQTT under its base topic.
 const ProtocolZigbee2MQTT = "zigbee2mqtt"
 
+// ProtocolStatusTopic is the protocol of a service that Hearth does not
+// command but whose health it watches: the service (a cloud presence
+// service, say) publishes OnlinePayload or OfflinePayload on StatusTopic,
+// and its breaker follows. Local automations name such a service in
+// fallback_for and requires. No device may name it as its service.
+const ProtocolStatusTopic = "status_topic"
+
 // Limits of the schema.
 const (
 	// MaxAttempts is the most attempts a service's retry policy may ask
@@ -48,6 +55,8 @@ type Config struct {
 	Services []Service
 	// Devices are the configured devices, in file order. Default none.
 	Devices []Device
+	// Automations are the local automations, in file order. Default none.
+	Automations []Automation
 }
 
 // Defaults hold values that devices may override.
@@ -143,13 +152,24 @@ type Service struct {
 	// Name is the service's name in the file: lower-case letters, digits,
 	// '_' and '-'.
 	Name string
-	// Protocol is how Hearth talks to the service. Required; the only one
-	// known for now is ProtocolZigbee2MQTT.
+	// Protocol is how Hearth talks to the service. Required:
+	// ProtocolZigbee2MQTT or ProtocolStatusTopic.
 	Protocol string
 	// BaseTopic is the bridge's MQTT base topic. Default per protocol:
-	// "zigbee2mqtt" for zigbee2mqtt, Zigbee2MQTT's own default.
+	// "zigbee2mqtt" for zigbee2mqtt, Zigbee2MQTT's own default; none for
+	// status_topic, which takes no base_topic.
 	BaseTopic string
-	// Retry is how Hearth retries commands sent through the service.
+	// StatusTopic is the MQTT topic (no wildcards) on which a status_topic
+	// service says whether it is up. Required for status_topic, and only
+	// for it.
+	StatusTopic string
+	// OnlinePayload and OfflinePayload are the payloads on StatusTopic that
+	// mean up and down. status_topic only. Defaults "online" and "offline".
+	OnlinePayload  string
+	OfflinePayload string
+	// Retry is how Hearth retries commands sent through the service. A
+	// status_topic service takes no commands and no retry section: its
+	// Retry is the zero value.
 	Retry Retry
 	// Breaker is the service's circuit breaker.
 	Breaker Breaker
@@ -265,28 +285,57 @@ var protocols = map[string]Service{
 			},
 			Budget: Budget{Ratio: retry.DefaultBudgetRatio, MinRetries: retry.DefaultBudgetMinRetries, Window: retry.DefaultBudgetWindow},
 		},
-		Breaker: Breaker{
-			FailureThreshold: breaker.DefaultFailureThreshold,
-			FailureRatio:     breaker.DefaultFailureRatio,
-			Window:           breaker.DefaultWindow,
-			MinCalls:         breaker.DefaultMinCalls,
-			OpenFor:          breaker.DefaultOpenFor,
-			MaxOpenFor:       breaker.DefaultMaxOpenFor,
-			MaxProbes:        breaker.DefaultMaxProbes,
-			ProbeTimeout:     breaker.DefaultProbeTimeout,
-			SuccessesToClose: breaker.DefaultSuccessesToClose,
-		},
+		Breaker: defaultBreaker,
+	},
+	// A status_topic service has a breaker like any other and no retry
+	// policy: Hearth sends it nothing.
+	ProtocolStatusTopic: {
+		OnlinePayload:  "online",
+		OfflinePayload: "offline",
+		Breaker:        defaultBreaker,
 	},
 }
 
+// defaultBreaker holds every protocol's breaker defaults, package breaker's.
+var defaultBreaker = Breaker{
+	FailureThreshold: breaker.DefaultFailureThreshold,
+	FailureRatio:     breaker.DefaultFailureRatio,
+	Window:           breaker.DefaultWindow,
+	MinCalls:         breaker.DefaultMinCalls,
+	OpenFor:          breaker.DefaultOpenFor,
+	MaxOpenFor:       breaker.DefaultMaxOpenFor,
+	MaxProbes:        breaker.DefaultMaxProbes,
+	ProbeTimeout:     breaker.DefaultProbeTimeout,
+	SuccessesToClose: breaker.DefaultSuccessesToClose,
+}
+
 // protocolNames lists the known protocols, sorted, for error messages.
-var protocolNames = []string{ProtocolZigbee2MQTT}
+var protocolNames = []string{ProtocolStatusTopic, ProtocolZigbee2MQTT}
+
+// Commands reports whether Hearth sends commands through s: whether
+// devices may name it as their service.
+func (s Service) Commands() bool { return s.Protocol != ProtocolStatusTopic }
 
 // withDefaults returns s with every zero field set to its protocol's
 // default. An unknown protocol leaves s as it is.
 func (s Service) withDefaults() Service {
 	d, ok := protocols[s.Protocol]
 	if !ok {
+		return s
+	}
+	b, db := &s.Breaker, d.Breaker
+	setDefault(&b.FailureThreshold, db.FailureThreshold)
+	setDefault(&b.FailureRatio, db.FailureRatio)
+	setDefault(&b.Window, db.Window)
+	setDefault(&b.MinCalls, db.MinCalls)
+	setDefault(&b.OpenFor, db.OpenFor)
+	setDefault(&b.MaxOpenFor, db.MaxOpenFor)
+	setDefault(&b.MaxProbes, db.MaxProbes)
+	setDefault(&b.ProbeTimeout, db.ProbeTimeout)
+	setDefault(&b.SuccessesToClose, db.SuccessesToClose)
+	if !s.Commands() {
+		setDefault(&s.OnlinePayload, d.OnlinePayload)
+		setDefault(&s.OfflinePayload, d.OfflinePayload)
 		return s
 	}
 	if s.BaseTopic == "" {
@@ -326,16 +375,6 @@ func (s Service) withDefaults() Service {
 	if r.Budget.Window == 0 {
 		r.Budget.Window = dr.Budget.Window
 	}
-	b, db := &s.Breaker, d.Breaker
-	setDefault(&b.FailureThreshold, db.FailureThreshold)
-	setDefault(&b.FailureRatio, db.FailureRatio)
-	setDefault(&b.Window, db.Window)
-	setDefault(&b.MinCalls, db.MinCalls)
-	setDefault(&b.OpenFor, db.OpenFor)
-	setDefault(&b.MaxOpenFor, db.MaxOpenFor)
-	setDefault(&b.MaxProbes, db.MaxProbes)
-	setDefault(&b.ProbeTimeout, db.ProbeTimeout)
-	setDefault(&b.SuccessesToClose, db.SuccessesToClose)
 	return s
 }
 

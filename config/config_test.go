@@ -109,6 +109,7 @@ func TestDefault(t *testing.T) {
 		{"http.listen", c.HTTP.Listen, "127.0.0.1:8080"},
 		{"services", len(c.Services), 0},
 		{"devices", len(c.Devices), 0},
+		{"automations", len(c.Automations), 0},
 	}
 	for _, tt := range tests {
 		if tt.got != tt.want {
@@ -126,8 +127,8 @@ func TestEmptyFileIsDefault(t *testing.T) {
 		{"null document", "~\n"},
 		{"bare document marker", "---\n"},
 		{"trailing empty document", "prefix: hearth\n---\n"},
-		{"every section null", "prefix:\ndata_dir: ~\ndefaults:\nmqtt:\n  tls:\n  reconnect:\nhttp:\nservices:\ndevices:\n"},
-		{"every section empty", "defaults: {}\nmqtt: {tls: {}, reconnect: {}}\nhttp: {}\nservices: {}\ndevices: {}\n"},
+		{"every section null", "prefix:\ndata_dir: ~\ndefaults:\nmqtt:\n  tls:\n  reconnect:\nhttp:\nservices:\ndevices:\nautomations:\n"},
+		{"every section empty", "defaults: {}\nmqtt: {tls: {}, reconnect: {}}\nhttp: {}\nservices: {}\ndevices: {}\nautomations: {}\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

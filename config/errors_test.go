@@ -17,7 +17,7 @@ func TestParseErrors(t *testing.T) {
 		want string
 	}{
 		// Keys.
-		{"unknown top-level key", "prfix: home\n", `hearth.yaml:1: prfix: unknown key (did you mean prefix? known here: prefix, data_dir, defaults, mqtt, http, services, devices)`},
+		{"unknown top-level key", "prfix: home\n", `hearth.yaml:1: prfix: unknown key (did you mean prefix? known here: prefix, data_dir, defaults, mqtt, http, services, devices, automations)`},
 		{"unknown nested key", "mqtt:\n  tsl: {}\n", `hearth.yaml:2: mqtt.tsl: unknown key (did you mean tls? known here: listen, url, username, password, client_id, keepalive, tls, reconnect, republish_rate, max_connect_rate, connect_burst, max_connections, max_inflight)`},
 		{"unknown device key", z2m + "devices:\n  lamp:\n    class: light\n    colour: red\n", `hearth.yaml:7: devices.lamp.colour: unknown key (known here: service, class, address, ttl)`},
 		{"unknown key without a near match", "http:\n  port: 80\n", `hearth.yaml:2: http.port: unknown key (known here: listen)`},
@@ -89,9 +89,9 @@ func TestParseErrors(t *testing.T) {
 		{"base above default cap", "mqtt:\n  reconnect:\n    base: 2m\n", `hearth.yaml:3: mqtt.reconnect.base: 2m is more than cap 1m`},
 
 		// Services.
-		{"unknown protocol", "services:\n  zwave:\n    protocol: zwave-js\n", `hearth.yaml:3: services.zwave.protocol: unknown protocol "zwave-js" (known: zigbee2mqtt)`},
-		{"missing protocol", "services:\n  zigbee:\n    base_topic: z2m\n", `hearth.yaml:2: services.zigbee.protocol: missing (known: zigbee2mqtt)`},
-		{"service without settings", "services:\n  zigbee:\n", `hearth.yaml:2: services.zigbee.protocol: missing (known: zigbee2mqtt)`},
+		{"unknown protocol", "services:\n  zwave:\n    protocol: zwave-js\n", `hearth.yaml:3: services.zwave.protocol: unknown protocol "zwave-js" (known: status_topic, zigbee2mqtt)`},
+		{"missing protocol", "services:\n  zigbee:\n    base_topic: z2m\n", `hearth.yaml:2: services.zigbee.protocol: missing (known: status_topic, zigbee2mqtt)`},
+		{"service without settings", "services:\n  zigbee:\n", `hearth.yaml:2: services.zigbee.protocol: missing (known: status_topic, zigbee2mqtt)`},
 		{"invalid service name", "services:\n  Zig Bee:\n    protocol: zigbee2mqtt\n", `hearth.yaml:2: services."Zig Bee": invalid service name: use lower-case letters, digits, '_' and '-'`},
 		{"base topic equals prefix", "prefix: home\n" + z2m + "    base_topic: home\n", `hearth.yaml:5: services.zigbee.base_topic: base topic "home" overlaps prefix "home"; Hearth and each bridge need topics of their own`},
 		{"base topic under prefix", "prefix: home\n" + z2m + "    base_topic: home/zigbee\n", `hearth.yaml:5: services.zigbee.base_topic: base topic "home/zigbee" overlaps prefix "home"; Hearth and each bridge need topics of their own`},

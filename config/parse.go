@@ -98,6 +98,11 @@ func (c *Config) schema() []field {
 				c.Devices = append(c.Devices, walkDevice(w, id, v, k))
 			})
 		}},
+		{"automations", func(w *walker, n *yaml.Node, key string) {
+			w.entries(n, key, func(name string, v *yaml.Node, k string) {
+				c.Automations = append(c.Automations, walkAutomation(w, name, v, k))
+			})
+		}},
 	}
 }
 
@@ -122,6 +127,9 @@ func walkService(w *walker, name string, n *yaml.Node, key string) Service {
 	w.mapping(n, key,
 		value("protocol", &s.Protocol, knownProtocol),
 		value("base_topic", &s.BaseTopic, topicRoot),
+		value("status_topic", &s.StatusTopic, topicLevels),
+		value("online_payload", &s.OnlinePayload, notEmpty),
+		value("offline_payload", &s.OfflinePayload, notEmpty),
 		section("retry", append([]field{
 			value("max_attempts", &s.Retry.MaxAttempts, attempts),
 			value("allow_more_attempts", &s.Retry.AllowMoreAttempts),
@@ -154,7 +162,12 @@ func walkService(w *walker, name string, n *yaml.Node, key string) Service {
 	if k := join(key, "protocol"); s.Protocol == "" && !w.reported[k] && !w.reported[key] {
 		w.reportf(w.lines[key], k, "missing (known: %s)", strings.Join(protocolNames, ", "))
 	}
+	w.checkStatusTopic(key, s)
 	s = s.withDefaults()
+	if s.Protocol == ProtocolStatusTopic && s.OnlinePayload == s.OfflinePayload && !w.reported[join(key, "online_payload")] && !w.reported[join(key, "offline_payload")] {
+		k, line := w.at(join(key, "offline_payload"), join(key, "online_payload"), key)
+		w.reportf(line, k, "online_payload and offline_payload are both %q; they must differ", s.OnlinePayload)
+	}
 	w.checkBackoff(join(key, "retry"), s.Retry.Backoff)
 	if b := s.Breaker; b.MaxOpenFor < b.OpenFor {
 		bkey := join(key, "breaker")
@@ -185,6 +198,31 @@ func walkDevice(w *walker, id string, n *yaml.Node, key string) Device {
 	return d
 }
 
+// checkStatusTopic reports the keys of a status_topic service given to
+// another protocol, and those of a commanded service given to a
+// status_topic one, which Hearth sends no commands.
+func (w *walker) checkStatusTopic(key string, s Service) {
+	if s.Protocol == "" || w.reported[join(key, "protocol")] {
+		return
+	}
+	if s.Protocol == ProtocolStatusTopic {
+		if k := join(key, "status_topic"); s.StatusTopic == "" && !w.reported[k] {
+			w.reportf(w.lines[key], k, "missing; a status_topic service needs the topic it reports its status on")
+		}
+		for _, name := range []string{"base_topic", "retry"} {
+			if k := join(key, name); w.lines[k] != 0 {
+				w.reportf(w.lines[k], k, "a status_topic service takes no %s: Hearth only watches it and sends it no commands", name)
+			}
+		}
+		return
+	}
+	for _, name := range []string{"status_topic", "online_payload", "offline_payload"} {
+		if k := join(key, name); w.lines[k] != 0 && !w.reported[k] {
+			w.reportf(w.lines[k], k, "only for protocol status_topic, not %s", s.Protocol)
+		}
+	}
+}
+
 // check resolves what depends on more than one key and reports what does
 // not fit together.
 func (c *Config) check(w *walker) {
@@ -211,6 +249,7 @@ func (c *Config) check(w *walker) {
 	}
 	c.checkTopics(w)
 	c.checkDevices(w)
+	c.checkAutomations(w)
 }
 
 // checkBrokerLimits reports limits of the embedded broker set together
@@ -278,9 +317,13 @@ func overlaps(a, b string) bool {
 // reports services that do not exist and addresses used twice on one
 // service.
 func (c *Config) checkDevices(w *walker) {
-	names := make([]string, len(c.Services))
-	for i, s := range c.Services {
-		names[i] = s.Name
+	// names are the services that take commands: the ones a device may
+	// name.
+	var names []string
+	for _, s := range c.Services {
+		if s.Commands() {
+			names = append(names, s.Name)
+		}
 	}
 	type owner struct {
 		key  string
@@ -291,8 +334,11 @@ func (c *Config) checkDevices(w *walker) {
 		d := &c.Devices[i]
 		key := join("devices", d.ID)
 		skey := join(key, "service")
+		s, found := c.Service(d.Service)
 		switch {
 		case w.reported[skey] || w.reported[key]:
+		case found && !s.Commands():
+			w.reportf(w.lines[skey], skey, "service %q only reports its status (protocol %s); Hearth sends it no commands, so no device can be reached through it", d.Service, s.Protocol)
 		case d.Service == "" && len(names) == 1:
 			d.Service = names[0]
 		case d.Service == "" && len(names) == 0:
@@ -301,10 +347,8 @@ func (c *Config) checkDevices(w *walker) {
 			w.reportf(w.lines[key], skey, "missing; with more than one service, name one of: %s", strings.Join(names, ", "))
 		case len(names) == 0:
 			w.reportf(w.lines[skey], skey, "no service %q (no services are configured)", d.Service)
-		default:
-			if _, ok := c.Service(d.Service); !ok {
-				w.reportf(w.lines[skey], skey, "no service %q (services: %s)", d.Service, strings.Join(names, ", "))
-			}
+		case !found:
+			w.reportf(w.lines[skey], skey, "no service %q (services: %s)", d.Service, strings.Join(names, ", "))
 		}
 		if d.Address == "" {
 			d.Address = d.ID

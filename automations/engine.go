@@ -1,0 +1,583 @@
+package automations
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"sync"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+	"github.com/oklog/ulid/v2"
+	"github.com/robfig/cron/v3"
+)
+
+// Commander hands a command to Hearth's intake, as if it had arrived on
+// hearth/<device>/set. payload is the JSON command body: target attributes
+// plus the reserved keys op_id and, when set, ttl. It should return once
+// the command is accepted or refused, not wait for its outcome.
+type Commander interface {
+	Command(ctx context.Context, device string, payload []byte) error
+}
+
+// Publisher publishes one MQTT message at QoS 1.
+type Publisher interface {
+	Publish(ctx context.Context, topic string, payload []byte, retained bool) error
+}
+
+// Notifier delivers a notification to people.
+type Notifier interface {
+	Notify(ctx context.Context, n Notification) error
+}
+
+// Notification is what a NotifyAction sends.
+type Notification struct {
+	Title    string
+	Message  string
+	Severity string // "info", "warning" or "critical"
+	// Source says who sent it: "automation:<rule name>".
+	Source string
+	// At is when the rule ran, by the engine's clock.
+	At time.Time
+}
+
+// Options configure an Engine. Zero values take the defaults documented
+// on each field.
+type Options struct {
+	// Rules are the automations, run in this order when one event
+	// triggers several.
+	Rules []Rule
+	// Commander, Publisher and Notifier carry out actions. Each may be nil
+	// when no rule has an action of its kind.
+	Commander Commander
+	Publisher Publisher
+	Notifier  Notifier
+	// Clock gives the time and the schedule timers. Default: the real
+	// clock.
+	Clock clockwork.Clock
+	// Location is where cron expressions and time conditions are read.
+	// Default: time.Local.
+	Location *time.Location
+	// Logger logs every run, skip and failed action. Default:
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// RuleStatus is where one rule stands.
+type RuleStatus struct {
+	Name string
+	// Active is false while the rule is paused by FallbackFor or Requires.
+	Active bool
+	// Runs counts the times its actions ran.
+	Runs int
+	// Skipped counts the times a trigger fired while the rule was paused
+	// or its conditions did not hold.
+	Skipped int
+	// LastRun is when its actions last ran; zero if never.
+	LastRun time.Time
+}
+
+// Engine runs rules. Its methods are safe for concurrent use; DeviceState,
+// Message and BreakerState never block on the rules.
+type Engine struct {
+	rules     []*rule
+	commander Commander
+	publisher Publisher
+	notifier  Notifier
+	clock     clockwork.Clock
+	loc       *time.Location
+	log       *slog.Logger
+	entropy   io.Reader // monotonic ULID entropy; used by the loop only
+
+	qmu    sync.Mutex
+	queue  []event
+	signal chan struct{} // capacity 1: there are events in queue
+
+	mu       sync.Mutex // guards the fields below, which the loop writes
+	running  bool
+	breakers map[string]string         // service → state; absent: closed
+	state    map[string]map[string]any // device → attribute → last value
+}
+
+type rule struct {
+	Rule
+	schedules map[int]cron.Schedule // by trigger index
+	next      map[int]time.Time     // by trigger index: next fire time
+	status    RuleStatus
+}
+
+// event is one thing that happened, queued for the loop. Exactly one
+// group of fields is set.
+type event struct {
+	device string
+	state  map[string]any
+
+	topic    string
+	payload  []byte
+	retained bool
+	message  bool
+
+	service      string
+	breakerState string
+
+	barrier chan struct{} // tests: closed when every earlier event is handled
+}
+
+// New validates the rules and returns an engine for them. Every problem
+// is reported, each naming its rule: names that are invalid or used
+// twice, a trigger, condition or action that does not set exactly one
+// kind, a cron expression that does not parse, an unknown op, an action
+// whose carrier (Commander, Publisher, Notifier) is nil.
+func New(o Options) (*Engine, error) {
+	e := &Engine{
+		commander: o.Commander,
+		publisher: o.Publisher,
+		notifier:  o.Notifier,
+		clock:     o.Clock,
+		loc:       o.Location,
+		log:       o.Logger,
+		entropy:   ulid.Monotonic(rand.Reader, 0),
+		signal:    make(chan struct{}, 1),
+		breakers:  map[string]string{},
+		state:     map[string]map[string]any{},
+	}
+	if e.clock == nil {
+		e.clock = clockwork.NewRealClock()
+	}
+	if e.loc == nil {
+		e.loc = time.Local
+	}
+	if e.log == nil {
+		e.log = slog.Default()
+	}
+	var errs []error
+	seen := map[string]bool{}
+	for i := range o.Rules {
+		r := o.Rules[i]
+		name := r.Name
+		if name == "" {
+			name = fmt.Sprintf("#%d", i+1)
+		}
+		if seen[r.Name] {
+			errs = append(errs, fmt.Errorf("rule %s: name used twice", name))
+			continue
+		}
+		seen[r.Name] = true
+		schedules, problems := r.validate(&o)
+		for _, err := range problems {
+			errs = append(errs, fmt.Errorf("rule %s: %w", name, err))
+		}
+		if len(problems) > 0 {
+			continue
+		}
+		e.rules = append(e.rules, &rule{Rule: r, schedules: schedules, next: map[int]time.Time{}, status: RuleStatus{Name: r.Name}})
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	for _, r := range e.rules {
+		r.status.Active = e.active(r)
+	}
+	return e, nil
+}
+
+// DeviceState reports a device's state, as the device or its bridge
+// published it: attribute → value, numbers in any Go or JSON form. A
+// report may name only some attributes; the others keep their last value.
+// It never blocks: the report is queued, and no report is ever dropped.
+func (e *Engine) DeviceState(device string, state map[string]any) {
+	e.push(event{device: device, state: maps.Clone(state)})
+}
+
+// Message reports an MQTT message on one of Topics. A retained message
+// triggers nothing: it is a replay. It never blocks.
+func (e *Engine) Message(topic string, payload []byte, retained bool) {
+	e.push(event{message: true, topic: topic, payload: append([]byte(nil), payload...), retained: retained})
+}
+
+// BreakerState reports a service's circuit breaker state: "closed",
+// "open" or "half_open". A service never reported is closed. It never
+// blocks.
+func (e *Engine) BreakerState(service, state string) {
+	e.push(event{service: service, breakerState: state})
+}
+
+// Topics returns the MQTT topic filters the rules' MQTT triggers need, in
+// rule order, each once. The caller subscribes to them and passes what
+// arrives to Message.
+func (e *Engine) Topics() []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, r := range e.rules {
+		for _, t := range r.Triggers {
+			if t.MQTT != nil && !seen[t.MQTT.Topic] {
+				seen[t.MQTT.Topic] = true
+				out = append(out, t.MQTT.Topic)
+			}
+		}
+	}
+	return out
+}
+
+// Status returns where each rule stands, in rule order.
+func (e *Engine) Status() []RuleStatus {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make([]RuleStatus, len(e.rules))
+	for i, r := range e.rules {
+		out[i] = r.status
+	}
+	return out
+}
+
+func (e *Engine) push(ev event) {
+	e.qmu.Lock()
+	e.queue = append(e.queue, ev)
+	e.qmu.Unlock()
+	select {
+	case e.signal <- struct{}{}:
+	default:
+	}
+}
+
+// take returns every queued event and empties the queue.
+func (e *Engine) take() []event {
+	e.qmu.Lock()
+	defer e.qmu.Unlock()
+	q := e.queue
+	e.queue = nil
+	return q
+}
+
+// sync waits until every event queued before it is handled, or ctx is
+// done. For tests.
+func (e *Engine) sync(ctx context.Context) error {
+	done := make(chan struct{})
+	e.push(event{barrier: done})
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Run handles events and schedule times, one at a time in this goroutine,
+// until ctx is done; then it returns ctx's error. Actions get ctx. Run may
+// be called once.
+func (e *Engine) Run(ctx context.Context) error {
+	e.mu.Lock()
+	if e.running {
+		e.mu.Unlock()
+		return errors.New("automations: Run called twice")
+	}
+	e.running = true
+	e.mu.Unlock()
+
+	now := e.clock.Now()
+	for _, r := range e.rules {
+		for i, s := range r.schedules {
+			r.next[i] = s.Next(now.In(e.loc))
+		}
+	}
+	// One timer, for the earliest schedule time; re-armed only when that
+	// time changes, so that events do not churn the clock's timers.
+	var timer clockwork.Timer
+	var armed time.Time
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		if next, ok := e.nextFire(); !ok || !next.Equal(armed) {
+			if timer != nil {
+				timer.Stop()
+				timer = nil
+			}
+			armed = time.Time{}
+			if ok {
+				timer, armed = e.clock.NewTimer(next.Sub(e.clock.Now())), next
+			}
+		}
+		var wake <-chan time.Time
+		if timer != nil {
+			wake = timer.Chan()
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-e.signal:
+			for _, ev := range e.take() {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				e.handle(ctx, ev)
+			}
+		case <-wake:
+			timer, armed = nil, time.Time{}
+			e.fireSchedules(ctx)
+		}
+	}
+}
+
+// nextFire returns the earliest next time of any schedule trigger.
+func (e *Engine) nextFire() (time.Time, bool) {
+	var first time.Time
+	for _, r := range e.rules {
+		for _, t := range r.next {
+			if !t.IsZero() && (first.IsZero() || t.Before(first)) {
+				first = t
+			}
+		}
+	}
+	return first, !first.IsZero()
+}
+
+// fireSchedules fires every schedule trigger whose time has come, once
+// each however many of its times have passed, and computes its next time
+// from now.
+func (e *Engine) fireSchedules(ctx context.Context) {
+	now := e.clock.Now().In(e.loc)
+	for _, r := range e.rules {
+		fired := false
+		for i, s := range r.schedules {
+			next := r.next[i]
+			if next.IsZero() || next.After(now) {
+				continue
+			}
+			r.next[i] = s.Next(now)
+			if !fired {
+				fired = true
+				e.trigger(ctx, r, "schedule "+r.Triggers[i].Schedule.Cron)
+			}
+		}
+	}
+}
+
+func (e *Engine) handle(ctx context.Context, ev event) {
+	switch {
+	case ev.barrier != nil:
+		close(ev.barrier)
+	case ev.message:
+		e.handleMessage(ctx, ev)
+	case ev.service != "":
+		e.handleBreaker(ctx, ev.service, ev.breakerState)
+	case ev.device != "":
+		e.handleState(ctx, ev.device, ev.state)
+	}
+}
+
+func (e *Engine) handleMessage(ctx context.Context, ev event) {
+	if ev.retained {
+		e.log.Debug("automations: retained message triggers nothing", "topic", ev.topic)
+		return
+	}
+	for _, r := range e.rules {
+		for _, t := range r.Triggers {
+			m := t.MQTT
+			if m == nil || !matchTopic(m.Topic, ev.topic) || (m.Payload != nil && *m.Payload != string(ev.payload)) {
+				continue
+			}
+			e.trigger(ctx, r, "mqtt "+ev.topic)
+			break
+		}
+	}
+}
+
+func (e *Engine) handleBreaker(ctx context.Context, service, state string) {
+	if !validBreakerState(state) {
+		e.log.Warn("automations: unknown breaker state ignored", "service", service, "state", state)
+		return
+	}
+	e.mu.Lock()
+	old := e.breakerState(service)
+	if state == Closed {
+		delete(e.breakers, service)
+	} else {
+		e.breakers[service] = state
+	}
+	for _, r := range e.rules {
+		active := e.active(r)
+		if active != r.status.Active {
+			e.log.Info("automations: rule "+map[bool]string{true: "resumed", false: "paused"}[active],
+				"rule", r.Name, "service", service, "breaker", state)
+		}
+		r.status.Active = active
+	}
+	e.mu.Unlock()
+	if old == state {
+		return
+	}
+	for _, r := range e.rules {
+		for _, t := range r.Triggers {
+			b := t.Breaker
+			if b == nil || b.Service != service || (b.To != "" && b.To != state) {
+				continue
+			}
+			e.trigger(ctx, r, "breaker "+service+" "+old+" → "+state)
+			break
+		}
+	}
+}
+
+func (e *Engine) handleState(ctx context.Context, device string, report map[string]any) {
+	e.mu.Lock()
+	last, known := e.state[device]
+	if !known {
+		last = map[string]any{}
+		e.state[device] = last
+	}
+	type change struct {
+		from, to any
+		first    bool
+	}
+	changes := map[string]change{}
+	for k, v := range report {
+		old, seen := last[k]
+		if seen && equal(old, v) {
+			continue
+		}
+		changes[k] = change{from: old, to: v, first: !seen}
+		last[k] = v
+	}
+	e.mu.Unlock()
+	for _, r := range e.rules {
+		for _, t := range r.Triggers {
+			s := t.State
+			if s == nil || s.Device != device {
+				continue
+			}
+			c, ok := changes[s.Attribute]
+			if !ok || c.first {
+				continue // no change, or only the baseline
+			}
+			if (s.To != nil && !equal(c.to, s.To)) || (s.From != nil && !equal(c.from, s.From)) {
+				continue
+			}
+			e.trigger(ctx, r, fmt.Sprintf("state %s.%s %v → %v", device, s.Attribute, c.from, c.to))
+			break
+		}
+	}
+}
+
+// breakerState returns a service's breaker state. e.mu must be held.
+func (e *Engine) breakerState(service string) string {
+	if s, ok := e.breakers[service]; ok {
+		return s
+	}
+	return Closed
+}
+
+// active reports whether r's gates hold. e.mu must be held (or the loop
+// not yet started).
+func (e *Engine) active(r *rule) bool {
+	if r.FallbackFor != "" && e.breakerState(r.FallbackFor) == Closed {
+		return false
+	}
+	for _, s := range r.Requires {
+		if e.breakerState(s) != Closed {
+			return false
+		}
+	}
+	return true
+}
+
+// trigger runs r, fired by why, if its gates and conditions hold, and
+// counts a run or a skip.
+func (e *Engine) trigger(ctx context.Context, r *rule, why string) {
+	now := e.clock.Now()
+	e.mu.Lock()
+	reason := ""
+	if !r.status.Active {
+		reason = "paused"
+		if r.FallbackFor != "" && e.breakerState(r.FallbackFor) == Closed {
+			reason = "paused: " + r.FallbackFor + " is closed (fallback_for)"
+		}
+		for _, s := range r.Requires {
+			if st := e.breakerState(s); st != Closed {
+				reason = "paused: required " + s + " is " + st
+			}
+		}
+	} else if i := e.failedCondition(r, now); i >= 0 {
+		reason = fmt.Sprintf("condition %d does not hold", i+1)
+	}
+	if reason != "" {
+		r.status.Skipped++
+		e.mu.Unlock()
+		e.log.Info("automations: rule skipped", "rule", r.Name, "trigger", why, "reason", reason)
+		return
+	}
+	r.status.Runs++
+	r.status.LastRun = now
+	e.mu.Unlock()
+	e.log.Info("automations: rule runs", "rule", r.Name, "trigger", why)
+	for i, a := range r.Actions {
+		if err := e.act(ctx, r, a, now); err != nil {
+			e.log.Warn("automations: action failed", "rule", r.Name, "action", i+1, "err", err)
+		}
+	}
+}
+
+// failedCondition returns the index of the first condition of r that does
+// not hold at now, or -1. e.mu must be held.
+func (e *Engine) failedCondition(r *rule, now time.Time) int {
+	for i, c := range r.Conditions {
+		switch {
+		case c.Time != nil:
+			if !c.Time.holds(now.In(e.loc)) {
+				return i
+			}
+		case c.State != nil:
+			v, ok := e.state[c.State.Device][c.State.Attribute]
+			if !ok || !compare(c.State.Op, v, c.State.Value) {
+				return i
+			}
+		}
+	}
+	return -1
+}
+
+func (e *Engine) act(ctx context.Context, r *rule, a Action, now time.Time) error {
+	switch {
+	case a.Command != nil:
+		c := a.Command
+		body := maps.Clone(c.Target)
+		id, err := ulid.New(ulid.Timestamp(now), e.entropy)
+		if err != nil {
+			return fmt.Errorf("op_id: %w", err)
+		}
+		body["op_id"] = "auto-" + id.String()
+		if c.TTL > 0 {
+			body["ttl"] = c.TTL.String()
+		}
+		payload, err := json.Marshal(body)
+		if err != nil {
+			return fmt.Errorf("command to %s: %w", c.Device, err)
+		}
+		if err := e.commander.Command(ctx, c.Device, payload); err != nil {
+			return fmt.Errorf("command to %s: %w", c.Device, err)
+		}
+		e.log.Info("automations: command sent", "rule", r.Name, "device", c.Device, "op_id", body["op_id"])
+	case a.Publish != nil:
+		p := a.Publish
+		if err := e.publisher.Publish(ctx, p.Topic, []byte(p.Payload), p.Retain); err != nil {
+			return fmt.Errorf("publish to %s: %w", p.Topic, err)
+		}
+	case a.Notify != nil:
+		n := a.Notify
+		sev := n.Severity
+		if sev == "" {
+			sev = SeverityInfo
+		}
+		if err := e.notifier.Notify(ctx, Notification{Title: n.Title, Message: n.Message, Severity: sev, Source: "automation:" + r.Name, At: now}); err != nil {
+			return fmt.Errorf("notify: %w", err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,95 @@
+package config
+
+import (
+	"bytes"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hearthd/hearth/devices"
+)
+
+// sampleExample returns the worked example of configs/hearth.yaml: the
+// commented lines between its BEGIN and END markers, uncommented.
+func sampleExample(t *testing.T) []byte {
+	t.Helper()
+	data, err := os.ReadFile("../configs/hearth.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	in := false
+	found := false
+	for i, line := range strings.Split(string(data), "\n") {
+		switch {
+		case strings.HasPrefix(line, "# ----- BEGIN worked example"):
+			in, found = true, true
+			continue
+		case strings.HasPrefix(line, "# ----- END worked example"):
+			if !in {
+				t.Fatalf("line %d: END before BEGIN", i+1)
+			}
+			return out.Bytes()
+		case !in:
+			continue
+		case line == "#":
+			out.WriteString("\n")
+		case strings.HasPrefix(line, "# "):
+			out.WriteString(strings.TrimPrefix(line, "# ") + "\n")
+		default:
+			t.Fatalf("configs/hearth.yaml:%d: a line of the worked example is not commented out: %q", i+1, line)
+		}
+	}
+	t.Fatalf("worked example not found (BEGIN %v) in configs/hearth.yaml", found)
+	return nil
+}
+
+// TestSampleWorkedExample keeps the commented worked example of the sample
+// valid and meaning what its comments say.
+func TestSampleWorkedExample(t *testing.T) {
+	c, err := Parse("configs/hearth.yaml (worked example)", sampleExample(t))
+	if err != nil {
+		t.Fatalf("Parse(worked example) error:\n%v", err)
+	}
+	s, ok := c.Service("cloud_presence")
+	if want := (Service{Name: "cloud_presence", Protocol: ProtocolStatusTopic, StatusTopic: "cloud_presence/status", Breaker: Breaker{Enabled: true}}).withDefaults(); !ok || !reflect.DeepEqual(s, want) {
+		t.Errorf("service cloud_presence = %+v, want %+v (the defaults, as its comments say)", s, want)
+	}
+	for id, class := range map[string]devices.Class{"hall_motion": devices.Sensor, "hall_light": devices.Light} {
+		if d, ok := c.Device(id); !ok || d.Class != class || d.Service != "zigbee" {
+			t.Errorf("device %s = %+v, want a %s on zigbee", id, d, class)
+		}
+	}
+	away := "away"
+	want := []Automation{
+		{
+			Name:        "hall_light_from_motion",
+			FallbackFor: "cloud_presence",
+			Triggers:    []Trigger{{State: &StateTrigger{Device: "hall_motion", Attribute: "occupancy", To: true}}},
+			Conditions:  []Condition{{Time: &TimeCondition{After: 17 * 60, Before: 7 * 60}}},
+			Actions: []Action{
+				{Command: &CommandAction{Device: "hall_light", Target: devices.Target{"state": "ON", "brightness": 102.0}, TTL: 30 * time.Second}},
+				{Notify: &NotifyAction{Title: "Presence service down", Message: "hall light driven by the local motion sensor", Severity: "warning"}},
+			},
+		},
+		{
+			Name:     "hall_light_off",
+			Requires: []string{"cloud_presence"},
+			Triggers: []Trigger{
+				{Schedule: &ScheduleTrigger{Cron: "0 23 * * *"}},
+				{MQTT: &MQTTTrigger{Topic: "alarm/armed", Payload: &away}},
+				{Breaker: &BreakerTrigger{Service: "cloud_presence", To: "closed"}},
+			},
+			Conditions: []Condition{{State: &StateCondition{Device: "hall_light", Attribute: "state", Op: "eq", Value: "ON"}}},
+			Actions: []Action{
+				{Command: &CommandAction{Device: "hall_light", Target: devices.Target{"state": "OFF"}}},
+				{Publish: &PublishAction{Topic: "hearth_example/hall", Payload: "off"}},
+			},
+		},
+	}
+	if !reflect.DeepEqual(c.Automations, want) {
+		t.Errorf("worked example automations:\ngot  %s\nwant %s", show(c.Automations), show(want))
+	}
+}
