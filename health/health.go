@@ -21,15 +21,31 @@ type Check func() error
 type Checker struct {
 	mu     sync.RWMutex
 	checks map[string]Check
+	info   map[string]func() any
 }
 
 // NewChecker returns a Checker with no checks: ready.
-func NewChecker() *Checker { return &Checker{checks: map[string]Check{}} }
+func NewChecker() *Checker {
+	return &Checker{checks: map[string]Check{}, info: map[string]func() any{}}
+}
 
 // Add registers check under name, replacing any check of that name.
 func (c *Checker) Add(name string, check Check) {
 	c.mu.Lock()
 	c.checks[name] = check
+	c.mu.Unlock()
+}
+
+// AddInfo registers f under name, replacing any entry of that name. Each
+// report calls f and shows its value, encoded as JSON, under Report.Info;
+// it never affects readiness. Use it for what an operator wants to see
+// next to the checks but that does not make Hearth unready, such as each
+// service's breaker: an open breaker means the service is down, not that
+// Hearth cannot take commands. f must be quick, must not block, and must
+// return a value encoding/json can encode.
+func (c *Checker) AddInfo(name string, f func() any) {
+	c.mu.Lock()
+	c.info[name] = f
 	c.mu.Unlock()
 }
 
@@ -39,9 +55,14 @@ type Report struct {
 	Status string `json:"status"`
 	// Checks maps each check's name to "ok" or its error.
 	Checks map[string]string `json:"checks"`
+	// Info maps each AddInfo entry's name to its value, for example
+	// {"services": {"z2m": {"state": "open", "since": "2026-11-29T23:00:00Z"}}}.
+	// It is omitted when no entry is registered.
+	Info map[string]any `json:"info,omitempty"`
 }
 
-// Ready runs every check and reports whether all passed.
+// Ready runs every check and reports whether all passed; the report also
+// carries every AddInfo entry's current value, which readiness ignores.
 func (c *Checker) Ready() (bool, Report) {
 	c.mu.RLock()
 	names := make([]string, 0, len(c.checks))
@@ -57,6 +78,12 @@ func (c *Checker) Ready() (bool, Report) {
 			ok = false
 		} else {
 			r.Checks[n] = "ok"
+		}
+	}
+	if len(c.info) > 0 {
+		r.Info = make(map[string]any, len(c.info))
+		for n, f := range c.info {
+			r.Info[n] = f()
 		}
 	}
 	c.mu.RUnlock()
