@@ -1,9 +1,20 @@
-// Package health answers "is Hearth alive" and "is Hearth ready": a
-// liveness endpoint that only says the process serves HTTP, and a
-// readiness endpoint that runs named checks (the MQTT connection, the
-// store) and reports each.
+// Package health makes Hearth's own condition visible, in three ways:
 //
-// It never decides what is healthy; the checks are registered by main.
+//   - Checker: GET /healthz (the process serves HTTP) and GET /readyz,
+//     which runs named readiness checks (the MQTT connection, the store)
+//     and also shows informational entries, such as each service's
+//     breaker, that never make Hearth unready: an open breaker means a
+//     service is down, not that Hearth cannot take commands.
+//   - Metrics: Prometheus metrics in a private registry, served at
+//     GET /metrics, starting with each service's breaker state and
+//     transitions; other parts add their collectors to Registry.
+//   - Discovery: Home Assistant MQTT discovery configs for Hearth's own
+//     entities (a "problem" binary_sensor per service), built as topic
+//     and payload.
+//
+// It never decides what is healthy (main registers the checks and reports
+// the states), never holds a breaker, and never talks MQTT: it builds what
+// the caller publishes. It imports nothing of Hearth's.
 package health
 
 import (
