@@ -1,9 +1,20 @@
-// Package health answers "is Hearth alive" and "is Hearth ready": a
-// liveness endpoint that only says the process serves HTTP, and a
-// readiness endpoint that runs named checks (the MQTT connection, the
-// store) and reports each.
+// Package health makes Hearth's own condition visible, in three ways:
 //
-// It never decides what is healthy; the checks are registered by main.
+//   - Checker: GET /healthz (the process serves HTTP) and GET /readyz,
+//     which runs named readiness checks (the MQTT connection, the store)
+//     and also shows informational entries, such as each service's
+//     breaker, that never make Hearth unready: an open breaker means a
+//     service is down, not that Hearth cannot take commands.
+//   - Metrics: Prometheus metrics in a private registry, served at
+//     GET /metrics, starting with each service's breaker state and
+//     transitions; other parts add their collectors to Registry.
+//   - Discovery: Home Assistant MQTT discovery configs for Hearth's own
+//     entities (a "problem" binary_sensor per service), built as topic
+//     and payload.
+//
+// It never decides what is healthy (main registers the checks and reports
+// the states), never holds a breaker, and never talks MQTT: it builds what
+// the caller publishes. It imports nothing of Hearth's.
 package health
 
 import (
@@ -21,15 +32,31 @@ type Check func() error
 type Checker struct {
 	mu     sync.RWMutex
 	checks map[string]Check
+	info   map[string]func() any
 }
 
 // NewChecker returns a Checker with no checks: ready.
-func NewChecker() *Checker { return &Checker{checks: map[string]Check{}} }
+func NewChecker() *Checker {
+	return &Checker{checks: map[string]Check{}, info: map[string]func() any{}}
+}
 
 // Add registers check under name, replacing any check of that name.
 func (c *Checker) Add(name string, check Check) {
 	c.mu.Lock()
 	c.checks[name] = check
+	c.mu.Unlock()
+}
+
+// AddInfo registers f under name, replacing any entry of that name. Each
+// report calls f and shows its value, encoded as JSON, under Report.Info;
+// it never affects readiness. Use it for what an operator wants to see
+// next to the checks but that does not make Hearth unready, such as each
+// service's breaker: an open breaker means the service is down, not that
+// Hearth cannot take commands. f must be quick, must not block, and must
+// return a value encoding/json can encode.
+func (c *Checker) AddInfo(name string, f func() any) {
+	c.mu.Lock()
+	c.info[name] = f
 	c.mu.Unlock()
 }
 
@@ -39,9 +66,14 @@ type Report struct {
 	Status string `json:"status"`
 	// Checks maps each check's name to "ok" or its error.
 	Checks map[string]string `json:"checks"`
+	// Info maps each AddInfo entry's name to its value, for example
+	// {"services": {"z2m": {"state": "open", "since": "2026-11-29T23:00:00Z"}}}.
+	// It is omitted when no entry is registered.
+	Info map[string]any `json:"info,omitempty"`
 }
 
-// Ready runs every check and reports whether all passed.
+// Ready runs every check and reports whether all passed; the report also
+// carries every AddInfo entry's current value, which readiness ignores.
 func (c *Checker) Ready() (bool, Report) {
 	c.mu.RLock()
 	names := make([]string, 0, len(c.checks))
@@ -57,6 +89,12 @@ func (c *Checker) Ready() (bool, Report) {
 			ok = false
 		} else {
 			r.Checks[n] = "ok"
+		}
+	}
+	if len(c.info) > 0 {
+		r.Info = make(map[string]any, len(c.info))
+		for n, f := range c.info {
+			r.Info[n] = f()
 		}
 	}
 	c.mu.RUnlock()

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -37,5 +39,64 @@ func TestReadyzReportsEveryCheck(t *testing.T) {
 	}
 	if code, _ := get("/healthz"); code != 200 {
 		t.Errorf("/healthz while not ready: %d; want 200 (the process serves)", code)
+	}
+}
+
+func TestReadyzShowsInfoWithoutChangingReadiness(t *testing.T) {
+	c := NewChecker()
+	var storeErr error
+	c.Add("store", func() error { return storeErr })
+	services := map[string]map[string]string{
+		"z2m":   {"state": "open", "since": "2026-11-29T23:00:00Z"},
+		"cloud": {"state": "closed", "since": "2026-11-29T22:00:00Z"},
+	}
+	c.AddInfo("services", func() any { return services })
+	mux := http.NewServeMux()
+	c.Register(mux)
+
+	get := func() (int, map[string]any) {
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
+		var body map[string]any
+		if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
+			t.Fatalf("/readyz body %q: %v", rec.Body, err)
+		}
+		return rec.Code, body
+	}
+	wantInfo := map[string]any{"services": map[string]any{
+		"z2m":   map[string]any{"state": "open", "since": "2026-11-29T23:00:00Z"},
+		"cloud": map[string]any{"state": "closed", "since": "2026-11-29T22:00:00Z"},
+	}}
+
+	code, body := get()
+	if code != 200 || body["status"] != "ready" {
+		t.Errorf("open breaker, store ok: %d %v; want 200 ready (a down service is not unreadiness)", code, body["status"])
+	}
+	if !reflect.DeepEqual(body["info"], wantInfo) {
+		t.Errorf("info = %v; want %v", body["info"], wantInfo)
+	}
+	if !reflect.DeepEqual(body["checks"], map[string]any{"store": "ok"}) {
+		t.Errorf("checks = %v; want only store ok (info entries are not checks)", body["checks"])
+	}
+
+	storeErr = errors.New("bbolt: database not open")
+	services["z2m"]["state"] = "half_open"
+	code, body = get()
+	if code != 503 || body["status"] != "not_ready" {
+		t.Errorf("store down: %d %v; want 503 not_ready", code, body["status"])
+	}
+	if got := body["info"].(map[string]any)["services"].(map[string]any)["z2m"].(map[string]any)["state"]; got != "half_open" {
+		t.Errorf("info read at each request: z2m state %v; want half_open", got)
+	}
+}
+
+func TestReadyzOmitsInfoWhenNoneRegistered(t *testing.T) {
+	c := NewChecker()
+	mux := http.NewServeMux()
+	c.Register(mux)
+	rec := httptest.NewRecorder()
+	mux.ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
+	if got, want := strings.TrimSpace(rec.Body.String()), `{"status":"ready","checks":{}}`; got != want {
+		t.Errorf("/readyz body %s; want %s (unchanged shape without info)", got, want)
 	}
 }

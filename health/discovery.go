@@ -1,0 +1,198 @@
+package health
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"time"
+)
+
+// ServiceState is the payload Hearth publishes, retained, on
+// <prefix>/services/<service>/state, for example
+// {"state":"open","since":"2026-11-29T23:00:00Z"}, and a shape /readyz
+// can show under Report.Info. State is the breaker's state: "closed",
+// "open" or "half_open"; Since is when the breaker entered it.
+type ServiceState struct {
+	State string    `json:"state"`
+	Since time.Time `json:"since"`
+}
+
+// Discovery builds Home Assistant MQTT discovery messages for Hearth's
+// own entities, following Home Assistant's documented MQTT discovery:
+// each entity's config is published retained on
+// <Prefix>/<component>/<NodeID>/<object_id>/config, an empty retained
+// payload there removes the entity, and Home Assistant's birth message
+// "online" on <Prefix>/status means it restarted and every config must
+// be published again. Discovery only builds topics and payloads; the
+// caller publishes them (QoS 1, retained). The zero value uses every
+// default.
+type Discovery struct {
+	// Prefix is Home Assistant's discovery prefix; "" means "homeassistant".
+	Prefix string
+	// NodeID names this Hearth instance in topics and ids, so two
+	// instances on one broker do not clash; "" means "hearth". It should
+	// match [a-zA-Z0-9_-]; other characters become "_".
+	NodeID string
+	// TopicPrefix is Hearth's own topic prefix; "" means "hearth".
+	TopicPrefix string
+	// Version is Hearth's version, shown as the device's and origin's
+	// sw_version; "" leaves it out.
+	Version string
+}
+
+func (d Discovery) prefix() string { return or(d.Prefix, "homeassistant") }
+func (d Discovery) node() string   { return objectID(or(d.NodeID, "hearth")) }
+func (d Discovery) topics() string { return or(d.TopicPrefix, "hearth") }
+
+func or(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// StatusTopic returns <Prefix>/status, where Home Assistant publishes its
+// birth message: subscribe to it and, when IsBirth, announce again.
+func (d Discovery) StatusTopic() string { return d.prefix() + "/status" }
+
+// IsBirth reports whether payload, received on StatusTopic, is Home
+// Assistant's birth message "online" (surrounding white space ignored);
+// its will message "offline" is not.
+func IsBirth(payload []byte) bool { return string(bytes.TrimSpace(payload)) == "online" }
+
+// BridgeStateTopic returns <TopicPrefix>/bridge/state, Hearth's own
+// availability ("online"/"offline", retained, also its MQTT will).
+func (d Discovery) BridgeStateTopic() string { return d.topics() + "/bridge/state" }
+
+// ServiceStateTopic returns <TopicPrefix>/services/<service>/state, where
+// Hearth publishes service's ServiceState retained.
+func (d Discovery) ServiceStateTopic(service string) string {
+	return d.topics() + "/services/" + service + "/state"
+}
+
+// ServiceTopic returns the discovery config topic of service's entity:
+// <Prefix>/binary_sensor/<NodeID>/service_<service>/config.
+//
+// Service names are restricted to [a-z0-9_-] by config, which is also what
+// Home Assistant allows in a topic's node_id and object_id; any other
+// character is replaced by "_" rather than producing a topic Home
+// Assistant ignores.
+func (d Discovery) ServiceTopic(service string) string {
+	return d.prefix() + "/binary_sensor/" + d.node() + "/service_" + objectID(service) + "/config"
+}
+
+// ServiceEntity returns the discovery config of a binary_sensor with
+// device_class "problem" for service: ON (problem) when its breaker is not
+// closed, OFF when it is, with the ServiceState's state and since as
+// attributes; unavailable while Hearth's bridge state is offline. It
+// belongs to one "Hearth" device per NodeID, as a diagnostic entity.
+// Publish it retained, once per configured service at start-up and again
+// whenever IsBirth.
+func (d Discovery) ServiceEntity(service string) (topic string, payload []byte) {
+	node := d.node()
+	id := objectID(service)
+	stateTopic := d.ServiceStateTopic(service)
+	cfg := entityConfig{
+		Name:            service + " problem",
+		UniqueID:        "hearth_" + node + "_service_" + id,
+		DefaultEntityID: "binary_sensor." + entityID(node+"_service_"+id),
+		DeviceClass:     "problem",
+		EntityCategory:  "diagnostic",
+		StateTopic:      stateTopic,
+		ValueTemplate:   "{{ 'OFF' if value_json.state == 'closed' else 'ON' }}",
+		PayloadOn:       "ON",
+		PayloadOff:      "OFF",
+		JSONAttrsTopic:  stateTopic,
+		QoS:             1,
+		Availability: []availability{{
+			Topic:               d.BridgeStateTopic(),
+			PayloadAvailable:    "online",
+			PayloadNotAvailable: "offline",
+		}},
+		Device: device{
+			Identifiers:  []string{"hearth_" + node},
+			Name:         "Hearth",
+			Manufacturer: "Hearth",
+			Model:        "hearthd",
+			SWVersion:    d.Version,
+		},
+		Origin: origin{Name: "Hearth", SWVersion: d.Version},
+	}
+	b, err := json.Marshal(cfg)
+	if err != nil {
+		panic("health: encoding a discovery config: " + err.Error()) // only strings: cannot fail
+	}
+	return d.ServiceTopic(service), b
+}
+
+// RemoveServiceEntity returns what removes service's entity from Home
+// Assistant: its config topic and an empty payload, to publish retained
+// (which also clears the retained config from the broker).
+func (d Discovery) RemoveServiceEntity(service string) (topic string, payload []byte) {
+	return d.ServiceTopic(service), []byte{}
+}
+
+// entityConfig is a binary_sensor's discovery config, with the keys of
+// Home Assistant's MQTT binary_sensor and discovery documentation.
+type entityConfig struct {
+	Name            string         `json:"name"`
+	UniqueID        string         `json:"unique_id"`
+	DefaultEntityID string         `json:"default_entity_id"`
+	DeviceClass     string         `json:"device_class"`
+	EntityCategory  string         `json:"entity_category"`
+	StateTopic      string         `json:"state_topic"`
+	ValueTemplate   string         `json:"value_template"`
+	PayloadOn       string         `json:"payload_on"`
+	PayloadOff      string         `json:"payload_off"`
+	JSONAttrsTopic  string         `json:"json_attributes_topic"`
+	QoS             int            `json:"qos"`
+	Availability    []availability `json:"availability"`
+	Device          device         `json:"device"`
+	Origin          origin         `json:"origin"`
+}
+
+type availability struct {
+	Topic               string `json:"topic"`
+	PayloadAvailable    string `json:"payload_available"`
+	PayloadNotAvailable string `json:"payload_not_available"`
+}
+
+type device struct {
+	Identifiers  []string `json:"identifiers"`
+	Name         string   `json:"name"`
+	Manufacturer string   `json:"manufacturer"`
+	Model        string   `json:"model"`
+	SWVersion    string   `json:"sw_version,omitempty"`
+}
+
+type origin struct {
+	Name      string `json:"name"`
+	SWVersion string `json:"sw_version,omitempty"`
+}
+
+// objectID maps s onto [a-zA-Z0-9_-], what Home Assistant accepts as a
+// node_id or object_id in a discovery topic, replacing any other
+// character by "_".
+func objectID(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' {
+			return r
+		}
+		return '_'
+	}, s)
+}
+
+// entityID maps s onto [a-z0-9_], what Home Assistant accepts after the
+// domain in an entity id: lower case, and "_" for anything else
+// (including "-").
+func entityID(s string) string {
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '_':
+			return r
+		case r >= 'A' && r <= 'Z':
+			return r + 'a' - 'A'
+		}
+		return '_'
+	}, s)
+}

@@ -1,0 +1,89 @@
+package health
+
+import (
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// BreakerStates are the circuit breaker states the metrics know, as the
+// breaker package names them: every reported service has one
+// hearth_breaker_state series for each.
+var BreakerStates = [...]string{"closed", "open", "half_open"}
+
+// Metrics holds Hearth's Prometheus metrics in a private registry (never
+// the global one, so several daemons in one test process do not clash).
+// Its methods are safe for concurrent use.
+type Metrics struct {
+	reg         *prometheus.Registry
+	state       *prometheus.GaugeVec
+	transitions *prometheus.CounterVec
+}
+
+// NewMetrics returns Metrics with a new registry holding the Go runtime
+// and process collectors and the breaker metrics.
+func NewMetrics() *Metrics {
+	m := &Metrics{
+		reg: prometheus.NewRegistry(),
+		state: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "hearth_breaker_state",
+			Help: "Circuit breaker state of each service (bridge or cloud service): " +
+				"1 for the state it is in (closed, open or half_open), 0 for the other two. " +
+				"Open means commands to the service fail fast with breaker_open.",
+		}, []string{"service", "state"}),
+		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hearth_breaker_transitions_total",
+			Help: "Circuit breaker state changes of each service since Hearth started, " +
+				"by the state left (from) and the state entered (to).",
+		}, []string{"service", "from", "to"}),
+	}
+	m.reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		m.state,
+		m.transitions,
+	)
+	return m
+}
+
+// Registry returns the registry the metrics are in, for other parts of
+// Hearth to register their collectors.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// BreakerState records that service's breaker is in state ("closed",
+// "open" or "half_open"): hearth_breaker_state{service,state} becomes 1
+// and the other two states' series 0. A state outside BreakerStates sets
+// all three to 0 (unknown) rather than adding a series.
+func (m *Metrics) BreakerState(service, state string) {
+	for _, s := range BreakerStates {
+		v := 0.0
+		if s == state {
+			v = 1
+		}
+		m.state.WithLabelValues(service, s).Set(v)
+	}
+}
+
+// BreakerTransition records that service's breaker went from one state to
+// another: it counts hearth_breaker_transitions_total{service,from,to} and
+// sets the state gauge as BreakerState(service, to) does. It fits a
+// breaker's OnStateChange hook:
+//
+//	m.BreakerTransition(svc, from.String(), to.String())
+func (m *Metrics) BreakerTransition(service, from, to string) {
+	m.transitions.WithLabelValues(service, from, to).Inc()
+	m.BreakerState(service, to)
+}
+
+// Handler serves the registry in the Prometheus exposition format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+}
+
+// Register adds GET /metrics to mux, next to the routes of
+// Checker.Register.
+func (m *Metrics) Register(mux *http.ServeMux) {
+	mux.Handle("GET /metrics", m.Handler())
+}
