@@ -189,9 +189,11 @@ func New(o Options) (*Engine, error) {
 // DeviceState reports a device's state, as the device or its bridge
 // published it: attribute → value, numbers in any Go or JSON form. A
 // report may name only some attributes; the others keep their last value.
-// It never blocks: the report is queued, and no report is ever dropped.
-func (e *Engine) DeviceState(device string, state map[string]any) {
-	e.push(event{device: device, state: maps.Clone(state)})
+// A retained report (the broker's replay on subscribe) updates the state
+// that conditions see but triggers nothing: no actuation from replay. It
+// never blocks: the report is queued, and no report is ever dropped.
+func (e *Engine) DeviceState(device string, state map[string]any, retained bool) {
+	e.push(event{device: device, state: maps.Clone(state), retained: retained})
 }
 
 // Message reports an MQTT message on one of Topics. A retained message
@@ -369,7 +371,7 @@ func (e *Engine) handle(ctx context.Context, ev event) {
 	case ev.service != "":
 		e.handleBreaker(ctx, ev.service, ev.breakerState)
 	case ev.device != "":
-		e.handleState(ctx, ev.device, ev.state)
+		e.handleState(ctx, ev.device, ev.state, ev.retained)
 	}
 }
 
@@ -426,7 +428,7 @@ func (e *Engine) handleBreaker(ctx context.Context, service, state string) {
 	}
 }
 
-func (e *Engine) handleState(ctx context.Context, device string, report map[string]any) {
+func (e *Engine) handleState(ctx context.Context, device string, report map[string]any, retained bool) {
 	e.mu.Lock()
 	last, known := e.state[device]
 	if !known {
@@ -447,6 +449,9 @@ func (e *Engine) handleState(ctx context.Context, device string, report map[stri
 		last[k] = v
 	}
 	e.mu.Unlock()
+	if retained {
+		return // a replay: the new baseline, not a change
+	}
 	for _, r := range e.rules {
 		for _, t := range r.Triggers {
 			s := t.State

@@ -206,19 +206,43 @@ func TestStateTriggerFiresOnChangeNotOnBaseline(t *testing.T) {
 		Triggers: []Trigger{{State: &StateTrigger{Device: "hall_motion", Attribute: "occupancy", To: true}}},
 		Actions:  []Action{notify("motion")},
 	})
-	h.e.DeviceState("hall_motion", map[string]any{"occupancy": true, "battery": 90}) // baseline only
-	h.e.DeviceState("hall_motion", map[string]any{"occupancy": true})                // no change
-	h.e.DeviceState("hall_motion", map[string]any{"battery": 89})                    // another attribute
-	h.e.DeviceState("hall_motion", map[string]any{"occupancy": false})               // changes, not to true
-	h.e.DeviceState("hall_motion", map[string]any{"occupancy": true})                // fires
-	h.e.DeviceState("other_motion", map[string]any{"occupancy": false})
-	h.e.DeviceState("other_motion", map[string]any{"occupancy": true}) // another device
+	h.e.DeviceState("hall_motion", map[string]any{"occupancy": true, "battery": 90}, false) // baseline only
+	h.e.DeviceState("hall_motion", map[string]any{"occupancy": true}, false)                // no change
+	h.e.DeviceState("hall_motion", map[string]any{"battery": 89}, false)                    // another attribute
+	h.e.DeviceState("hall_motion", map[string]any{"occupancy": false}, false)               // changes, not to true
+	h.e.DeviceState("hall_motion", map[string]any{"occupancy": true}, false)                // fires
+	h.e.DeviceState("other_motion", map[string]any{"occupancy": false}, false)
+	h.e.DeviceState("other_motion", map[string]any{"occupancy": true}, false) // another device
 	h.sync()
 	if got := len(h.rec.Notes()); got != 1 {
 		t.Errorf("rule ran %d times, want 1", got)
 	}
 	if got := h.status("motion"); got.Runs != 1 || got.Skipped != 0 || !got.LastRun.Equal(friday) {
 		t.Errorf("Status() = %+v, want 1 run at %v, 0 skipped", got, friday)
+	}
+}
+
+// A retained report is the broker's replay: it moves the baseline, so
+// conditions see it, but it never fires a trigger (no actuation from
+// replay), even when it differs from the state last seen.
+func TestRetainedStateSetsTheBaselineWithoutFiring(t *testing.T) {
+	h := start(t, friday, Rule{
+		Name:     "motion",
+		Triggers: []Trigger{{State: &StateTrigger{Device: "hall_motion", Attribute: "occupancy", To: true}}},
+		Actions:  []Action{notify("motion")},
+	})
+	h.e.DeviceState("hall_motion", map[string]any{"occupancy": false}, false) // baseline
+	h.e.DeviceState("hall_motion", map[string]any{"occupancy": true}, true)   // replayed after a reconnect
+	h.e.DeviceState("hall_motion", map[string]any{"occupancy": true}, false)  // no change from the replay
+	h.sync()
+	if got := len(h.rec.Notes()); got != 0 {
+		t.Fatalf("rule ran %d times on a replay, want 0", got)
+	}
+	h.e.DeviceState("hall_motion", map[string]any{"occupancy": false}, false)
+	h.e.DeviceState("hall_motion", map[string]any{"occupancy": true}, false) // a live change fires
+	h.sync()
+	if got := len(h.rec.Notes()); got != 1 {
+		t.Errorf("rule ran %d times after a live change, want 1", got)
 	}
 }
 
@@ -235,12 +259,12 @@ func TestStateTriggerFromAndNumbers(t *testing.T) {
 			Actions:  []Action{notify("to_21")},
 		},
 	)
-	h.e.DeviceState("lamp", map[string]any{"state": "OFF"})
-	h.e.DeviceState("lamp", map[string]any{"state": "ON"})  // from OFF: no
-	h.e.DeviceState("lamp", map[string]any{"state": "OFF"}) // from ON: yes
-	h.e.DeviceState("thermo", map[string]any{"temperature": json.Number("20.5")})
-	h.e.DeviceState("thermo", map[string]any{"temperature": float64(21)})       // yes: 21 == 21.0
-	h.e.DeviceState("thermo", map[string]any{"temperature": json.Number("21")}) // same value: no change
+	h.e.DeviceState("lamp", map[string]any{"state": "OFF"}, false)
+	h.e.DeviceState("lamp", map[string]any{"state": "ON"}, false)  // from OFF: no
+	h.e.DeviceState("lamp", map[string]any{"state": "OFF"}, false) // from ON: yes
+	h.e.DeviceState("thermo", map[string]any{"temperature": json.Number("20.5")}, false)
+	h.e.DeviceState("thermo", map[string]any{"temperature": float64(21)}, false)       // yes: 21 == 21.0
+	h.e.DeviceState("thermo", map[string]any{"temperature": json.Number("21")}, false) // same value: no change
 	h.sync()
 	if got, want := titles(h.rec.Notes()), []string{"off_from_on", "to_21"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("runs = %v, want %v", got, want)
@@ -417,8 +441,8 @@ func TestFallbackForRunsOnlyWhileBreakerIsNotClosed(t *testing.T) {
 		Actions:     []Action{{Command: &CommandAction{Device: "hall_light", Target: map[string]any{"state": "ON"}}}},
 	})
 	motion := func() {
-		h.e.DeviceState("hall_motion", map[string]any{"occupancy": false})
-		h.e.DeviceState("hall_motion", map[string]any{"occupancy": true})
+		h.e.DeviceState("hall_motion", map[string]any{"occupancy": false}, false)
+		h.e.DeviceState("hall_motion", map[string]any{"occupancy": true}, false)
 	}
 	steps := []struct {
 		breaker     string // "" = no report
@@ -501,7 +525,7 @@ func TestStateConditionUsesLastSeenState(t *testing.T) {
 	if got := titles(h.rec.Notes()); len(got) != 0 {
 		t.Fatalf("with unknown state, ran %v, want none", got)
 	}
-	h.e.DeviceState("thermo", map[string]any{"temperature": json.Number("20.5")})
+	h.e.DeviceState("thermo", map[string]any{"temperature": json.Number("20.5")}, false)
 	h.e.Message("go", nil, false)
 	h.sync()
 	if got, want := titles(h.rec.Notes()), []string{"lt", "ge", "eq"}; !reflect.DeepEqual(got, want) {
@@ -688,7 +712,7 @@ func TestEventsAreQueuedNotDropped(t *testing.T) {
 	}
 	const n = 5000
 	for i := range n + 1 {
-		e.DeviceState("counter", map[string]any{"n": i})
+		e.DeviceState("counter", map[string]any{"n": i}, false)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -50,6 +50,8 @@ type Config struct {
 	MQTT MQTT
 	// HTTP is the HTTP API.
 	HTTP HTTP
+	// HomeAssistant is Home Assistant MQTT discovery.
+	HomeAssistant HomeAssistant
 	// Services are the bridges and services that reach devices, in file
 	// order. Default none.
 	Services []Service
@@ -139,6 +141,18 @@ type TLS struct {
 	// InsecureSkipVerify turns off verification of the broker's
 	// certificate. For testing only.
 	InsecureSkipVerify bool
+}
+
+// HomeAssistant is how Hearth shows itself to Home Assistant.
+type HomeAssistant struct {
+	// Discovery announces each service's breaker as a Home Assistant
+	// binary_sensor (device class problem) by MQTT discovery, retained,
+	// again whenever Home Assistant's birth message says online.
+	// Default true.
+	Discovery bool
+	// DiscoveryPrefix is Home Assistant's discovery prefix, whose
+	// <prefix>/status carries its birth message. Default "homeassistant".
+	DiscoveryPrefix string
 }
 
 // HTTP is the HTTP API.
@@ -267,7 +281,8 @@ func Default() *Config {
 			ConnectBurst:   10,
 			MaxInflight:    1024,
 		},
-		HTTP: HTTP{Listen: "127.0.0.1:8080"},
+		HTTP:          HTTP{Listen: "127.0.0.1:8080"},
+		HomeAssistant: HomeAssistant{Discovery: true, DiscoveryPrefix: "homeassistant"},
 	}
 }
 

@@ -47,7 +47,8 @@ func TestSampleLoads(t *testing.T) {
 			ConnectBurst:   10,
 			MaxInflight:    1024,
 		},
-		HTTP: HTTP{Listen: "127.0.0.1:8080"},
+		HTTP:          HTTP{Listen: "127.0.0.1:8080"},
+		HomeAssistant: HomeAssistant{Discovery: true, DiscoveryPrefix: "homeassistant"},
 		Services: []Service{
 			{Name: "zigbee", Protocol: ProtocolZigbee2MQTT, BaseTopic: "zigbee2mqtt", Retry: z2mRetry, Breaker: Breaker{
 				Enabled: true, FailureThreshold: 5, FailureRatio: 0.5, Window: 30 * time.Second, MinCalls: 10,

@@ -88,6 +88,10 @@ func (c *Config) schema() []field {
 		section("http",
 			value("listen", &c.HTTP.Listen, listenAddress),
 		),
+		section("homeassistant",
+			value("discovery", &c.HomeAssistant.Discovery),
+			value("discovery_prefix", &c.HomeAssistant.DiscoveryPrefix, topicRoot),
+		),
 		{"services", func(w *walker, n *yaml.Node, key string) {
 			w.entries(n, key, func(name string, v *yaml.Node, k string) {
 				c.Services = append(c.Services, walkService(w, name, v, k))

@@ -28,6 +28,17 @@ const (
 // Classes lists every known class, in documentation order.
 var Classes = []Class{Light, Switch, Lock, Cover, Climate, Valve, Alarm, Sensor}
 
+// SafetyCritical reports whether commands to devices of class c guard
+// people or property: a lock, an alarm or a valve (DESIGN.md principle 6).
+// Such a command is never dropped silently.
+func (c Class) SafetyCritical() bool {
+	switch c {
+	case Lock, Alarm, Valve:
+		return true
+	}
+	return false
+}
+
 // ParseClass returns the class named s, or an error listing the known ones.
 func ParseClass(s string) (Class, error) {
 	for _, c := range Classes {

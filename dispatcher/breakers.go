@@ -42,11 +42,13 @@ func (d *Dispatcher) newBreaker(s *Service) *serviceBreaker {
 	sb := &serviceBreaker{changed: make(chan struct{})}
 	opts.OnStateChange = func(from, to breaker.State, at time.Time) {
 		d.log.Warn("circuit breaker", "service", s.Name, "from", from, "to", to, "at", at)
-		d.publishServiceState(s.Name, to, at)
-		sb.signal()
+		// Theirs first: whoever acts on the transition (local
+		// automations) knows of it before anyone reads it on MQTT.
 		if theirs != nil {
 			theirs(from, to, at)
 		}
+		d.publishServiceState(s.Name, to, at)
+		sb.signal()
 	}
 	sb.Breaker = breaker.New(opts)
 	return sb
@@ -128,6 +130,7 @@ func (q *deviceQueue) admit(ctx context.Context, t *task, deadline time.Time) (p
 				detail += fmt.Sprintf(" until %s", open.Until.UTC().Format(time.RFC3339))
 			}
 			q.finish(t, devices.Failed, devices.ReasonBreakerOpen, detail, nil)
+			q.alertIfSafetyCritical(t)
 			return nil, false, true
 		}
 		if !queued {
@@ -140,6 +143,7 @@ func (q *deviceQueue) admit(ctx context.Context, t *task, deadline time.Time) (p
 			q.d.publishResult(r)
 		}
 		if !now.Before(deadline) {
+			q.alertIfSafetyCritical(t) // the loop ends it expired
 			return nil, false, false
 		}
 		timer := q.d.clock.NewTimer(deadline.Sub(now))
@@ -181,4 +185,61 @@ func (q *deviceQueue) knownOffline() bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.available != nil && !*q.available
+}
+
+// alertIfSafetyCritical fails t loud when its device is safety-critical:
+// a lock command that cannot go out because its service is down must
+// reach a person, not only a result topic. It logs an error and publishes
+// a critical notification.
+func (q *deviceQueue) alertIfSafetyCritical(t *task) {
+	if !q.dev.Class.SafetyCritical() {
+		return
+	}
+	q.mu.Lock()
+	opID := t.op.OpID
+	q.mu.Unlock()
+	msg := fmt.Sprintf("%s command %s was not carried out: the circuit breaker of service %s is open", q.dev.ID, opID, q.svc.Name)
+	q.d.log.Error("safety-critical command not carried out: breaker open", "op_id", opID, "device", q.dev.ID, "service", q.svc.Name)
+	q.d.Notify(Notification{
+		Title:    fmt.Sprintf("%s: command not carried out", q.dev.ID),
+		Message:  msg,
+		Severity: "critical",
+		Source:   "dispatcher",
+		Device:   q.dev.ID,
+		OpID:     opID,
+	})
+}
+
+// BreakerStatus is a service's circuit breaker as the status endpoints
+// and /readyz show it.
+type BreakerStatus struct {
+	Service string    `json:"service"`
+	State   string    `json:"state"` // closed, open or half_open
+	Since   time.Time `json:"since"`
+	// Until is when the breaker next changes on its own: the end of an
+	// open period, or a half-open probe's deadline. Zero when nothing is
+	// due, such as while the service says it is offline.
+	Until   time.Time `json:"until,omitzero"`
+	Offline bool      `json:"offline"` // the service says it is offline
+	Trips   int       `json:"trips"`   // since it last closed
+	Watched bool      `json:"watched"` // the service is watched only: Hearth sends it no commands
+}
+
+// Breakers returns the state of every service's breaker, in Options
+// order; services without one are left out.
+func (d *Dispatcher) Breakers() []BreakerStatus {
+	now := d.now()
+	var out []BreakerStatus
+	for _, name := range d.serviceNames {
+		s := d.services[name]
+		if s.breaker == nil {
+			continue
+		}
+		snap := s.breaker.Snapshot(now)
+		out = append(out, BreakerStatus{
+			Service: name, State: snap.State.String(), Since: snap.Since.UTC(),
+			Until: snap.Until.UTC(), Offline: snap.Offline, Trips: snap.Trips, Watched: s.Bridge == nil,
+		})
+	}
+	return out
 }

@@ -232,23 +232,27 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 			}
 		}
 
-		// Commands wait while the bridge is down or, just after a
-		// (re)connect, not heard from: a send into the void would cost an
-		// attempt the device never saw.
 		waitUntil := op.Deadline
 		if nextIsRetry {
 			waitUntil = retryBy // a retry must go by the policy's deadline
 		}
-		if ready, stop := q.awaitLink(ctx, t, waitUntil); stop {
-			return
-		} else if !ready {
-			continue // the TTL or the policy's deadline passed: the loop ends it
-		}
-
+		// The service's breaker first: while it is open the command
+		// fails fast (or, held, waits for it), instead of waiting for a
+		// bridge that said it is offline.
 		permit, ok, stop := q.admit(ctx, t, waitUntil)
 		if stop {
 			return
 		} else if !ok {
+			continue // the TTL or the policy's deadline passed: the loop ends it
+		}
+		// Commands wait while the bridge is down or, just after a
+		// (re)connect, not heard from: a send into the void would cost an
+		// attempt the device never saw.
+		if ready, stop := q.awaitLink(ctx, t, waitUntil); stop || !ready {
+			permit.Done(breaker.Canceled, d.now()) // nothing went out
+			if stop {
+				return
+			}
 			continue // the TTL or the policy's deadline passed: the loop ends it
 		}
 

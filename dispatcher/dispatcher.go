@@ -80,7 +80,10 @@ type Publisher interface {
 
 // Service is one bridge and how to attempt commands through it.
 type Service struct {
-	Name   string
+	Name string
+	// Bridge sends the service's commands. It is nil for a service Hearth
+	// only watches (a cloud service that automations depend on): such a
+	// service has a Breaker, driven by BridgeState, and no devices.
 	Bridge Bridge
 	// Policy is how commands through the service are retried: at least 1
 	// attempt, and a positive AttemptTimeout, how long one attempt waits
@@ -92,7 +95,8 @@ type Service struct {
 	Budget *retry.Budget
 
 	// Breaker, if not nil, is the service's circuit breaker; New builds
-	// it. Its OnStateChange runs after the dispatcher's own.
+	// it. Its OnStateChange runs before the dispatcher publishes the new
+	// state.
 	Breaker *breaker.Options
 	// Hold makes commands wait, reported queued, while the breaker is
 	// open, instead of ending failed/breaker_open at once.
@@ -221,13 +225,14 @@ func New(opts Options) (*Dispatcher, error) {
 	d.intake = make(chan Request, n)
 	for i := range opts.Services {
 		s := opts.Services[i]
-		if s.Bridge == nil {
-			return nil, fmt.Errorf("dispatcher: service %q has no bridge", s.Name)
-		}
-		if s.Policy.MaxAttempts < 1 {
+		switch {
+		case s.Bridge == nil && s.Breaker == nil:
+			return nil, fmt.Errorf("dispatcher: service %q has neither a bridge nor a breaker", s.Name)
+		case s.Bridge == nil:
+			// Watched only: no commands, no policy.
+		case s.Policy.MaxAttempts < 1:
 			return nil, fmt.Errorf("dispatcher: service %q: max attempts %d < 1", s.Name, s.Policy.MaxAttempts)
-		}
-		if s.Policy.AttemptTimeout <= 0 {
+		case s.Policy.AttemptTimeout <= 0:
 			return nil, fmt.Errorf("dispatcher: service %q: attempt timeout must be positive", s.Name)
 		}
 		s.link = newLink(d.now())
@@ -242,6 +247,9 @@ func New(opts Options) (*Dispatcher, error) {
 		svc, ok := d.services[dev.Service]
 		if !ok {
 			return nil, fmt.Errorf("dispatcher: device %q names unknown service %q", dev.ID, dev.Service)
+		}
+		if svc.Bridge == nil {
+			return nil, fmt.Errorf("dispatcher: device %q names service %q, which is watched only (it has no bridge)", dev.ID, dev.Service)
 		}
 		if dev.TTL <= 0 {
 			return nil, fmt.Errorf("dispatcher: device %q: TTL must be positive", dev.ID)
@@ -468,4 +476,30 @@ func (d *Dispatcher) topic(device, suffix string) string {
 // publishResult queues r for hearth/<device>/result.
 func (d *Dispatcher) publishResult(r devices.Result) {
 	d.out.push(d.topic(r.Device, "result"), r, false)
+}
+
+// Notification is a message for people: the payload of
+// <prefix>/notifications, published at QoS 1, never retained.
+type Notification struct {
+	Title   string `json:"title"`
+	Message string `json:"message"`
+	// Severity is "info", "warning" or "critical".
+	Severity string `json:"severity"`
+	// Source says who speaks: "dispatcher", or "automation:<rule>".
+	Source string `json:"source"`
+	// Device and OpID name the command a notification is about, if any.
+	Device string    `json:"device,omitempty"`
+	OpID   string    `json:"op_id,omitempty"`
+	At     time.Time `json:"at"`
+}
+
+// Notify publishes n on <prefix>/notifications through the outbox, which
+// holds it while the connection is down. A zero At is now. It never
+// blocks.
+func (d *Dispatcher) Notify(n Notification) {
+	if n.At.IsZero() {
+		n.At = d.now()
+	}
+	n.At = n.At.UTC()
+	d.out.push(d.prefix+"/notifications", n, false)
 }

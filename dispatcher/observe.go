@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hearthd/hearth/breaker"
 	"github.com/hearthd/hearth/devices"
 )
 
@@ -32,16 +33,27 @@ func (d *Dispatcher) Availability(device string, online bool) {
 // through an offline bridge without a breaker wait for it (costing no
 // attempt), and attempts that were waiting for confirmation when it comes
 // back are sent again.
+//
+// A watched service (one without a Bridge) has no commands to probe it
+// with: its own online report is its probe, and closes the breaker.
 func (d *Dispatcher) BridgeState(service string, online bool) {
 	s, ok := d.services[service]
 	if !ok {
 		return
 	}
+	// The breaker before the link: a command that wakes when the link
+	// comes back must find the breaker half-open, not still open.
+	if s.breaker != nil {
+		now := d.now()
+		s.breaker.ReportHealth(online, now)
+		if online && s.Bridge == nil {
+			if p, err := s.breaker.Allow(now); err == nil {
+				p.Done(breaker.Success, now)
+			}
+		}
+	}
 	if s.link.set(online, d.now()) {
 		d.log.Info("bridge state", "service", service, "online", online)
-	}
-	if s.breaker != nil {
-		s.breaker.ReportHealth(online, d.now())
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 
 	"github.com/jonboulle/clockwork"
 
+	"github.com/hearthd/hearth/automations"
 	"github.com/hearthd/hearth/breaker"
 	"github.com/hearthd/hearth/broker"
 	"github.com/hearthd/hearth/config"
@@ -52,8 +53,10 @@ type daemon struct {
 	store  *store.Store
 	broker *broker.Broker // nil when an external broker is used
 	conn   *mqtt.Conn
-	disp   *dispatcher.Dispatcher
-	health *health.Checker
+	disp    *dispatcher.Dispatcher
+	health  *health.Checker
+	metrics *health.Metrics
+	engine  *automations.Engine
 
 	httpSrv *http.Server
 	httpLn  net.Listener
@@ -65,6 +68,7 @@ type daemon struct {
 
 	stopDisp, stopConn context.CancelFunc
 	dispDone, connDone chan struct{}
+	engineDone         chan struct{}
 	pruneDone          chan struct{}
 	httpDone           chan struct{}
 	stopOnce           sync.Once
@@ -78,7 +82,7 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 		dp.clock = clockwork.NewRealClock()
 	}
 	log := dp.logger
-	d := &daemon{cfg: cfg, log: log, health: health.NewChecker()}
+	d := &daemon{cfg: cfg, log: log, health: health.NewChecker(), metrics: health.NewMetrics()}
 	defer func() {
 		if err != nil {
 			d.stop()
@@ -153,10 +157,11 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 				disp.Session()
 			}
 		},
-		OnConnect: func(context.Context) {
+		OnConnect: func(ctx context.Context) {
 			if disp != nil {
 				disp.Reconnected()
 			}
+			go d.announce(ctx) // its publishes wait for acknowledgements
 		},
 		Clock:  dp.clock,
 		Rand:   dp.connRand,
@@ -167,8 +172,21 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 	if breakerRand == nil {
 		breakerRand = sharedRand{}
 	}
+	// A breaker's transitions are logged by the dispatcher, counted here
+	// and passed to the automations, which start with every breaker
+	// closed.
+	onBreaker := func(service string) func(from, to breaker.State, at time.Time) {
+		d.metrics.BreakerState(service, breaker.Closed.String())
+		return func(from, to breaker.State, _ time.Time) {
+			d.metrics.BreakerTransition(service, from.String(), to.String())
+			if d.engine != nil {
+				d.engine.BreakerState(service, to.String())
+			}
+		}
+	}
 	var services []dispatcher.Service
 	var adapters []*zigbee2mqtt.Adapter
+	var watched []config.Service
 	for _, s := range cfg.Services {
 		var devs []devices.Device
 		for _, dev := range cfg.Devices {
@@ -195,12 +213,22 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 			}
 			if s.Breaker.Enabled {
 				svc.Breaker = breakerOptions(s.Breaker, breakerRand)
+				svc.Breaker.OnStateChange = onBreaker(s.Name)
 			}
 			services = append(services, svc)
 			if s.Retry.MaxAttempts > config.MaxAttempts {
 				log.Warn("service allows more attempts than the radio layer needs; retries may hammer a sick network",
 					"service", s.Name, "max_attempts", s.Retry.MaxAttempts, "recommended_max", config.MaxAttempts)
 			}
+		case config.ProtocolStatusTopic:
+			if !s.Breaker.Enabled {
+				log.Warn("watched service has its breaker disabled: nothing watches it", "service", s.Name)
+				continue
+			}
+			b := breakerOptions(s.Breaker, breakerRand)
+			b.OnStateChange = onBreaker(s.Name)
+			services = append(services, dispatcher.Service{Name: s.Name, Breaker: b})
+			watched = append(watched, s)
 		default:
 			return nil, fmt.Errorf("service %s: protocol %q is not supported", s.Name, s.Protocol)
 		}
@@ -224,6 +252,17 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 		return nil, err
 	}
 	d.disp = disp
+	d.engine, err = automations.New(automations.Options{
+		Rules:     rules(cfg.Automations),
+		Commander: actuator{disp: disp, conn: d.conn, log: log.With("component", "automations")},
+		Publisher: actuator{disp: disp, conn: d.conn, log: log.With("component", "automations")},
+		Notifier:  actuator{disp: disp, conn: d.conn, log: log.With("component", "automations")},
+		Clock:     dp.clock,
+		Logger:    log.With("component", "automations"),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("automations: %w", err)
+	}
 	states, err := d.store.States()
 	if err != nil {
 		return nil, err
@@ -240,8 +279,31 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 	if err := d.conn.SubscribeManualAck(context.Background(), cfg.Prefix+"/+/set", 1, intake.handle); err != nil {
 		return nil, err
 	}
+	sink := reports{Dispatcher: disp, engine: d.engine}
 	for _, a := range adapters {
-		if err := a.Start(context.Background(), disp); err != nil {
+		if err := a.Start(context.Background(), sink); err != nil {
+			return nil, err
+		}
+	}
+	for _, s := range watched {
+		if err := d.conn.Subscribe(context.Background(), s.StatusTopic, 1, d.watch(s)); err != nil {
+			return nil, err
+		}
+	}
+	for _, filter := range d.engine.Topics() {
+		if err := d.conn.Subscribe(context.Background(), filter, 1, func(m mqtt.Message) {
+			d.engine.Message(m.Topic, m.Payload, m.Retained)
+		}); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.HomeAssistant.Discovery {
+		if err := d.conn.Subscribe(context.Background(), d.discovery().StatusTopic(), 1, func(m mqtt.Message) {
+			if !m.Retained && health.IsBirth(m.Payload) {
+				d.log.Info("home assistant is online; announcing discovery again")
+				go d.announce(context.Background())
+			}
+		}); err != nil {
 			return nil, err
 		}
 	}
@@ -256,6 +318,10 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 		return nil
 	})
 	d.health.Add("store", func() error { return nil })
+	// An open breaker means a service is down, not that Hearth is: the
+	// breakers are shown beside the checks, never fail readiness.
+	d.health.AddInfo("breakers", func() any { return disp.Breakers() })
+	d.health.AddInfo("automations", func() any { return d.engine.Status() })
 
 	var dispCtx, connCtx context.Context
 	d.pruneOnce(dp.clock) // before the intake: see prune
@@ -268,6 +334,11 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 			log.Error("dispatcher stopped", "err", err)
 		}
 	}()
+	d.engineDone = make(chan struct{})
+	go func() {
+		defer close(d.engineDone)
+		d.engine.Run(dispCtx)
+	}()
 	go func() {
 		defer close(d.connDone)
 		d.conn.Run(connCtx)
@@ -279,6 +350,8 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 	}()
 	mux := http.NewServeMux()
 	d.health.Register(mux)
+	d.metrics.Register(mux)
+	mux.HandleFunc("GET /api/v1/breakers", d.serveBreakers)
 	d.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		defer close(d.httpDone)
@@ -303,6 +376,9 @@ func (d *daemon) stop() {
 			d.stopDisp()
 			<-d.dispDone
 			<-d.pruneDone
+			if d.engineDone != nil {
+				<-d.engineDone
+			}
 		}
 		if d.stopConn != nil {
 			d.stopConn()

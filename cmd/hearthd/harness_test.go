@@ -382,3 +382,9 @@ func (h *harness) driveUntilEnded(opID string, waiters int) devices.Op {
 	}
 	return op
 }
+
+// withoutBreaker turns off the breaker of every zigbee2mqtt service in
+// config, for tests of what happens without one.
+func withoutBreaker(config string) string {
+	return strings.ReplaceAll(config, "    protocol: zigbee2mqtt\n", "    protocol: zigbee2mqtt\n    breaker: {enabled: false}\n")
+}

@@ -1,0 +1,70 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"runtime/debug"
+
+	"github.com/hearthd/hearth/config"
+	"github.com/hearthd/hearth/health"
+	"github.com/hearthd/hearth/protocols/mqtt"
+)
+
+// watch returns the handler of a watched service's status topic: its
+// online and offline payloads drive the service's breaker, as a bridge's
+// own state does; any other payload is logged and ignored.
+func (d *daemon) watch(s config.Service) mqtt.Handler {
+	return func(m mqtt.Message) {
+		switch string(m.Payload) {
+		case s.OnlinePayload:
+			d.disp.BridgeState(s.Name, true)
+		case s.OfflinePayload:
+			d.disp.BridgeState(s.Name, false)
+		default:
+			d.log.Warn("watched service: status payload is neither its online nor its offline payload; ignored",
+				"service", s.Name, "topic", m.Topic, "payload", string(m.Payload),
+				"online_payload", s.OnlinePayload, "offline_payload", s.OfflinePayload)
+		}
+	}
+}
+
+// version is hearthd's version as Home Assistant shows it: the module
+// version when built from a tagged module, else "devel".
+func version() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "devel"
+}
+
+// discovery is the Home Assistant discovery of this instance.
+func (d *daemon) discovery() health.Discovery {
+	return health.Discovery{Prefix: d.cfg.HomeAssistant.DiscoveryPrefix, TopicPrefix: d.cfg.Prefix, Version: version()}
+}
+
+// announce publishes, retained, the Home Assistant discovery entity of
+// every service's breaker. It runs after every connect and whenever Home
+// Assistant's birth message says it restarted.
+func (d *daemon) announce(ctx context.Context) {
+	if !d.cfg.HomeAssistant.Discovery || d.disp == nil {
+		return
+	}
+	disc := d.discovery()
+	for _, b := range d.disp.Breakers() {
+		topic, payload := disc.ServiceEntity(b.Service)
+		if err := d.conn.Publish(ctx, topic, 1, true, payload); err != nil {
+			d.log.Warn("home assistant discovery not published; it is sent again at the next connect", "topic", topic, "err", err)
+			return
+		}
+	}
+}
+
+// serveBreakers answers GET /api/v1/breakers: every service's breaker, in
+// config order, as JSON.
+func (d *daemon) serveBreakers(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(struct {
+		Breakers any `json:"breakers"`
+	}{d.disp.Breakers()})
+}
