@@ -48,11 +48,11 @@ type deps struct {
 // daemon is a running hearthd: every part wired, started by start and
 // stopped by stop, in dependency order.
 type daemon struct {
-	cfg    *config.Config
-	log    *slog.Logger
-	store  *store.Store
-	broker *broker.Broker // nil when an external broker is used
-	conn   *mqtt.Conn
+	cfg     *config.Config
+	log     *slog.Logger
+	store   *store.Store
+	broker  *broker.Broker // nil when an external broker is used
+	conn    *mqtt.Conn
 	disp    *dispatcher.Dispatcher
 	health  *health.Checker
 	metrics *health.Metrics
