@@ -141,12 +141,17 @@ func printUntilFinal(ctx context.Context, out io.Writer, results <-chan devices.
 	}
 }
 
-// simDevices lists the configured Zigbee2MQTT devices for the simulator.
+// simulated are the device classes the simulator plays; the others
+// (a motion sensor, say) are left to whoever publishes their reports.
+var simulated = map[devices.Class]bool{devices.Light: true, devices.Switch: true, devices.Lock: true, devices.Cover: true}
+
+// simDevices lists the configured Zigbee2MQTT devices of the classes the
+// simulator plays.
 func simDevices(cfg *config.Config) []simulator.Device {
 	var out []simulator.Device
 	for _, dev := range cfg.Devices {
 		svc, ok := cfg.Service(dev.Service)
-		if !ok || svc.Protocol != config.ProtocolZigbee2MQTT {
+		if !ok || svc.Protocol != config.ProtocolZigbee2MQTT || !simulated[dev.Class] {
 			continue
 		}
 		out = append(out, simulator.Device{Name: address(cfg, dev.ID), Class: string(dev.Class), BaseTopic: svc.BaseTopic})
