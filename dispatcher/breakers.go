@@ -180,6 +180,20 @@ func (q *deviceQueue) outcome(err error, confirmed, linkChanged bool) breaker.Ou
 	return breaker.Failure
 }
 
+// timeoutOutcome is how an attempt that timed out counts for the breaker;
+// heardAtSend is the service's heard count when it was sent. The silence
+// is the device's, not the service's, when the link changed meanwhile
+// (Hearth's connection), when the bridge says the device is offline, or
+// when the service passed on a live report of any device since the send:
+// a bridge that is talking is not down, and one dead bulb must not open
+// the breaker of every device behind it.
+func (q *deviceQueue) timeoutOutcome(linkChanged bool, heardAtSend uint64) breaker.Outcome {
+	if !linkChanged && q.svc.link.heard.Load() != heardAtSend {
+		return breaker.Ignored
+	}
+	return q.outcome(nil, false, linkChanged)
+}
+
 // knownOffline reports whether the bridge says the device is offline.
 func (q *deviceQueue) knownOffline() bool {
 	q.mu.Lock()

@@ -278,6 +278,7 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 
 		reconnect := d.nextReconnect()
 		linkUp, linkGen := svc.link.watch()
+		heard := svc.link.heard.Load()
 		c, sent, err := q.send(ctx, t)
 		switch {
 		case !sent:
@@ -344,7 +345,7 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 		case stop:
 			permit.Done(breaker.Canceled, d.now())
 		default:
-			permit.Done(q.outcome(nil, false, changed), d.now())
+			permit.Done(q.timeoutOutcome(changed, heard), d.now())
 		}
 		if confirmed || stop {
 			return

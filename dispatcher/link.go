@@ -2,6 +2,7 @@ package dispatcher
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -18,6 +19,10 @@ const BridgeStateGrace = 10 * time.Second
 // attempt; an attempt whose confirmation window saw the link come back up
 // has an unknown delivery and is sent again.
 type link struct {
+	// heard counts the live reports the service passed on, of any of its
+	// devices: a bridge that talks is up.
+	heard atomic.Uint64
+
 	mu    sync.Mutex
 	state linkState
 	since time.Time     // when state began

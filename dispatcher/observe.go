@@ -16,6 +16,9 @@ import (
 // confirms nothing). Reports of unknown devices are ignored.
 func (d *Dispatcher) Report(device string, state map[string]any, retained bool) {
 	if q, ok := d.devices[device]; ok {
+		if !retained {
+			q.svc.link.heard.Add(1)
+		}
 		q.report(state, retained)
 	}
 }

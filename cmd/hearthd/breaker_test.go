@@ -484,3 +484,53 @@ func TestFallbackAndRequiresAutomationsFollowTheBreaker(t *testing.T) {
 	}
 	h.noSetsYet()
 }
+
+// A bridge that goes silent (its coordinator hangs, and it never says
+// offline) opens the breaker by its threshold, 2 timed-out attempts here;
+// one silent device behind a bridge that keeps passing on other devices'
+// reports never does: the silence is the device's.
+func TestSilentBridgeTripsTheBreakerButOneDeadDeviceDoesNot(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		othersTalk  bool
+		wantBreaker string
+	}{
+		{"silent bridge", false, "open"},
+		{"talking bridge", true, "closed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, harnessOptions{config: breakerConfig(false), faults: simulator.Faults{DropFirst: 2}})
+			mirror := h.watch("hearth/sw05")
+			talk := func(state string) {
+				t.Helper()
+				if !tc.othersTalk {
+					return
+				}
+				// sw05 reports a change by hand (its bridge passes it
+				// on); Hearth's mirror shows it was taken.
+				mustToken(t, h.client.Publish("zigbee2mqtt/sw05", 1, false, `{"state":"`+state+`"}`))
+				for m := range mirror {
+					if strings.Contains(string(m.Payload()), `"state":"`+state+`"`) {
+						return
+					}
+				}
+			}
+			h.publish("sw00", `{"state":"ON","op_id":"dead"}`)
+			h.result("dead")
+			h.nextSet() // attempt 1, dropped
+			talk("ON")
+			h.advance(5 * time.Second) // it times out
+			h.advance(time.Second)     // the retry's backoff
+			h.nextSet()                // attempt 2, dropped
+			talk("OFF")
+			h.advance(5 * time.Second) // it times out too
+			r := h.final2("dead")
+			if r.Status != devices.Failed || r.Reason != devices.ReasonTimeout || r.Attempts != 2 {
+				t.Fatalf("dead: %s/%s after %d attempts; want failed/timeout after 2", r.Status, r.Reason, r.Attempts)
+			}
+			if b := h.d.disp.Breakers(); b[0].Service != "zigbee" || b[0].State != tc.wantBreaker {
+				t.Errorf("zigbee's breaker is %s, want %s", b[0].State, tc.wantBreaker)
+			}
+		})
+	}
+}
