@@ -68,7 +68,11 @@ func Validate(c Class, raw map[string]any) (Target, error) {
 			}
 		}
 		if s, ok := raw[k].(string); ok && strings.EqualFold(strings.TrimSpace(s), "TOGGLE") {
-			return nil, reject(ReasonRelativeCommand, "%s TOGGLE is a relative change; send ON or OFF", k)
+			want := "the absolute target"
+			if a, ok := schema[k]; ok && len(a.enum) > 0 {
+				want = strings.Join(a.enum, " or ")
+			}
+			return nil, reject(ReasonRelativeCommand, "%s TOGGLE is a relative change; send %s", k, want)
 		}
 	}
 	if len(names) == 0 {

@@ -256,3 +256,23 @@ func TestSatisfiedWithoutStateAttributes(t *testing.T) {
 		t.Errorf("Satisfied(transition only, {}) = false, want true")
 	}
 }
+
+// Regression: the refusal of a TOGGLE names the class's own absolute
+// values (a lock was told to send ON or OFF).
+func TestToggleRefusalNamesTheClassValues(t *testing.T) {
+	for _, tc := range []struct {
+		class Class
+		raw   map[string]any
+		want  string
+	}{
+		{Lock, map[string]any{"state": "TOGGLE"}, "state TOGGLE is a relative change; send LOCK or UNLOCK"},
+		{Switch, map[string]any{"state": "toggle"}, "state TOGGLE is a relative change; send ON or OFF"},
+		{Cover, map[string]any{"state": "TOGGLE"}, "state TOGGLE is a relative change; send OPEN or CLOSE or STOP"},
+		{Cover, map[string]any{"position": "TOGGLE"}, "position TOGGLE is a relative change; send the absolute target"},
+	} {
+		_, err := Validate(tc.class, tc.raw)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Validate(%s, %v) = %v, want %q", tc.class, tc.raw, err, tc.want)
+		}
+	}
+}
