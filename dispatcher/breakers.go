@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -41,7 +42,11 @@ func (d *Dispatcher) newBreaker(s *Service) *serviceBreaker {
 	theirs := opts.OnStateChange
 	sb := &serviceBreaker{changed: make(chan struct{})}
 	opts.OnStateChange = func(from, to breaker.State, at time.Time) {
-		d.log.Warn("circuit breaker", "service", s.Name, "from", from, "to", to, "at", at)
+		level := slog.LevelInfo
+		if to == breaker.Open {
+			level = slog.LevelWarn // the service is down
+		}
+		d.log.Log(context.Background(), level, "circuit breaker", "service", s.Name, "from", from, "to", to, "at", at)
 		// Theirs first: whoever acts on the transition (local
 		// automations) knows of it before anyone reads it on MQTT.
 		if theirs != nil {

@@ -98,14 +98,97 @@ func runDemo(ctx context.Context, d *daemon, out io.Writer, log *slog.Logger) er
 		}
 	}
 	fmt.Fprintf(out, "\nhall_light received %d set message(s).\n", sim.Sets(address(d.cfg, "hall_light")))
+	if err := demoOutage(ctx, d, client, results, run, out); err != nil {
+		return err
+	}
 	fmt.Fprintf(out, `
 Try one yourself while this runs (Ctrl-C stops it):
   mosquitto_sub -h %[1]s -p %[2]s -t '%[3]s/#' -v &
   mosquitto_pub -h %[1]s -p %[2]s -q 1 -t %[3]s/kitchen_light/set -m '{"state":"ON","brightness":200,"op_id":"try-1"}'
   curl -s http://%[4]s/readyz
+  curl -s http://%[4]s/api/v1/breakers
 
 `, host(d.brokerURL), port(d.brokerURL), d.cfg.Prefix, d.httpAddr())
 	return nil
+}
+
+// demoOutage takes kitchen_light's Zigbee2MQTT bridge offline, as its
+// retained bridge/state says when it stops, and shows the service's
+// circuit breaker: commands fail fast while it is open, and the first one
+// after the bridge is back is the probe that closes it.
+func demoOutage(ctx context.Context, d *daemon, client paho.Client, results <-chan devices.Result, run string, out io.Writer) error {
+	dev, ok := d.cfg.Device("kitchen_light")
+	if !ok {
+		return nil
+	}
+	svc, _ := d.cfg.Service(dev.Service)
+	if !svc.Breaker.Enabled || svc.Protocol != config.ProtocolZigbee2MQTT {
+		return nil
+	}
+	states := make(chan string, 16)
+	stateTopic := d.cfg.Prefix + "/services/" + svc.Name + "/state"
+	if t := client.Subscribe(stateTopic, 1, func(_ paho.Client, m paho.Message) {
+		var st struct{ State string }
+		if json.Unmarshal(m.Payload(), &st) == nil {
+			states <- st.State
+		}
+	}); !t.WaitTimeout(demoWait) || t.Error() != nil {
+		return fmt.Errorf("demo: subscribe: %v", t.Error())
+	}
+	defer client.Unsubscribe(stateTopic)
+	await := func(want string) error {
+		timeout := time.NewTimer(demoWait)
+		defer timeout.Stop()
+		for {
+			select {
+			case st := <-states:
+				if st == want {
+					fmt.Fprintf(out, "  %s: circuit breaker %s\n", stateTopic, st)
+					return nil
+				}
+			case <-timeout.C:
+				return fmt.Errorf("demo: the breaker of %s did not become %s", svc.Name, want)
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+	}
+	bridge := func(state string) error {
+		fmt.Fprintf(out, "\n# the Zigbee2MQTT bridge says it is %s\n→ %s/bridge/state  {\"state\":%q} (retained)\n", state, svc.BaseTopic, state)
+		t := client.Publish(svc.BaseTopic+"/bridge/state", 1, true, fmt.Sprintf(`{"state":%q}`, state))
+		if !t.WaitTimeout(demoWait) || t.Error() != nil {
+			return fmt.Errorf("demo: publish: %v", t.Error())
+		}
+		return nil
+	}
+	send := func(note, payload, opID string) error {
+		fmt.Fprintf(out, "\n# %s\n→ %s/kitchen_light/set  %s\n", note, d.cfg.Prefix, payload)
+		if t := client.Publish(d.cfg.Prefix+"/kitchen_light/set", 1, false, payload); !t.WaitTimeout(demoWait) || t.Error() != nil {
+			return fmt.Errorf("demo: publish: %v", t.Error())
+		}
+		return printUntilFinal(ctx, out, results, opID)
+	}
+	if err := bridge("offline"); err != nil {
+		return err
+	}
+	if err := await("open"); err != nil {
+		return err
+	}
+	id := "demo-" + run + "-6"
+	if err := send("while the breaker is open: fails fast, nothing is sent", `{"state":"ON","op_id":"`+id+`"}`, id); err != nil {
+		return err
+	}
+	if err := bridge("online"); err != nil {
+		return err
+	}
+	if err := await("half_open"); err != nil {
+		return err
+	}
+	id = "demo-" + run + "-7"
+	if err := send("half-open: this command is the probe", `{"state":"ON","op_id":"`+id+`"}`, id); err != nil {
+		return err
+	}
+	return await("closed")
 }
 
 // printUntilFinal prints the results of opID until a terminal one.
