@@ -70,16 +70,17 @@ type Options struct {
 
 // RuleStatus is where one rule stands.
 type RuleStatus struct {
-	Name string
+	Name string `json:"name"`
 	// Active is false while the rule is paused by FallbackFor or Requires.
-	Active bool
+	Active bool `json:"active"`
 	// Runs counts the times its actions ran.
-	Runs int
+	Runs int `json:"runs"`
 	// Skipped counts the times a trigger fired while the rule was paused
 	// or its conditions did not hold.
-	Skipped int
-	// LastRun is when its actions last ran; zero if never.
-	LastRun time.Time
+	Skipped int `json:"skipped"`
+	// LastRun is when its actions last ran; zero (left out of JSON) if
+	// never.
+	LastRun time.Time `json:"last_run,omitzero"`
 }
 
 // Engine runs rules. Its methods are safe for concurrent use; DeviceState,
