@@ -6,7 +6,7 @@
 // layout and payloads documented by Zigbee2MQTT ("MQTT Topics and Messages"
 // and the "exposes" of the light, switch, lock and cover classes):
 //
-//	<base>/bridge/state              {"state":"online"} at start, {"state":"offline"} as will and on clean stop; retained
+//	<base>/bridge/state              {"state":"online"} at start, {"state":"offline"} as will, on clean stop and in an announced outage; retained
 //	<base>/<name>/availability       {"state":"online"} or {"state":"offline"}; retained
 //	<base>/<name>/set                a JSON object of attributes, or a plain string taken as "state"
 //	<base>/<name>/get                any attribute object (e.g. {"state":""}); the device reports its state
@@ -43,16 +43,20 @@
 //
 //  1. a payload that is neither a JSON object nor a plain string is dropped
 //     (ReasonMalformed);
-//  2. an offline device ignores the set (ReasonOffline);
-//  3. each device drops its first Faults.DropFirst sets that reach this stage
+//  2. a bridge in an outage ([Sim.SetBridgeOnline]) ignores the sets of all
+//     its devices (ReasonBridgeOffline);
+//  3. an offline device ignores the set (ReasonOffline);
+//  4. each device drops its first Faults.DropFirst sets that reach this stage
 //     (ReasonDropFirst);
-//  4. if Faults.DropRate > 0, one Rand.Float64 draw per set: below DropRate,
+//  5. if Faults.DropRate > 0, one Rand.Float64 draw per set: below DropRate,
 //     the set is dropped (ReasonDropRate);
-//  5. a set with no valid attribute is not answered (ReasonNoValidAttribute).
+//  6. a set with no valid attribute is not answered (ReasonNoValidAttribute).
 //
 // An accepted set changes the device's state at once; its report is published
 // Faults.Latency later (on the injected clock). Reports of one device leave in
-// order. A report whose device went offline while it waited is not published.
+// order. A report whose device went offline, or whose bridge began an outage,
+// while it waited is not published. Gets are ignored by an offline device and
+// by a bridge in an outage.
 //
 // # Caveats
 //

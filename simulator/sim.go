@@ -22,6 +22,9 @@ import (
 // ErrUnknownDevice is returned for a friendly name the sim does not play.
 var ErrUnknownDevice = errors.New("simulator: unknown device")
 
+// ErrUnknownBridge is returned for a base topic none of the sim's devices has.
+var ErrUnknownBridge = errors.New("simulator: unknown bridge")
+
 // ErrAlreadyRun is returned by a second call to [Sim.Run].
 var ErrAlreadyRun = errors.New("simulator: Run called twice")
 
@@ -107,6 +110,7 @@ type Options struct {
 // Reasons a set is dropped, in SetEvent.Reason.
 const (
 	ReasonMalformed        = "malformed"          // neither a JSON object nor a plain string
+	ReasonBridgeOffline    = "bridge_offline"     // the device's bridge is in an outage (SetBridgeOnline)
 	ReasonOffline          = "offline"            // the device is offline
 	ReasonDropFirst        = "drop_first"         // one of the device's first Faults.DropFirst sets
 	ReasonDropRate         = "drop_rate"          // lost to Faults.DropRate
@@ -167,6 +171,9 @@ type bridge struct {
 	client mqtt.Client // the connected client, nil while disconnected
 
 	initialQueued bool // the devices' initial states were queued; guarded by Sim.mu
+	// down is true during an outage of the bridge, announced if it said so
+	// on its bridge/state topic; guarded by Sim.mu.
+	down, announced bool
 
 	// availMu serialises availability publishes of this bridge, so the last
 	// one published is the last state set. Taken before connMu and Sim.mu.
@@ -339,6 +346,46 @@ func (s *Sim) SetOnline(name string, online bool) error {
 	return nil
 }
 
+// SetBridgeOnline starts (online false) or ends (online true) an outage of
+// the bridge of base topic base ("" means DefaultBaseTopic): the Zigbee
+// coordinator is gone, so the bridge stays connected to the broker but
+// ignores every set and get of its devices (sets are reported with
+// ReasonBridgeOffline), and reports still waiting on Faults.Latency are
+// lost. The devices' availability does not change.
+//
+// With announce, the bridge says so as Zigbee2MQTT does when it stops and
+// starts again: it publishes its retained <base>/bridge/state
+// {"state":"offline"} at the start of the outage and {"state":"online"} at
+// its end, and a reconnect during the outage publishes offline. Without
+// announce the outage is silent, a hung coordinator: the bridge state stays
+// online, and only the silence of the devices tells. Ending an outage
+// publishes online either way (as Z2M does when it starts). Calling it with
+// the bridge's current state only republishes, if announce. It returns
+// ErrUnknownBridge for a base topic of no device.
+func (s *Sim) SetBridgeOnline(base string, online, announce bool) error {
+	if base == "" {
+		base = DefaultBaseTopic
+	}
+	i := slices.IndexFunc(s.bridges, func(b *bridge) bool { return b.base == base })
+	if i < 0 {
+		return fmt.Errorf("%w: base topic %q", ErrUnknownBridge, base)
+	}
+	b := s.bridges[i]
+	b.availMu.Lock()
+	defer b.availMu.Unlock()
+	s.mu.Lock()
+	b.down = !online
+	b.announced = !online && announce
+	s.mu.Unlock()
+	if online || announce {
+		// Not awaited, as SetOnline: if the bridge is disconnected, it
+		// publishes its state when it reconnects.
+		b.publish(b.base+"/bridge/state", true, availabilityPayload(online))
+	}
+	s.log.Info("bridge state changed", "base_topic", base, "online", online, "announced", announce)
+	return nil
+}
+
 // State returns a copy of a device's current state (without linkquality),
 // or nil for an unknown name.
 func (s *Sim) State(name string) map[string]any {
@@ -490,7 +537,10 @@ func (s *Sim) announce(ctx context.Context, b *bridge, client mqtt.Client) error
 	if err := await(ctx, client.Subscribe(b.base+"/#", 1, s.handler(b))); err != nil {
 		return fmt.Errorf("subscribe %s/#: %w", b.base, err)
 	}
-	if err := await(ctx, client.Publish(b.base+"/bridge/state", 1, true, payloadOnline)); err != nil {
+	s.mu.Lock()
+	state := availabilityPayload(!b.announced)
+	s.mu.Unlock()
+	if err := await(ctx, client.Publish(b.base+"/bridge/state", 1, true, state)); err != nil {
 		return fmt.Errorf("publish bridge state: %w", err)
 	}
 	return nil
@@ -530,6 +580,8 @@ func (s *Sim) set(d *device, topic string, payload []byte, retained bool) {
 	switch {
 	case perr != nil:
 		ev.Reason = ReasonMalformed
+	case d.bridge.down:
+		ev.Reason = ReasonBridgeOffline
 	case !d.online:
 		ev.Reason = ReasonOffline
 	default:
@@ -580,6 +632,10 @@ func (s *Sim) get(d *device, payload []byte) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if d.bridge.down {
+		s.log.Info("get ignored: bridge offline", "device", d.Name)
+		return
+	}
 	if !d.online {
 		s.log.Info("get ignored: device offline", "device", d.Name)
 		return
@@ -613,10 +669,14 @@ func (s *Sim) deliver(ctx context.Context, d *device) {
 			return
 		}
 		s.mu.Lock()
-		online := d.online
+		online, bridgeDown := d.online, d.bridge.down
 		s.mu.Unlock()
 		if !online {
 			s.log.Info("report lost: device went offline", "device", d.Name)
+			continue
+		}
+		if bridgeDown {
+			s.log.Info("report lost: bridge offline", "device", d.Name)
 			continue
 		}
 		tok := d.bridge.publish(d.stateTopic, false, r.payload)

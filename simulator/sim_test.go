@@ -484,3 +484,113 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		})
 	}
 }
+
+// An announced outage: the bridge says offline on its retained bridge
+// state, ignores the sets and gets of every device it holds (and nothing of
+// another bridge), and says online again at its end, when sets work again.
+func TestAnnouncedBridgeOutageIgnoresSetsAndGets(t *testing.T) {
+	_, broker := startBroker(t)
+	w := watch(t, broker, "#")
+	sim, evs, _ := startSim(t, Options{
+		Broker: broker,
+		Devices: []Device{
+			{Name: "lamp", Class: ClassLight},
+			{Name: "door", Class: ClassLock},
+			{Name: "landing", Class: ClassLight, BaseTopic: "z2m/upstairs"},
+		},
+	})
+	const bridgeState = "zigbee2mqtt/bridge/state"
+	if got := string(w.live(t, bridgeState).payload); got != `{"state":"online"}` {
+		t.Fatalf("bridge state = %s, want online", got)
+	}
+	w.next(t, "zigbee2mqtt/lamp") // initial states
+	w.next(t, "zigbee2mqtt/door")
+	w.next(t, "z2m/upstairs/landing")
+
+	if err := sim.SetBridgeOnline("", false, true); err != nil {
+		t.Fatal(err)
+	}
+	if got := string(w.live(t, bridgeState).payload); got != `{"state":"offline"}` {
+		t.Fatalf("bridge state in an announced outage = %s, want offline", got)
+	}
+	if got := string(retained(t, broker, bridgeState).payload); got != `{"state":"offline"}` {
+		t.Errorf("retained bridge state = %s, want offline", got)
+	}
+	w.publish(t, "zigbee2mqtt/lamp/set", `{"state":"ON"}`)
+	if ev := evs.next(t); ev.Device != "lamp" || !ev.Dropped || ev.Reason != ReasonBridgeOffline {
+		t.Errorf("set in the outage: %s Dropped=%v Reason=%q, want dropped by %q", ev.Device, ev.Dropped, ev.Reason, ReasonBridgeOffline)
+	}
+	w.publish(t, "zigbee2mqtt/door/get", `{"state":""}`)
+	// The other bridge still works.
+	w.publish(t, "z2m/upstairs/landing/set", `ON`)
+	wantState(t, w.next(t, "z2m/upstairs/landing").json(t), map[string]any{"state": "ON"})
+	// A barrier: one bridge handles its messages in order, so once this
+	// set is seen, the get before it was handled.
+	w.publish(t, "zigbee2mqtt/lamp/set", `{"state":"ON"}`)
+	if ev := evs.next(t); ev.Device != "landing" {
+		t.Fatalf("event for %s, want landing", ev.Device)
+	}
+	if ev := evs.next(t); ev.Reason != ReasonBridgeOffline {
+		t.Fatalf("second set in the outage: Reason = %q, want %q", ev.Reason, ReasonBridgeOffline)
+	}
+	if got := sim.State("lamp")["state"]; got != "OFF" {
+		t.Errorf("a set in the outage was applied: state %v", got)
+	}
+	if got := string(retained(t, broker, "zigbee2mqtt/lamp/availability").payload); got != `{"state":"online"}` {
+		t.Errorf("device availability in the outage = %s, want it unchanged (online)", got)
+	}
+
+	if err := sim.SetBridgeOnline("zigbee2mqtt", true, true); err != nil {
+		t.Fatal(err)
+	}
+	if got := string(w.live(t, bridgeState).payload); got != `{"state":"online"}` {
+		t.Fatalf("bridge state after the outage = %s, want online", got)
+	}
+	w.publish(t, "zigbee2mqtt/lamp/set", `{"brightness":50}`)
+	// Reports leave in order: had the ignored set or get been answered,
+	// its report would come first.
+	wantState(t, w.next(t, "zigbee2mqtt/lamp").json(t), map[string]any{"state": "ON", "brightness": 50})
+	w.none(t, "zigbee2mqtt/door")
+	if err := sim.SetBridgeOnline("z2m/nowhere", false, true); !errors.Is(err, ErrUnknownBridge) {
+		t.Errorf("SetBridgeOnline(unknown base) = %v, want ErrUnknownBridge", err)
+	}
+}
+
+// A silent outage is a hung coordinator: the bridge still says online, and
+// only the devices' silence tells. Its end publishes online again, as Z2M
+// does when it restarts.
+func TestSilentBridgeOutageKeepsBridgeStateOnline(t *testing.T) {
+	_, broker := startBroker(t)
+	w := watch(t, broker, "zigbee2mqtt/#")
+	sim, evs, _ := startSim(t, Options{Broker: broker, Devices: []Device{{Name: "lamp", Class: ClassLight}}})
+	const bridgeState = "zigbee2mqtt/bridge/state"
+	w.live(t, bridgeState)        // online at start
+	w.next(t, "zigbee2mqtt/lamp") // initial state
+
+	if err := sim.SetBridgeOnline("", false, false); err != nil {
+		t.Fatal(err)
+	}
+	w.publish(t, "zigbee2mqtt/lamp/set", `ON`)
+	if ev := evs.next(t); ev.Reason != ReasonBridgeOffline {
+		t.Errorf("set in a silent outage: Reason = %q, want %q", ev.Reason, ReasonBridgeOffline)
+	}
+	w.publish(t, "zigbee2mqtt/lamp/get", `{"state":""}`)
+	// A barrier: once this set is seen, the get before it was handled.
+	w.publish(t, "zigbee2mqtt/lamp/set", `ON`)
+	if ev := evs.next(t); ev.Reason != ReasonBridgeOffline {
+		t.Errorf("second set in a silent outage: Reason = %q, want %q", ev.Reason, ReasonBridgeOffline)
+	}
+	if err := sim.SetBridgeOnline("", true, false); err != nil {
+		t.Fatal(err)
+	}
+	// The first message on the bridge state since its start is the end of
+	// the outage: a silent outage published nothing there.
+	if got := string(w.live(t, bridgeState).payload); got != `{"state":"online"}` {
+		t.Fatalf("bridge state at the end of the outage = %s, want online", got)
+	}
+	w.publish(t, "zigbee2mqtt/lamp/set", `{"brightness":7}`)
+	wantState(t, w.next(t, "zigbee2mqtt/lamp").json(t), map[string]any{"state": "ON", "brightness": 7})
+	if got := string(retained(t, broker, bridgeState).payload); got != `{"state":"online"}` {
+		t.Errorf("retained bridge state = %s, want online", got)
+	}
+}
