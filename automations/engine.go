@@ -204,10 +204,12 @@ func (e *Engine) Message(topic string, payload []byte, retained bool) {
 }
 
 // BreakerState reports a service's circuit breaker state: "closed",
-// "open" or "half_open". A service never reported is closed. It never
-// blocks.
-func (e *Engine) BreakerState(service, state string) {
-	e.push(event{service: service, breakerState: state})
+// "open" or "half_open". A service never reported is closed. replay says
+// the change comes from a retained message the broker replayed (the
+// service's status as it was before Hearth started): it pauses and
+// resumes rules, but triggers nothing. It never blocks.
+func (e *Engine) BreakerState(service, state string, replay bool) {
+	e.push(event{service: service, breakerState: state, retained: replay})
 }
 
 // Topics returns the MQTT topic filters the rules' MQTT triggers need, in
@@ -370,7 +372,7 @@ func (e *Engine) handle(ctx context.Context, ev event) {
 	case ev.message:
 		e.handleMessage(ctx, ev)
 	case ev.service != "":
-		e.handleBreaker(ctx, ev.service, ev.breakerState)
+		e.handleBreaker(ctx, ev.service, ev.breakerState, ev.retained)
 	case ev.device != "":
 		e.handleState(ctx, ev.device, ev.state, ev.retained)
 	}
@@ -393,7 +395,7 @@ func (e *Engine) handleMessage(ctx context.Context, ev event) {
 	}
 }
 
-func (e *Engine) handleBreaker(ctx context.Context, service, state string) {
+func (e *Engine) handleBreaker(ctx context.Context, service, state string, replay bool) {
 	if !validBreakerState(state) {
 		e.log.Warn("automations: unknown breaker state ignored", "service", service, "state", state)
 		return
@@ -414,7 +416,7 @@ func (e *Engine) handleBreaker(ctx context.Context, service, state string) {
 		r.status.Active = active
 	}
 	e.mu.Unlock()
-	if old == state {
+	if old == state || replay {
 		return
 	}
 	for _, r := range e.rules {

@@ -418,18 +418,40 @@ func TestBreakerTriggerSeesItsOwnTransitionInTheGate(t *testing.T) {
 	if got := h.status("cloud_down").Active; got {
 		t.Errorf("Active before any report = true, want false: an unreported service is closed")
 	}
-	h.e.BreakerState("cloud", Closed)   // no change from the assumed closed
-	h.e.BreakerState("cloud", Open)     // both
-	h.e.BreakerState("cloud", Open)     // no change
-	h.e.BreakerState("cloud", HalfOpen) // any_change
-	h.e.BreakerState("other", Open)     // another service
-	h.e.BreakerState("cloud", "broken") // unknown: ignored
+	h.e.BreakerState("cloud", Closed, false)   // no change from the assumed closed
+	h.e.BreakerState("cloud", Open, false)     // both
+	h.e.BreakerState("cloud", Open, false)     // no change
+	h.e.BreakerState("cloud", HalfOpen, false) // any_change
+	h.e.BreakerState("other", Open, false)     // another service
+	h.e.BreakerState("cloud", "broken", false) // unknown: ignored
 	h.sync()
 	if got, want := titles(h.rec.Notes()), []string{"down", "change", "change"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("runs = %v, want %v", got, want)
 	}
 	if got := h.status("cloud_down"); !got.Active || got.Runs != 1 {
 		t.Errorf("Status(cloud_down) = %+v, want active with 1 run", got)
+	}
+}
+
+// A replayed breaker state (a retained status from before Hearth
+// started) sets the gates but fires no trigger: a restart moves nothing.
+func TestReplayedBreakerStateGatesWithoutTriggering(t *testing.T) {
+	h := start(t, friday, Rule{
+		Name:        "cloud_down",
+		FallbackFor: "cloud",
+		Triggers:    []Trigger{{Breaker: &BreakerTrigger{Service: "cloud", To: Open}}},
+		Actions:     []Action{notify("down")},
+	})
+	h.e.BreakerState("cloud", Open, true)
+	h.sync()
+	if got := h.status("cloud_down"); !got.Active || got.Runs != 0 {
+		t.Errorf("after a replayed open: %+v, want active with 0 runs", got)
+	}
+	h.e.BreakerState("cloud", Closed, false)
+	h.e.BreakerState("cloud", Open, false) // a live trip fires
+	h.sync()
+	if got := h.status("cloud_down"); got.Runs != 1 {
+		t.Errorf("after a live open: %d runs, want 1", got.Runs)
 	}
 }
 
@@ -456,7 +478,7 @@ func TestFallbackForRunsOnlyWhileBreakerIsNotClosed(t *testing.T) {
 	}
 	for i, s := range steps {
 		if s.breaker != "" {
-			h.e.BreakerState("cloud_presence", s.breaker)
+			h.e.BreakerState("cloud_presence", s.breaker, false)
 		}
 		motion()
 		h.sync()
@@ -495,7 +517,7 @@ func TestRequiresPausesWhileOpenAndResumesWhenClosed(t *testing.T) {
 	}
 	for i, s := range steps {
 		if s.service != "" {
-			h.e.BreakerState(s.service, s.breaker)
+			h.e.BreakerState(s.service, s.breaker, false)
 		}
 		arm()
 		h.sync()

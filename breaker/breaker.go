@@ -299,8 +299,9 @@ type Permit struct {
 	done     bool // guarded by b.mu
 }
 
-// Probe reports whether the permit is a half-open breaker's probe.
-func (p *Permit) Probe() bool { return p.probe }
+// Probe reports whether the permit is a half-open breaker's probe; a nil
+// *Permit is not.
+func (p *Permit) Probe() bool { return p != nil && p.probe }
 
 // Deadline returns a probe's deadline, by which the caller should end the
 // call (for example with context.WithDeadline): at and after it the probe

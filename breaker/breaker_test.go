@@ -963,3 +963,13 @@ func TestConcurrentUse(t *testing.T) {
 		t.Errorf("the run never tripped, never missed a probe deadline or never closed again: it tested little")
 	}
 }
+
+// Regression: a nil *Permit (a service without a breaker) answers Probe
+// and Done without panicking.
+func TestNilPermit(t *testing.T) {
+	var p *Permit
+	if p.Probe() {
+		t.Error("a nil permit is a probe")
+	}
+	p.Done(Success, time.Now()) // must not panic
+}

@@ -680,5 +680,9 @@ func (c *Config) checkService(w *walker, key, name string) {
 			known = "services: " + strings.Join(names, ", ")
 		}
 		w.reportf(w.lines[key], key, "no service %q (%s)", name, known)
+		return
+	}
+	if svc, _ := c.Service(name); !svc.Breaker.Enabled {
+		w.reportf(w.lines[key], key, "service %q has its breaker disabled (breaker.enabled: false), so this never changes", name)
 	}
 }

@@ -358,3 +358,24 @@ func TestLookups(t *testing.T) {
 		t.Errorf("Service(zwave) = %+v, true; want not found", s)
 	}
 }
+
+// Left out, a breaker's probe_timeout grows to the service's attempt
+// timeout, so that a probe outlasts its attempt; written, it is kept.
+func TestProbeTimeoutCoversTheAttemptTimeout(t *testing.T) {
+	for _, tc := range []struct {
+		yaml string
+		want time.Duration
+	}{
+		{"services:\n  zigbee:\n    protocol: zigbee2mqtt\n    retry: {attempt_timeout: 15s}\n", 15 * time.Second},
+		{"services:\n  zigbee:\n    protocol: zigbee2mqtt\n    retry: {attempt_timeout: 2s}\n", 10 * time.Second},
+		{"services:\n  zigbee:\n    protocol: zigbee2mqtt\n    retry: {attempt_timeout: 2s}\n    breaker: {probe_timeout: 3s}\n", 3 * time.Second},
+	} {
+		cfg, err := Parse("hearth.yaml", []byte(tc.yaml))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := cfg.Services[0].Breaker.ProbeTimeout; got != tc.want {
+			t.Errorf("%s: probe_timeout %v, want %v", tc.yaml, got, tc.want)
+		}
+	}
+}

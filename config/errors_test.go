@@ -65,6 +65,8 @@ func TestParseErrors(t *testing.T) {
 		{"breaker threshold zero", z2m + "    breaker:\n      failure_threshold: 0\n", `hearth.yaml:5: services.zigbee.breaker.failure_threshold: must be at least 1, got 0`},
 		{"breaker ratio above one", z2m + "    breaker: {failure_ratio: 2}\n", `hearth.yaml:4: services.zigbee.breaker.failure_ratio: must be more than 0 and at most 1, got 2`},
 		{"breaker max open below open", z2m + "    breaker:\n      open_for: 10m\n", `hearth.yaml:5: services.zigbee.breaker.open_for: max_open_for 5m is less than open_for 10m`},
+		{"breaker probe shorter than its attempt", z2m + "    retry:\n      attempt_timeout: 15s\n    breaker:\n      probe_timeout: 10s\n", `hearth.yaml:7: services.zigbee.breaker.probe_timeout: probe_timeout 10s is less than retry.attempt_timeout 15s: a probe would count as failed before its device had the time to answer`},
+		{"fallback for a service without a breaker", z2m + "    breaker: {enabled: false}\ndevices:\n  lamp: {class: light}\nautomations:\n  r:\n    fallback_for: zigbee\n    triggers:\n      - mqtt: {topic: a/b}\n    actions:\n      - notify: {title: t}\n", `hearth.yaml:9: automations.r.fallback_for: service "zigbee" has its breaker disabled (breaker.enabled: false), so this never changes`},
 		{"breaker max open given below open", z2m + "    breaker:\n      open_for: 1m\n      max_open_for: 30s\n", `hearth.yaml:6: services.zigbee.breaker.max_open_for: max_open_for 30s is less than open_for 1m`},
 		{"breaker hold not a boolean", z2m + "    breaker: {hold: sometimes}\n", `hearth.yaml:4: services.zigbee.breaker.hold: want true or false, got "sometimes"`},
 		{"republish rate zero", "mqtt:\n  republish_rate: 0\n", `hearth.yaml:2: mqtt.republish_rate: must be at least 1, got 0`},

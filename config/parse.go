@@ -173,6 +173,17 @@ func walkService(w *walker, name string, n *yaml.Node, key string) Service {
 		w.reportf(line, k, "online_payload and offline_payload are both %q; they must differ", s.OnlinePayload)
 	}
 	w.checkBackoff(join(key, "retry"), s.Retry.Backoff)
+	// A probe must outlast its attempt, or a device that answers late but
+	// within attempt_timeout fails every probe and the breaker never
+	// closes. Left out, probe_timeout grows to the attempt timeout.
+	if s.Commands() && s.Breaker.ProbeTimeout < s.Retry.AttemptTimeout {
+		bkey := join(key, "breaker")
+		if k := join(bkey, "probe_timeout"); w.lines[k] == 0 {
+			s.Breaker.ProbeTimeout = s.Retry.AttemptTimeout
+		} else if !w.reported[k] {
+			w.reportf(w.lines[k], k, "probe_timeout %s is less than retry.attempt_timeout %s: a probe would count as failed before its device had the time to answer", fmtDuration(s.Breaker.ProbeTimeout), fmtDuration(s.Retry.AttemptTimeout))
+		}
+	}
 	if b := s.Breaker; b.MaxOpenFor < b.OpenFor {
 		bkey := join(key, "breaker")
 		if k := join(bkey, "max_open_for"); !w.reported[k] && !w.reported[join(bkey, "open_for")] {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hearthd/hearth/breaker"
@@ -19,6 +20,40 @@ type serviceBreaker struct {
 	*breaker.Breaker
 	mu      sync.Mutex
 	changed chan struct{} // closed at each transition, then replaced
+	// replay is set while a replayed (retained) bridge state is applied,
+	// so that the transitions it causes are marked Replay.
+	replay atomic.Bool
+	// offlineDue, if not zero, is when a replayed offline takes effect
+	// unless the bridge says online first; guarded by mu.
+	offlineDue time.Time
+}
+
+// deferOffline sets (or, with the zero time, cancels) the time a
+// replayed offline takes effect, and wakes the breaker's clock.
+func (b *serviceBreaker) deferOffline(due time.Time) {
+	b.mu.Lock()
+	b.offlineDue = due
+	b.mu.Unlock()
+	b.signal()
+}
+
+// dueOffline returns when a deferred offline takes effect; zero if none.
+func (b *serviceBreaker) dueOffline() time.Time {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.offlineDue
+}
+
+// BreakerChange is one transition of a service's circuit breaker, as the
+// OnBreakerChange hook sees it.
+type BreakerChange struct {
+	Service  string
+	From, To breaker.State
+	At       time.Time
+	// Replay: the transition follows a bridge state the broker replayed
+	// from its retained store, such as the status a service had before
+	// Hearth started. Nothing should be moved because of it.
+	Replay bool
 }
 
 // watch returns a channel closed at the breaker's next transition.
@@ -35,8 +70,9 @@ func (b *serviceBreaker) signal() {
 	b.changed = make(chan struct{})
 }
 
-// newBreaker builds s's breaker from s.Breaker, chaining its own
-// OnStateChange after the dispatcher's.
+// newBreaker builds s's breaker from s.Breaker; its OnStateChange and
+// the dispatcher's OnBreakerChange see every transition before it is
+// published.
 func (d *Dispatcher) newBreaker(s *Service) *serviceBreaker {
 	opts := *s.Breaker
 	theirs := opts.OnStateChange
@@ -51,6 +87,9 @@ func (d *Dispatcher) newBreaker(s *Service) *serviceBreaker {
 		// automations) knows of it before anyone reads it on MQTT.
 		if theirs != nil {
 			theirs(from, to, at)
+		}
+		if d.onBreaker != nil {
+			d.onBreaker(BreakerChange{Service: s.Name, From: from, To: to, At: at, Replay: sb.replay.Load()})
 		}
 		d.publishServiceState(s.Name, to, at)
 		sb.signal()
@@ -88,7 +127,16 @@ func (d *Dispatcher) serviceStateMsg(s *Service) outMsg {
 func (d *Dispatcher) runBreakerClock(ctx context.Context, s *Service) {
 	for {
 		changed := s.breaker.watch()
-		next := s.breaker.Expire(d.now())
+		now := d.now()
+		due := s.breaker.dueOffline()
+		if !due.IsZero() && !now.Before(due) {
+			d.applyDeferredOffline(s, due)
+			continue
+		}
+		next := s.breaker.Expire(now)
+		if !due.IsZero() && (next.IsZero() || due.Before(next)) {
+			next = due
+		}
 		if next.IsZero() {
 			select {
 			case <-changed:
@@ -109,6 +157,25 @@ func (d *Dispatcher) runBreakerClock(ctx context.Context, s *Service) {
 	}
 }
 
+// applyDeferredOffline applies a replayed offline whose grace ended at
+// due, if the bridge has not said online since: it was not old news.
+func (d *Dispatcher) applyDeferredOffline(s *Service, due time.Time) {
+	s.breaker.mu.Lock()
+	if !s.breaker.offlineDue.Equal(due) {
+		s.breaker.mu.Unlock()
+		return // cancelled or replaced meanwhile
+	}
+	s.breaker.offlineDue = time.Time{}
+	s.breaker.mu.Unlock()
+	if s.link.current() == linkUp {
+		return
+	}
+	d.log.Info("bridge said offline before Hearth connected and has not said online since", "service", s.Name, "grace", BridgeStateGrace)
+	s.breaker.replay.Store(true)
+	s.breaker.ReportHealth(false, due)
+	s.breaker.replay.Store(false)
+}
+
 // admit asks t's service's breaker for a permit to send. While the breaker
 // is open the command ends failed/breaker_open at once or, when the
 // service holds, waits, reported queued, until the breaker lets it through
@@ -125,6 +192,19 @@ func (q *deviceQueue) admit(ctx context.Context, t *task, deadline time.Time) (p
 		now := q.d.now()
 		p, err := b.Allow(now)
 		if err == nil {
+			if p.Probe() {
+				b.signal() // the clock goroutine must watch the probe's deadline
+			}
+			if !now.Before(deadline) {
+				// Let through at or after the deadline (a held command
+				// whose timer fired as the breaker let it go): too late
+				// to send.
+				q.release(p, breaker.Canceled)
+				if queued {
+					q.alertIfSafetyCritical(t)
+				}
+				return nil, false, false
+			}
 			return p, true, false
 		}
 		var open *breaker.OpenError
@@ -163,6 +243,19 @@ func (q *deviceQueue) admit(ctx context.Context, t *task, deadline time.Time) (p
 			return nil, false, true
 		}
 		timer.Stop()
+	}
+}
+
+// release reports the outcome of p, t's permit (nil without a breaker).
+// A probe's end frees a place that held commands may take, though the
+// breaker's state need not change, so they are woken.
+func (q *deviceQueue) release(p *breaker.Permit, o breaker.Outcome) {
+	if p == nil {
+		return
+	}
+	p.Done(o, q.d.now())
+	if p.Probe() {
+		q.svc.breaker.signal()
 	}
 }
 
@@ -240,8 +333,11 @@ type BreakerStatus struct {
 	// due, such as while the service says it is offline.
 	Until   time.Time `json:"until,omitzero"`
 	Offline bool      `json:"offline"` // the service says it is offline
-	Trips   int       `json:"trips"`   // since it last closed
-	Watched bool      `json:"watched"` // the service is watched only: Hearth sends it no commands
+	// Bridge is what the bridge last said of itself since Hearth's
+	// connection began: online, offline, or unknown (nothing yet).
+	Bridge  string `json:"bridge"`
+	Trips   int    `json:"trips"`   // since it last closed
+	Watched bool   `json:"watched"` // the service is watched only: Hearth sends it no commands
 }
 
 // Breakers returns the state of every service's breaker, in Options
@@ -257,7 +353,7 @@ func (d *Dispatcher) Breakers() []BreakerStatus {
 		snap := s.breaker.Snapshot(now)
 		out = append(out, BreakerStatus{
 			Service: name, State: snap.State.String(), Since: snap.Since.UTC(),
-			Until: snap.Until.UTC(), Offline: snap.Offline, Trips: snap.Trips, Watched: s.Bridge == nil,
+			Until: snap.Until.UTC(), Offline: snap.Offline, Bridge: s.link.current().String(), Trips: snap.Trips, Watched: s.Bridge == nil,
 		})
 	}
 	return out

@@ -249,7 +249,7 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 		// (re)connect, not heard from: a send into the void would cost an
 		// attempt the device never saw.
 		if ready, stop := q.awaitLink(ctx, t, waitUntil); stop || !ready {
-			permit.Done(breaker.Canceled, d.now()) // nothing went out
+			q.release(permit, breaker.Canceled) // nothing went out
 			if stop {
 				return
 			}
@@ -262,6 +262,7 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 		q.mu.Lock()
 		if t.ended {
 			q.mu.Unlock()
+			q.release(permit, breaker.Canceled)
 			return
 		}
 		prev := t.op
@@ -282,9 +283,9 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 		c, sent, err := q.send(ctx, t)
 		switch {
 		case !sent:
-			permit.Done(breaker.Canceled, d.now()) // t ended first, or shutting down
+			q.release(permit, breaker.Canceled) // t ended first, or shutting down
 		case err != nil:
-			permit.Done(q.outcome(err, false, false), d.now())
+			q.release(permit, q.outcome(err, false, false))
 		}
 		if !sent {
 			if ctx.Err() != nil {
@@ -337,15 +338,20 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 		}
 		// The timeout runs from the broker's acknowledgement of the send.
 		wait := min(p.AttemptTimeout, op.Deadline.Sub(d.now()))
+		if permit.Probe() {
+			// A probe has no outcome after its deadline: the breaker
+			// counts it failed then, so the attempt ends then too.
+			wait = min(wait, permit.Deadline().Sub(d.now()))
+		}
 		confirmed, stop, back := q.confirmWithin(ctx, t, c, wait, linkUp)
 		changed := back || svc.link.changedSince(linkGen)
 		switch {
 		case confirmed:
-			permit.Done(breaker.Success, d.now())
+			q.release(permit, breaker.Success)
 		case stop:
-			permit.Done(breaker.Canceled, d.now())
+			q.release(permit, breaker.Canceled)
 		default:
-			permit.Done(q.timeoutOutcome(changed, heard), d.now())
+			q.release(permit, q.timeoutOutcome(changed, heard))
 		}
 		if confirmed || stop {
 			return
@@ -366,17 +372,22 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 }
 
 // awaitLink waits until the service's link is ready (see link.ready).
-// ready is false when op's deadline passed first; stop means t ended or
+// ready is false when op's deadline passed first, or when the breaker
+// changed (the caller asks it again); stop means t ended or
 // ctx is done.
 func (q *deviceQueue) awaitLink(ctx context.Context, t *task, deadline time.Time) (ready, stop bool) {
 	for {
 		now := q.d.now()
+		if !now.Before(deadline) {
+			return false, false // never send after the deadline, even if the link is up
+		}
+		var breakerChanged <-chan struct{}
+		if q.svc.breaker != nil {
+			breakerChanged = q.svc.breaker.watch()
+		}
 		ok, changed, retryAt := q.svc.link.ready(now)
 		if ok {
 			return true, false
-		}
-		if !now.Before(deadline) {
-			return false, false
 		}
 		until := deadline
 		if !retryAt.IsZero() && retryAt.Before(until) {
@@ -387,6 +398,11 @@ func (q *deviceQueue) awaitLink(ctx context.Context, t *task, deadline time.Time
 		select {
 		case <-changed:
 		case <-timer.Chan():
+		case <-breakerChanged:
+			// The breaker may have opened (a replayed offline that
+			// held): the caller asks it again.
+			timer.Stop()
+			return false, false
 		case <-t.cancel:
 			timer.Stop()
 			return false, true

@@ -131,6 +131,10 @@ type Options struct {
 	// IntakeQueue bounds the commands waiting to be stored; 0 means 4096.
 	// Submit blocks while it is full.
 	IntakeQueue int
+	// OnBreakerChange, if set, is called at every transition of every
+	// service's breaker, before the new state is published. It runs on
+	// whichever goroutine caused the transition and must not block.
+	OnBreakerChange func(BreakerChange)
 	// RepublishRate is how many retained mirrors (a device's state or
 	// availability) per second are published again after each
 	// (re)connect; 0 means DefaultRepublishRate.
@@ -158,11 +162,12 @@ type Request struct {
 
 // Dispatcher runs commands. Create it with New and start it with Run.
 type Dispatcher struct {
-	prefix  string
-	journal Journal
-	clock   clockwork.Clock
-	log     *slog.Logger
-	rand    retry.Rand // safe for concurrent use
+	prefix    string
+	journal   Journal
+	onBreaker func(BreakerChange)
+	clock     clockwork.Clock
+	log       *slog.Logger
+	rand      retry.Rand // safe for concurrent use
 
 	devices  map[string]*deviceQueue
 	services map[string]*Service
@@ -203,6 +208,7 @@ func New(opts Options) (*Dispatcher, error) {
 	if d.prefix == "" {
 		d.prefix = "hearth"
 	}
+	d.onBreaker = opts.OnBreakerChange
 	d.republishRate = opts.RepublishRate
 	if d.republishRate <= 0 {
 		d.republishRate = DefaultRepublishRate

@@ -42,6 +42,24 @@ func newLink(now time.Time) *link {
 	return &link{state: linkUnknown, since: now, up: make(chan struct{})}
 }
 
+// String names the state as the status endpoints show it.
+func (s linkState) String() string {
+	switch s {
+	case linkUp:
+		return "online"
+	case linkDown:
+		return "offline"
+	}
+	return "unknown"
+}
+
+// current returns the bridge's state as last heard.
+func (l *link) current() linkState {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.state
+}
+
 // set records the bridge's own state. It reports whether the state
 // changed.
 func (l *link) set(online bool, now time.Time) bool {

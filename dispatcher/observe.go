@@ -18,6 +18,7 @@ func (d *Dispatcher) Report(device string, state map[string]any, retained bool) 
 	if q, ok := d.devices[device]; ok {
 		if !retained {
 			q.svc.link.heard.Add(1)
+			d.heardFrom(q.svc)
 		}
 		q.report(state, retained)
 	}
@@ -39,18 +40,39 @@ func (d *Dispatcher) Availability(device string, online bool) {
 //
 // A watched service (one without a Bridge) has no commands to probe it
 // with: its own online report is its probe, and closes the breaker.
-func (d *Dispatcher) BridgeState(service string, online bool) {
+//
+// retained says the broker replayed the state from its retained store: the
+// breaker follows it all the same, but its transitions are marked Replay
+// for the OnBreakerChange hook (automations must not act on them).
+func (d *Dispatcher) BridgeState(service string, online, retained bool) {
 	s, ok := d.services[service]
 	if !ok {
 		return
 	}
 	// The breaker before the link: a command that wakes when the link
 	// comes back must find the breaker half-open, not still open.
-	if s.breaker != nil {
+	if s.breaker != nil && !online && retained {
+		// A replayed offline may be old news: after a power cut the hub
+		// may start Hearth before the bridge, which is about to say
+		// online. Commands wait for it (the link is down), and the
+		// breaker opens only if it says nothing for BridgeStateGrace.
+		s.breaker.deferOffline(d.now().Add(BridgeStateGrace))
+	} else if s.breaker != nil {
 		now := d.now()
+		s.breaker.deferOffline(time.Time{})
+		s.breaker.replay.Store(retained)
+		defer s.breaker.replay.Store(false)
 		s.breaker.ReportHealth(online, now)
 		if online && s.Bridge == nil {
-			if p, err := s.breaker.Allow(now); err == nil {
+			// Its probes: as many successes as closing takes.
+			for range maxHealthProbes {
+				if s.breaker.State(now) != breaker.HalfOpen {
+					break
+				}
+				p, err := s.breaker.Allow(now)
+				if err != nil {
+					break
+				}
 				p.Done(breaker.Success, now)
 			}
 		}
@@ -166,4 +188,26 @@ func (s *stateSaver) flush() {
 		})
 	}
 	wg.Wait()
+}
+
+// maxHealthProbes bounds the successes a watched service's online report
+// gives its half-open breaker (successes_to_close is far below it).
+const maxHealthProbes = 1000
+
+// heardFrom takes a live report passed on by s: a half-open breaker with
+// no probe out counts it as a successful probe, since a bridge that talks
+// is up. Without it a bridge back from a restart would keep its breaker
+// half-open until some command came, pausing every automation that
+// requires it.
+func (d *Dispatcher) heardFrom(s *Service) {
+	if s.breaker == nil {
+		return
+	}
+	now := d.now()
+	if s.breaker.State(now) != breaker.HalfOpen {
+		return
+	}
+	if p, err := s.breaker.Allow(now); err == nil {
+		p.Done(breaker.Success, now)
+	}
 }

@@ -46,6 +46,15 @@ devices:
 	return b.String()
 }
 
+// breakerDevices are the devices of breakerConfig.
+func breakerDevices() []string {
+	out := []string{"attic_light", "front_door"}
+	for i := range 50 {
+		out = append(out, fmt.Sprintf("sw%02d", i))
+	}
+	return out
+}
+
 // serviceState is a retained <prefix>/services/<service>/state message.
 type serviceState struct {
 	State string    `json:"state"`
@@ -108,6 +117,7 @@ func (h *harness) bridgeState(base string, online bool) {
 // fail fast, costing no attempt and no time.
 func TestHalfOpenBreakerLetsExactlyOneProbeThrough(t *testing.T) {
 	h := newHarness(t, harnessOptions{config: breakerConfig(false), faults: simulator.Faults{DropFirst: 1}})
+	h.settle(breakerDevices()...)
 	states := h.watch("hearth/services/zigbee/state")
 	nextState(t, states, "closed")
 
@@ -152,6 +162,7 @@ func TestHalfOpenBreakerLetsExactlyOneProbeThrough(t *testing.T) {
 // the breaker is open fails fast instead of reaching the service.
 func TestBreakerClosesWithinOneCooldownPlusOneProbe(t *testing.T) {
 	h := newHarness(t, harnessOptions{config: breakerConfig(false), faults: simulator.Faults{DropFirst: 1}})
+	h.settle(breakerDevices()...)
 	states := h.watch("hearth/services/zigbee/state")
 	nextState(t, states, "closed")
 	h.bridgeState("zigbee2mqtt", false)
@@ -163,13 +174,14 @@ func TestBreakerClosesWithinOneCooldownPlusOneProbe(t *testing.T) {
 	h.result("probe-1")
 	h.nextSet() // dropped by the device
 	// The attempt's timeout (5 s) comes before the probe's deadline (10 s):
-	// a timed-out probe is a failure, and the breaker opens again.
-	h.advance(5 * time.Second)
+	// a timed-out probe is a failure, and the breaker opens again. Both
+	// wait on the clock: the attempt, and the breaker for the deadline.
+	h.advanceAfter(2, 5*time.Second)
 	reopened := nextState(t, states, "open")
 	if want := t0.Add(5 * time.Second); !reopened.Since.Equal(want) {
 		t.Errorf("reopened at %v, want %v (the probe's timeout)", reopened.Since, want)
 	}
-	h.advance(time.Second) // the retry's backoff ends while the breaker is open
+	h.advanceAfter(2, time.Second) // the retry's backoff ends while the breaker is open (until +15s)
 	if r := h.final2("probe-1"); r.Status != devices.Failed || r.Reason != devices.ReasonBreakerOpen || r.Attempts != 1 {
 		t.Fatalf("probe-1: %s/%s after %d attempts; want failed/breaker_open after 1 (the retry fails fast)", r.Status, r.Reason, r.Attempts)
 	}
@@ -208,6 +220,7 @@ func (h *harness) final2(opID string) devices.Result {
 // service while it is open.
 func TestHeldCommandsWaitForTheBreakerToClose(t *testing.T) {
 	h := newHarness(t, harnessOptions{config: breakerConfig(true)})
+	h.settle(breakerDevices()...)
 	states := h.watch("hearth/services/zigbee/state")
 	nextState(t, states, "closed")
 	h.bridgeState("zigbee2mqtt", false)
@@ -238,6 +251,7 @@ func TestHeldCommandsWaitForTheBreakerToClose(t *testing.T) {
 // alone.
 func TestOneServicesBreakerLeavesAnotherAlone(t *testing.T) {
 	h := newHarness(t, harnessOptions{config: breakerConfig(false)})
+	h.settle(breakerDevices()...)
 	zigbee := h.watch("hearth/services/zigbee/state")
 	upstairs := h.watch("hearth/services/upstairs/state")
 	nextState(t, zigbee, "closed")
@@ -262,6 +276,7 @@ func TestOneServicesBreakerLeavesAnotherAlone(t *testing.T) {
 // dropped silently: it fails, and a critical notification says so.
 func TestLockCommandFailedByTheBreakerNotifies(t *testing.T) {
 	h := newHarness(t, harnessOptions{config: breakerConfig(false)})
+	h.settle(breakerDevices()...)
 	notes := h.watch("hearth/notifications")
 	states := h.watch("hearth/services/zigbee/state")
 	nextState(t, states, "closed")
@@ -299,6 +314,7 @@ func TestLockCommandFailedByTheBreakerNotifies(t *testing.T) {
 // and stays ready while one is open; /metrics counts the transitions.
 func TestBreakerStatesOnMQTTDiscoveryReadyzAndMetrics(t *testing.T) {
 	h := newHarness(t, harnessOptions{config: breakerConfig(false)})
+	h.settle(breakerDevices()...)
 	const configTopic = "homeassistant/binary_sensor/hearth/service_zigbee/config"
 	discovery := h.watch(configTopic)
 	select {
@@ -420,6 +436,7 @@ func (h *harness) ruleStatus(name string) (runs, skipped int) {
 // event that shows up is the proof that an earlier one was handled.
 func TestFallbackAndRequiresAutomationsFollowTheBreaker(t *testing.T) {
 	h := newHarness(t, harnessOptions{config: automationConfig})
+	h.settle("hall_light")
 	states := h.watch("hearth/services/cloud_presence/state")
 	greetings := h.watch("hearth-test/greeting")
 	nextState(t, states, "closed")
@@ -500,6 +517,7 @@ func TestSilentBridgeTripsTheBreakerButOneDeadDeviceDoesNot(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, harnessOptions{config: breakerConfig(false), faults: simulator.Faults{DropFirst: 2}})
+			h.settle(breakerDevices()...)
 			mirror := h.watch("hearth/sw05")
 			talk := func(state string) {
 				t.Helper()

@@ -172,18 +172,6 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 	if breakerRand == nil {
 		breakerRand = sharedRand{}
 	}
-	// A breaker's transitions are logged by the dispatcher, counted here
-	// and passed to the automations, which start with every breaker
-	// closed.
-	onBreaker := func(service string) func(from, to breaker.State, at time.Time) {
-		d.metrics.BreakerState(service, breaker.Closed.String())
-		return func(from, to breaker.State, _ time.Time) {
-			d.metrics.BreakerTransition(service, from.String(), to.String())
-			if d.engine != nil {
-				d.engine.BreakerState(service, to.String())
-			}
-		}
-	}
 	var services []dispatcher.Service
 	var adapters []*zigbee2mqtt.Adapter
 	var watched []config.Service
@@ -213,7 +201,7 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 			}
 			if s.Breaker.Enabled {
 				svc.Breaker = breakerOptions(s.Breaker, breakerRand)
-				svc.Breaker.OnStateChange = onBreaker(s.Name)
+				d.metrics.BreakerState(s.Name, breaker.Closed.String())
 			}
 			services = append(services, svc)
 			if s.Retry.MaxAttempts > config.MaxAttempts {
@@ -226,7 +214,7 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 				continue
 			}
 			b := breakerOptions(s.Breaker, breakerRand)
-			b.OnStateChange = onBreaker(s.Name)
+			d.metrics.BreakerState(s.Name, breaker.Closed.String())
 			services = append(services, dispatcher.Service{Name: s.Name, Breaker: b})
 			watched = append(watched, s)
 		default:
@@ -246,7 +234,16 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 		Clock:         dp.clock,
 		Rand:          dp.rand,
 		RepublishRate: cfg.MQTT.RepublishRate,
-		Logger:        log.With("component", "dispatcher"),
+		// Transitions are logged by the dispatcher, counted here and
+		// passed to the automations, which start with every breaker
+		// closed.
+		OnBreakerChange: func(c dispatcher.BreakerChange) {
+			d.metrics.BreakerTransition(c.Service, c.From.String(), c.To.String())
+			if d.engine != nil {
+				d.engine.BreakerState(c.Service, c.To.String(), c.Replay)
+			}
+		},
+		Logger: log.With("component", "dispatcher"),
 	})
 	if err != nil {
 		return nil, err

@@ -27,6 +27,13 @@ const demoWait = 30 * time.Second
 // MQTT, and prints every result. The simulator keeps running until ctx
 // ends, so that commands sent by hand are answered too.
 func runDemo(ctx context.Context, d *daemon, out io.Writer, log *slog.Logger) error {
+	// hearthd subscribes first: a command published before its intake
+	// subscription is in place would reach no one.
+	select {
+	case <-d.conn.Up():
+	case <-ctx.Done():
+		return nil
+	}
 	sim, err := simulator.New(simulator.Options{
 		Broker:    d.brokerURL,
 		Devices:   simDevices(d.cfg),

@@ -305,6 +305,60 @@ func (h *harness) advance(d time.Duration) {
 	h.clock.Advance(d)
 }
 
+// settle waits until hearthd has heard every bridge say it is online and
+// has the state of each of devices (their first reports): a test that
+// then changes a bridge's state is not overtaken by the simulator's start.
+func (h *harness) settle(devices ...string) {
+	h.t.Helper()
+	topics := make([]string, len(devices))
+	for i, d := range devices {
+		topics[i] = "hearth/" + d
+	}
+	if len(topics) > 0 {
+		mirrors := h.watch(topics...) // retained: each arrives once hearthd has it
+		seen := map[string]bool{}
+		deadline := time.After(eventWait)
+		for len(seen) < len(topics) {
+			select {
+			case m := <-mirrors:
+				seen[m.Topic()] = true
+			case <-deadline:
+				h.t.Fatalf("hearthd mirrored %d of the %d devices' states", len(seen), len(topics))
+			}
+		}
+	}
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(eventWait)
+	for {
+		online := true
+		for _, b := range h.d.disp.Breakers() {
+			online = online && (b.Watched || b.Bridge == "online")
+		}
+		if online {
+			return
+		}
+		select {
+		case <-tick.C:
+		case <-deadline:
+			h.t.Fatalf("bridges not online: %+v", h.d.disp.Breakers())
+		}
+	}
+}
+
+// advanceAfter waits until at least waiters goroutines of hearthd wait on
+// the fake clock, then moves it by d: for when more than one timer must be
+// set first (a probe's attempt, and the breaker watching its deadline).
+func (h *harness) advanceAfter(waiters int, d time.Duration) {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), eventWait)
+	defer cancel()
+	if err := h.clock.BlockUntilContext(ctx, waiters); err != nil {
+		h.t.Fatalf("hearthd never had %d waiters on the clock", waiters)
+	}
+	h.clock.Advance(d)
+}
+
 func mustToken(t testing.TB, tok paho.Token) {
 	t.Helper()
 	if !tok.WaitTimeout(eventWait) {

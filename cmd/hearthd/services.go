@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"runtime/debug"
+	"strings"
 
 	"github.com/hearthd/hearth/config"
 	"github.com/hearthd/hearth/health"
@@ -18,9 +19,9 @@ func (d *daemon) watch(s config.Service) mqtt.Handler {
 	return func(m mqtt.Message) {
 		switch string(m.Payload) {
 		case s.OnlinePayload:
-			d.disp.BridgeState(s.Name, true)
+			d.disp.BridgeState(s.Name, true, m.Retained)
 		case s.OfflinePayload:
-			d.disp.BridgeState(s.Name, false)
+			d.disp.BridgeState(s.Name, false, m.Retained)
 		default:
 			d.log.Warn("watched service: status payload is neither its online nor its offline payload; ignored",
 				"service", s.Name, "topic", m.Topic, "payload", string(m.Payload),
@@ -38,9 +39,16 @@ func version() string {
 	return "devel"
 }
 
-// discovery is the Home Assistant discovery of this instance.
+// discovery is the Home Assistant discovery of this instance. Its node
+// ID is the topic prefix, so that two instances on one broker (prefixes
+// differ) announce distinct entities.
 func (d *daemon) discovery() health.Discovery {
-	return health.Discovery{Prefix: d.cfg.HomeAssistant.DiscoveryPrefix, TopicPrefix: d.cfg.Prefix, Version: version()}
+	return health.Discovery{
+		Prefix:      d.cfg.HomeAssistant.DiscoveryPrefix,
+		NodeID:      strings.ReplaceAll(d.cfg.Prefix, "/", "_"),
+		TopicPrefix: d.cfg.Prefix,
+		Version:     version(),
+	}
 }
 
 // announce publishes, retained, the Home Assistant discovery entity of

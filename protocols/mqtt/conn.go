@@ -141,6 +141,10 @@ type subscription struct {
 	qos       byte
 	handler   Handler
 	manualAck bool
+	// local: an earlier subscription covers filter, so the broker is not
+	// asked for it (it would send overlapping copies); its messages reach
+	// handler through the covering one.
+	local bool
 }
 
 // Conn is a supervised MQTT connection. Create it with New, register
@@ -211,7 +215,13 @@ func (c *Conn) Up() <-chan struct{} { return c.up }
 // Subscribe registers h for filter at the given QoS. It holds across
 // reconnects. If the connection is up it subscribes at once and waits for
 // the SUBACK; otherwise the subscription is made on the next connect.
-// Messages are acknowledged when h returns. Filters must not overlap.
+// Messages are acknowledged when h returns. A message that matches
+// several filters reaches each of their handlers, in the order they were
+// registered. A filter that an earlier one covers (zigbee2mqtt/+/action
+// under zigbee2mqtt/#, say) is not subscribed at the broker again, so its
+// messages arrive once; filters that only partly overlap are both
+// subscribed, and a broker may then send a message once per filter
+// (MQTT 5 §3.3.4), which reaches the handlers each time.
 func (c *Conn) Subscribe(ctx context.Context, filter string, qos byte, h Handler) error {
 	return c.subscribe(ctx, subscription{filter: filter, qos: qos, handler: h})
 }
@@ -227,10 +237,16 @@ func (c *Conn) SubscribeManualAck(ctx context.Context, filter string, qos byte, 
 
 func (c *Conn) subscribe(ctx context.Context, s subscription) error {
 	c.mu.Lock()
+	for _, o := range c.subs {
+		if !o.local && o.manualAck == s.manualAck && o.qos >= s.qos && Covers(o.filter, s.filter) {
+			s.local = true
+			break
+		}
+	}
 	c.subs = append(c.subs, s)
 	client := c.client
 	c.mu.Unlock()
-	if client == nil {
+	if client == nil || s.local {
 		return nil
 	}
 	return subscribeOn(ctx, client, []subscription{s})
@@ -277,23 +293,22 @@ func (c *Conn) route(client *paho.Client) func(paho.PublishReceived) (bool, erro
 		}
 		m := Message{Topic: p.Topic, Payload: p.Payload, QoS: p.QoS, Retained: p.Retain, Duplicate: p.Duplicate(), ack: ack}
 		c.mu.Lock()
-		var match *subscription
-		for i := range c.subs {
-			if Match(c.subs[i].filter, p.Topic) {
-				match = &c.subs[i]
-				break
+		var matches []subscription
+		for _, s := range c.subs {
+			if Match(s.filter, p.Topic) {
+				matches = append(matches, s)
 			}
 		}
 		c.mu.Unlock()
-		if match == nil {
-			ack()
-			return false, nil
+		manual := false
+		for _, s := range matches {
+			s.handler(m)
+			manual = manual || s.manualAck
 		}
-		match.handler(m)
-		if !match.manualAck {
+		if !manual {
 			ack()
 		}
-		return true, nil
+		return len(matches) > 0, nil
 	}
 }
 
@@ -319,6 +334,35 @@ func Match(filter, topic string) bool {
 		}
 	}
 	return len(fl) == len(tl)
+}
+
+// Covers reports whether every topic that filter b matches is matched by
+// filter a as well (both valid MQTT filters): a/# covers a, a/b and a/+/c;
+// a/+ covers a/b but not a/#.
+func Covers(a, b string) bool {
+	// A filter starting with a wildcard matches no $ topic, one starting
+	// with $ matches only those.
+	if strings.HasPrefix(b, "$") && (strings.HasPrefix(a, "+") || strings.HasPrefix(a, "#")) {
+		return false
+	}
+	al, bl := strings.Split(a, "/"), strings.Split(b, "/")
+	for i, f := range al {
+		if f == "#" {
+			// a/# matches a itself and everything below it.
+			return len(bl) >= i
+		}
+		if i >= len(bl) {
+			return false
+		}
+		switch {
+		case bl[i] == "#":
+			return false // b reaches deeper than a does
+		case f == "+":
+		case f != bl[i] || bl[i] == "+":
+			return false
+		}
+	}
+	return len(al) == len(bl)
 }
 
 // Publish sends payload to topic and, for QoS 1 and 2, waits for the
@@ -596,7 +640,12 @@ func (c *Conn) connect(ctx context.Context) (*paho.Client, <-chan error, error) 
 	c.client = client // handlers may publish from the first message on
 	c.connectedAt = c.opts.Clock.Now()
 	c.gone, c.dropped = context.WithCancel(context.Background())
-	subs := append([]subscription(nil), c.subs...)
+	var subs []subscription
+	for _, s := range c.subs {
+		if !s.local {
+			subs = append(subs, s)
+		}
+	}
 	c.mu.Unlock()
 	if c.opts.OnSession != nil {
 		c.opts.OnSession()

@@ -69,3 +69,53 @@ func TestMatch(t *testing.T) {
 		}
 	}
 }
+
+func TestCovers(t *testing.T) {
+	for _, tc := range []struct {
+		a, b string
+		want bool
+	}{
+		{"zigbee2mqtt/#", "zigbee2mqtt/hall_button/action", true},
+		{"zigbee2mqtt/#", "zigbee2mqtt", true},
+		{"zigbee2mqtt/#", "zigbee2mqtt/#", true},
+		{"zigbee2mqtt/#", "zigbee2mqtt/+/action", true},
+		{"zigbee2mqtt/#", "zigbee/x", false},
+		{"zigbee2mqtt/#", "+/hall_button/action", false},
+		{"a/+", "a/b", true},
+		{"a/+", "a/+", true},
+		{"a/+", "a/#", false},
+		{"a/+", "a/b/c", false},
+		{"a/b", "a/+", false},
+		{"a/b", "a/b", true},
+		{"a/b", "a", false},
+		{"#", "a/b", true},
+		{"#", "$SYS/x", false},
+		{"+/x", "$SYS/x", false},
+		{"$SYS/#", "$SYS/x", true},
+		{"hearth/+/set", "hearth/lamp/set", true},
+		{"hearth/+/set", "hearth/#", false},
+	} {
+		if got := Covers(tc.a, tc.b); got != tc.want {
+			t.Errorf("Covers(%q, %q) = %t, want %t", tc.a, tc.b, got, tc.want)
+		}
+	}
+}
+
+// Covers agrees with Match: whenever a covers b, every topic b matches,
+// a matches.
+func TestCoversAgreesWithMatch(t *testing.T) {
+	filters := []string{"#", "a/#", "a/+", "a/b", "a", "+/b", "a/+/c", "a/b/#", "+", "+/+", "$SYS/#"}
+	topics := []string{"a", "a/b", "a/c", "a/b/c", "b/b", "x", "$SYS/a", "a/x/c"}
+	for _, a := range filters {
+		for _, b := range filters {
+			if !Covers(a, b) {
+				continue
+			}
+			for _, topic := range topics {
+				if Match(b, topic) && !Match(a, topic) {
+					t.Errorf("Covers(%q, %q), but %q matches %q and not %q", a, b, topic, b, a)
+				}
+			}
+		}
+	}
+}

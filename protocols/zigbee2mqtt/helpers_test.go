@@ -90,7 +90,7 @@ func (s *sink) Availability(device string, online bool) {
 	s.calls <- call{kind: "availability", name: device, online: online}
 }
 
-func (s *sink) BridgeState(service string, online bool) {
+func (s *sink) BridgeState(service string, online, _ bool) {
 	s.calls <- call{kind: "bridge", name: service, online: online}
 }
 

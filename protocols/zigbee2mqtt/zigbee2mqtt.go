@@ -44,8 +44,10 @@ type Sink interface {
 	Report(device string, state map[string]any, retained bool)
 	// Availability passes the device's availability as the bridge sees it.
 	Availability(device string, online bool)
-	// BridgeState passes whether the bridge itself is online.
-	BridgeState(service string, online bool)
+	// BridgeState passes whether the bridge itself is online; retained is
+	// true when the broker replayed it from its retained store (the state
+	// Zigbee2MQTT last announced, perhaps long ago).
+	BridgeState(service string, online, retained bool)
 }
 
 // Conn is the part of the MQTT connection the adapter uses; *mqtt.Conn
@@ -144,7 +146,7 @@ func (a *Adapter) handle(m mqtt.Message) {
 			return
 		}
 		a.online.Store(online)
-		a.sink.BridgeState(a.service, online)
+		a.sink.BridgeState(a.service, online, m.Retained)
 		return
 	}
 	if name, ok := strings.CutSuffix(rest, "/availability"); ok {
