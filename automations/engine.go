@@ -109,7 +109,11 @@ type rule struct {
 	Rule
 	schedules map[int]cron.Schedule // by trigger index
 	next      map[int]time.Time     // by trigger index: next fire time
-	status    RuleStatus
+	// fired is, by trigger index, the civil time (see civil) the
+	// schedule last fired for, so that a civil time that comes twice (the
+	// hour repeated when daylight saving time ends) fires once.
+	fired  map[int]time.Time
+	status RuleStatus
 }
 
 // event is one thing that happened, queued for the loop. Exactly one
@@ -176,7 +180,7 @@ func New(o Options) (*Engine, error) {
 		if len(problems) > 0 {
 			continue
 		}
-		e.rules = append(e.rules, &rule{Rule: r, schedules: schedules, next: map[int]time.Time{}, status: RuleStatus{Name: r.Name}})
+		e.rules = append(e.rules, &rule{Rule: r, schedules: schedules, next: map[int]time.Time{}, fired: map[int]time.Time{}, status: RuleStatus{Name: r.Name}})
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -285,15 +289,15 @@ func (e *Engine) Run(ctx context.Context) error {
 	e.mu.Unlock()
 
 	now := e.clock.Now()
-	for _, r := range e.rules {
-		for i, s := range r.schedules {
-			r.next[i] = s.Next(now.In(e.loc))
-		}
-	}
-	// One timer, for the earliest schedule time; re-armed only when that
+	e.plan(now)
+	// One timer, for the earliest schedule time, or a minute if that is
+	// later: a timer runs on elapsed time, and the wall clock may be
+	// stepped meanwhile (a Raspberry Pi without a real-time clock boots
+	// with a stale time until NTP corrects it). Re-armed only when the
 	// time changes, so that events do not churn the clock's timers.
 	var timer clockwork.Timer
 	var armed time.Time
+	last := now
 	defer func() {
 		if timer != nil {
 			timer.Stop()
@@ -307,7 +311,7 @@ func (e *Engine) Run(ctx context.Context) error {
 			}
 			armed = time.Time{}
 			if ok {
-				timer, armed = e.clock.NewTimer(next.Sub(e.clock.Now())), next
+				timer, armed = e.clock.NewTimer(min(next.Sub(e.clock.Now()), maxScheduleWait)), next
 			}
 		}
 		var wake <-chan time.Time
@@ -326,9 +330,56 @@ func (e *Engine) Run(ctx context.Context) error {
 			}
 		case <-wake:
 			timer, armed = nil, time.Time{}
+			now := e.clock.Now()
+			if now.Before(last.Add(-maxScheduleWait)) {
+				// The wall clock went back: the next times were
+				// computed from a time that has not come.
+				e.log.Info("automations: the clock went back; schedules planned again", "from", last, "to", now)
+				e.plan(now)
+			}
+			last = now
 			e.fireSchedules(ctx)
 		}
 	}
+}
+
+// maxScheduleWait bounds one wait of the schedule timer, so that a step
+// of the wall clock delays a schedule by at most this.
+const maxScheduleWait = time.Minute
+
+// plan computes every schedule's next time from now.
+func (e *Engine) plan(now time.Time) {
+	for _, r := range e.rules {
+		for i, s := range r.schedules {
+			r.next[i] = e.nextTime(s, now, r.fired[i])
+		}
+	}
+}
+
+// Schedules run on civil time: the wall clock's reading in e.loc, taken
+// as if it were UTC, in which no hour is skipped or repeated. A cron time
+// that falls into the hour skipped when daylight saving time begins fires
+// once, within that hour's end (time.Date decides); one that falls into
+// the hour repeated when it ends fires once, the first time.
+
+// civil returns the wall-clock reading of t in loc, as a UTC time.
+func (e *Engine) civil(t time.Time) time.Time {
+	l := t.In(e.loc)
+	return time.Date(l.Year(), l.Month(), l.Day(), l.Hour(), l.Minute(), l.Second(), l.Nanosecond(), time.UTC)
+}
+
+// nextTime returns the instant of s's next civil time after now's, and
+// after fired, the civil time it last fired for.
+func (e *Engine) nextTime(s cron.Schedule, now, fired time.Time) time.Time {
+	from := e.civil(now)
+	if fired.After(from) {
+		from = fired
+	}
+	c := s.Next(from)
+	if c.IsZero() {
+		return time.Time{}
+	}
+	return time.Date(c.Year(), c.Month(), c.Day(), c.Hour(), c.Minute(), c.Second(), c.Nanosecond(), e.loc)
 }
 
 // nextFire returns the earliest next time of any schedule trigger.
@@ -348,7 +399,7 @@ func (e *Engine) nextFire() (time.Time, bool) {
 // each however many of its times have passed, and computes its next time
 // from now.
 func (e *Engine) fireSchedules(ctx context.Context) {
-	now := e.clock.Now().In(e.loc)
+	now := e.clock.Now()
 	for _, r := range e.rules {
 		fired := false
 		for i, s := range r.schedules {
@@ -356,7 +407,10 @@ func (e *Engine) fireSchedules(ctx context.Context) {
 			if next.IsZero() || next.After(now) {
 				continue
 			}
-			r.next[i] = s.Next(now)
+			if c := e.civil(next); c.After(r.fired[i]) {
+				r.fired[i] = c
+			}
+			r.next[i] = e.nextTime(s, now, r.fired[i])
 			if !fired {
 				fired = true
 				e.trigger(ctx, r, "schedule "+r.Triggers[i].Schedule.Cron)

@@ -128,6 +128,20 @@ type Options struct {
 	// of the open period or the probe's deadline, not the time of the
 	// call that noticed it. See the package's caveats for when it runs.
 	OnStateChange func(from, to State, at time.Time)
+	// OnTransition, if not nil, is called after each transition like
+	// OnStateChange (after it, when both are set), with whether Replay
+	// caused it.
+	OnTransition func(Transition)
+}
+
+// Transition is one change of a breaker's state.
+type Transition struct {
+	From, To State
+	// At is when it took effect (see Options.OnStateChange).
+	At time.Time
+	// Replay: it happened within Breaker.Replay, because of what a
+	// replayed message said rather than what the service did now.
+	Replay bool
 }
 
 // ErrOpen is what every *OpenError is: errors.Is(err, ErrOpen) reports a
@@ -211,6 +225,7 @@ type Breaker struct {
 	probeTimeout time.Duration
 	toClose      int
 	onChange     func(from, to State, at time.Time)
+	onTransition func(Transition)
 
 	mu          sync.Mutex
 	now         time.Time // the latest time seen
@@ -226,13 +241,9 @@ type Breaker struct {
 	successes   int       // probe successes in this half-open period
 	counts      Counts
 
-	pending    []transition // for onChange, in order
-	delivering bool         // a goroutine is calling onChange
-}
-
-type transition struct {
-	from, to State
-	at       time.Time
+	pending    []Transition // for onChange and onTransition, in order
+	delivering bool         // a goroutine is calling them
+	replaying  int          // Replay calls under way
 }
 
 // New returns a closed breaker with opts' settings.
@@ -246,6 +257,7 @@ func New(opts Options) *Breaker {
 		probeTimeout: opts.ProbeTimeout,
 		toClose:      opts.SuccessesToClose,
 		onChange:     opts.OnStateChange,
+		onTransition: opts.OnTransition,
 	}
 	if b.threshold == 0 {
 		b.threshold = DefaultFailureThreshold
@@ -548,9 +560,28 @@ func (b *Breaker) setState(to State, at time.Time) {
 	clear(b.probes)
 	b.probes = b.probes[:0]
 	b.successes = 0
-	if b.onChange != nil {
-		b.pending = append(b.pending, transition{from, to, at})
+	if b.onChange != nil || b.onTransition != nil {
+		b.pending = append(b.pending, Transition{From: from, To: to, At: at, Replay: b.replaying > 0})
 	}
+}
+
+// Replay runs f, in which the caller tells the breaker what a replayed
+// message said (a retained status the broker sent on subscribe, say, with
+// ReportHealth): the transitions that happen while f runs reach
+// OnTransition with Replay set, so that nothing acts on old news as if it
+// were new. A transition another goroutine causes while f runs is marked
+// too; keep f short.
+func (b *Breaker) Replay(f func()) {
+	b.mu.Lock()
+	b.replaying++
+	b.mu.Unlock()
+	defer func() {
+		b.mu.Lock()
+		b.replaying--
+		b.mu.Unlock()
+		b.notify()
+	}()
+	f()
 }
 
 // notify calls onChange for the queued transitions, in order, without
@@ -558,7 +589,7 @@ func (b *Breaker) setState(to State, at time.Time) {
 // delivering leaves its transitions to it, so that onChange may call the
 // breaker without deadlock.
 func (b *Breaker) notify() {
-	if b.onChange == nil {
+	if b.onChange == nil && b.onTransition == nil {
 		return
 	}
 	b.mu.Lock()
@@ -579,7 +610,12 @@ func (b *Breaker) notify() {
 		t := b.pending[0]
 		b.pending = b.pending[1:]
 		b.mu.Unlock()
-		b.onChange(t.from, t.to, t.at)
+		if b.onChange != nil {
+			b.onChange(t.From, t.To, t.At)
+		}
+		if b.onTransition != nil {
+			b.onTransition(t)
+		}
 		b.mu.Lock()
 	}
 	b.pending = nil

@@ -26,6 +26,12 @@ func at(d time.Duration) time.Time { return epoch.Add(d) }
 // 20 s, 30 s…
 func tenSecondsPerTrip(trips int) time.Duration { return time.Duration(trips) * 10 * s }
 
+// transition is one OnStateChange call.
+type transition struct {
+	from, to State
+	at       time.Time
+}
+
 // recorder collects OnStateChange calls.
 type recorder struct {
 	mu  sync.Mutex
@@ -972,4 +978,24 @@ func TestNilPermit(t *testing.T) {
 		t.Error("a nil permit is a probe")
 	}
 	p.Done(Success, time.Now()) // must not panic
+}
+
+// Transitions inside Replay reach OnTransition marked Replay; the others
+// do not; OnStateChange sees them all.
+func TestReplayMarksItsTransitions(t *testing.T) {
+	var got []Transition
+	var rec recorder
+	b := New(Options{OnStateChange: rec.on, OnTransition: func(tr Transition) { got = append(got, tr) }})
+	b.Replay(func() { b.ReportHealth(false, at(0)) })
+	b.ReportHealth(true, at(time.Second))
+	want := []Transition{
+		{From: Closed, To: Open, At: at(0), Replay: true},
+		{From: Open, To: HalfOpen, At: at(time.Second), Replay: false},
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("OnTransition got %+v, want %+v", got, want)
+	}
+	if n := len(rec.list()); n != 2 {
+		t.Errorf("OnStateChange called %d times, want 2", n)
+	}
 }

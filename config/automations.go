@@ -613,6 +613,8 @@ func (c *Config) checkAutomations(w *walker) {
 				c.checkDevice(w, join(join(k, "state"), "device"), t.State.Device)
 			case t.Breaker != nil:
 				c.checkService(w, join(join(k, "breaker"), "service"), t.Breaker.Service)
+			case t.MQTT != nil:
+				c.checkTriggerTopic(w, join(join(k, "mqtt"), "topic"), t.MQTT.Topic)
 			}
 		}
 		for i, cond := range a.Conditions {
@@ -622,6 +624,9 @@ func (c *Config) checkAutomations(w *walker) {
 			}
 		}
 		for i, act := range a.Actions {
+			if act.Publish != nil {
+				c.checkPublishTopic(w, join(join(fmt.Sprintf("%s[%d]", join(key, "actions"), i), "publish"), "topic"), act.Publish.Topic)
+			}
 			k := join(fmt.Sprintf("%s[%d]", join(key, "actions"), i), "command")
 			cmd := act.Command
 			if cmd == nil {
@@ -666,6 +671,61 @@ func (c *Config) checkDevice(w *walker, key, id string) (Device, bool) {
 }
 
 // checkService reports, at key, a service that is not configured.
+// checkTriggerTopic refuses an MQTT trigger whose filter can match
+// Hearth's command intake, <prefix>/<device>/set: Hearth subscribes to
+// that with Retain As Published to refuse replayed commands, and a second,
+// overlapping subscription could take the flag away (a broker may merge
+// them).
+func (c *Config) checkTriggerTopic(w *walker, key, filter string) {
+	if filter == "" || w.reported[key] {
+		return
+	}
+	if filtersOverlap(filter, c.Prefix+"/+/set") {
+		w.reportf(w.lines[key], key, "%q can match Hearth's command topics (%s/<device>/set); watch the results (%s/<device>/result) or the state (%s/<device>) instead", filter, c.Prefix, c.Prefix, c.Prefix)
+	}
+}
+
+// checkPublishTopic refuses a publish action into Hearth's own topics or
+// to a bridge's command topics: a command goes through a command action,
+// which is stored, confirmed and guarded; a raw publish skips all of that,
+// and, retained, would replay at every bridge restart. Hearth never
+// receives its own publishes, so one to <prefix>/... would be lost.
+func (c *Config) checkPublishTopic(w *walker, key, topic string) {
+	if topic == "" || w.reported[key] {
+		return
+	}
+	if filtersOverlap(c.Prefix+"/#", topic) {
+		w.reportf(w.lines[key], key, "%q is under Hearth's prefix %s/: Hearth does not receive its own publishes; use a command action for a device", topic, c.Prefix)
+		return
+	}
+	for _, s := range c.Services {
+		if s.Protocol != ProtocolZigbee2MQTT {
+			continue
+		}
+		if filtersOverlap(s.BaseTopic+"/+/set", topic) || filtersOverlap(s.BaseTopic+"/+/set/#", topic) {
+			w.reportf(w.lines[key], key, "%q is a command topic of service %s: a raw publish skips Hearth's op_id, confirmation and safety checks; use a command action", topic, s.Name)
+			return
+		}
+	}
+}
+
+// filtersOverlap reports whether some topic matches both MQTT filters a
+// and b (a plain topic is a filter without wildcards).
+func filtersOverlap(a, b string) bool {
+	al, bl := strings.Split(a, "/"), strings.Split(b, "/")
+	for i := 0; ; i++ {
+		switch {
+		case i < len(al) && al[i] == "#", i < len(bl) && bl[i] == "#":
+			// '#' matches the parent level too: a/# overlaps a.
+			return true
+		case i == len(al) || i == len(bl):
+			return len(al) == len(bl)
+		case al[i] != "+" && bl[i] != "+" && al[i] != bl[i]:
+			return false
+		}
+	}
+}
+
 func (c *Config) checkService(w *walker, key, name string) {
 	if name == "" || w.reported[key] {
 		return

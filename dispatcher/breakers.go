@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/hearthd/hearth/breaker"
@@ -20,9 +19,6 @@ type serviceBreaker struct {
 	*breaker.Breaker
 	mu      sync.Mutex
 	changed chan struct{} // closed at each transition, then replaced
-	// replay is set while a replayed (retained) bridge state is applied,
-	// so that the transitions it causes are marked Replay.
-	replay atomic.Bool
 	// offlineDue, if not zero, is when a replayed offline takes effect
 	// unless the bridge says online first; guarded by mu.
 	offlineDue time.Time
@@ -75,9 +71,11 @@ func (b *serviceBreaker) signal() {
 // published.
 func (d *Dispatcher) newBreaker(s *Service) *serviceBreaker {
 	opts := *s.Breaker
-	theirs := opts.OnStateChange
+	theirs, theirTransition := opts.OnStateChange, opts.OnTransition
+	opts.OnStateChange = nil
 	sb := &serviceBreaker{changed: make(chan struct{})}
-	opts.OnStateChange = func(from, to breaker.State, at time.Time) {
+	opts.OnTransition = func(tr breaker.Transition) {
+		from, to, at := tr.From, tr.To, tr.At
 		level := slog.LevelInfo
 		if to == breaker.Open {
 			level = slog.LevelWarn // the service is down
@@ -88,8 +86,11 @@ func (d *Dispatcher) newBreaker(s *Service) *serviceBreaker {
 		if theirs != nil {
 			theirs(from, to, at)
 		}
+		if theirTransition != nil {
+			theirTransition(tr)
+		}
 		if d.onBreaker != nil {
-			d.onBreaker(BreakerChange{Service: s.Name, From: from, To: to, At: at, Replay: sb.replay.Load()})
+			d.onBreaker(BreakerChange{Service: s.Name, From: from, To: to, At: at, Replay: tr.Replay})
 		}
 		d.publishServiceState(s.Name, to, at)
 		sb.signal()
@@ -171,9 +172,7 @@ func (d *Dispatcher) applyDeferredOffline(s *Service, due time.Time) {
 		return
 	}
 	d.log.Info("bridge said offline before Hearth connected and has not said online since", "service", s.Name, "grace", BridgeStateGrace)
-	s.breaker.replay.Store(true)
-	s.breaker.ReportHealth(false, due)
-	s.breaker.replay.Store(false)
+	s.breaker.Replay(func() { s.breaker.ReportHealth(false, due) })
 }
 
 // admit asks t's service's breaker for a permit to send. While the breaker

@@ -60,21 +60,26 @@ func (d *Dispatcher) BridgeState(service string, online, retained bool) {
 	} else if s.breaker != nil {
 		now := d.now()
 		s.breaker.deferOffline(time.Time{})
-		s.breaker.replay.Store(retained)
-		defer s.breaker.replay.Store(false)
-		s.breaker.ReportHealth(online, now)
-		if online && s.Bridge == nil {
-			// Its probes: as many successes as closing takes.
-			for range maxHealthProbes {
-				if s.breaker.State(now) != breaker.HalfOpen {
-					break
+		report := func() {
+			s.breaker.ReportHealth(online, now)
+			if online && s.Bridge == nil {
+				// Its probes: as many successes as closing takes.
+				for range maxHealthProbes {
+					if s.breaker.State(now) != breaker.HalfOpen {
+						break
+					}
+					p, err := s.breaker.Allow(now)
+					if err != nil {
+						break
+					}
+					p.Done(breaker.Success, now)
 				}
-				p, err := s.breaker.Allow(now)
-				if err != nil {
-					break
-				}
-				p.Done(breaker.Success, now)
 			}
+		}
+		if retained {
+			s.breaker.Replay(report)
+		} else {
+			report()
 		}
 	}
 	if s.link.set(online, d.now()) {

@@ -238,6 +238,15 @@ func (c *Conn) SubscribeManualAck(ctx context.Context, filter string, qos byte, 
 func (c *Conn) subscribe(ctx context.Context, s subscription) error {
 	c.mu.Lock()
 	for _, o := range c.subs {
+		if o.filter == s.filter && o.manualAck != s.manualAck {
+			// A second SUBSCRIBE to the same filter replaces the first
+			// (MQTT 5 §3.8.4), options included: Retain As Published
+			// would be lost, or gained.
+			c.mu.Unlock()
+			return fmt.Errorf("subscribe %s: already subscribed with other options", s.filter)
+		}
+	}
+	for _, o := range c.subs {
 		if !o.local && o.manualAck == s.manualAck && o.qos >= s.qos && Covers(o.filter, s.filter) {
 			s.local = true
 			break
