@@ -129,7 +129,7 @@ func TestScheduleAfterWallClockStep(t *testing.T) {
 		t.Fatal(err)
 	}
 	clock.step(7*time.Hour + 30*time.Minute) // NTP: it is really 22:30
-	for range 4 {                             // 22:30 → 23:30 wall time, in 15-minute steps
+	for range 4 {                            // 22:30 → 23:30 wall time, in 15-minute steps
 		h.advanceUpTo(15 * time.Minute)
 	}
 	if n := len(h.rec.Notes()); n != 1 {

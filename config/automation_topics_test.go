@@ -20,7 +20,7 @@ func TestAutomationsOnCommandTopicsAreRefused(t *testing.T) {
 		// Never reaches Hearth (No Local): lost without a trace.
 		"publish to hearth's own set topic": rule(trig + "    actions:\n      - publish: {topic: \"hearth/lamp/set\", payload: ON}\n"),
 		// Replaces the intake's Retain-As-Published subscription.
-		"mqtt trigger on hearth's own set topics": rule("    triggers:\n      - mqtt: {topic: \"hearth/+/set\"}\n" + act),
+		"mqtt trigger on hearth's own set topics":     rule("    triggers:\n      - mqtt: {topic: \"hearth/+/set\"}\n" + act),
 		"mqtt trigger under a device's command topic": rule("    triggers:\n      - mqtt: {topic: \"hearth/lamp/#\"}\n" + act),
 	} {
 		if _, err := Parse("hearth.yaml", []byte(file)); err == nil {
