@@ -634,8 +634,8 @@ func (c *Config) checkAutomations(w *walker) {
 			}
 			d, ok := c.checkDevice(w, join(k, "device"), cmd.Device)
 			tkey := join(k, "target")
-			if !ok || cmd.Target == nil || w.reported[tkey] {
-				continue
+			if !ok || d.Class == "" || cmd.Target == nil || w.reported[tkey] {
+				continue // an unknown class is reported at the device
 			}
 			t, err := devices.Validate(d.Class, cmd.Target)
 			if err != nil {
@@ -670,7 +670,6 @@ func (c *Config) checkDevice(w *walker, key, id string) (Device, bool) {
 	return d, ok
 }
 
-// checkService reports, at key, a service that is not configured.
 // checkTriggerTopic refuses an MQTT trigger whose filter can match
 // Hearth's command intake, <prefix>/<device>/set: Hearth subscribes to
 // that with Retain As Published to refuse replayed commands, and a second,
@@ -726,6 +725,8 @@ func filtersOverlap(a, b string) bool {
 	}
 }
 
+// checkService reports, at key, a service that is not configured, or
+// one without a breaker (automations follow breakers).
 func (c *Config) checkService(w *walker, key, name string) {
 	if name == "" || w.reported[key] {
 		return

@@ -101,8 +101,10 @@ func (d *Dispatcher) newBreaker(s *Service) *serviceBreaker {
 
 // serviceState is the retained payload of <prefix>/services/<service>/state.
 type serviceState struct {
-	State string    `json:"state"` // closed, open or half_open
-	Since time.Time `json:"since"`
+	State string `json:"state"` // closed, open or half_open
+	// Since is when the breaker took the state; left out for a breaker
+	// that has been closed since Hearth started.
+	Since time.Time `json:"since,omitzero"`
 }
 
 func (d *Dispatcher) serviceTopic(name string) string {
@@ -324,9 +326,11 @@ func (q *deviceQueue) alertIfSafetyCritical(t *task) {
 // BreakerStatus is a service's circuit breaker as the status endpoints
 // and /readyz show it.
 type BreakerStatus struct {
-	Service string    `json:"service"`
-	State   string    `json:"state"` // closed, open or half_open
-	Since   time.Time `json:"since"`
+	Service string `json:"service"`
+	State   string `json:"state"` // closed, open or half_open
+	// Since is when it took the state; zero (left out) for a breaker
+	// closed since Hearth started.
+	Since time.Time `json:"since,omitzero"`
 	// Until is when the breaker next changes on its own: the end of an
 	// open period, or a half-open probe's deadline. Zero when nothing is
 	// due, such as while the service says it is offline.

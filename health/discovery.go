@@ -14,7 +14,7 @@ import (
 // "open" or "half_open"; Since is when the breaker entered it.
 type ServiceState struct {
 	State string    `json:"state"`
-	Since time.Time `json:"since"`
+	Since time.Time `json:"since,omitzero"`
 }
 
 // Discovery builds Home Assistant MQTT discovery messages for Hearth's

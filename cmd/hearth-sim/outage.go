@@ -100,13 +100,13 @@ var trafficDevices = []string{"hall_light", "kitchen_light"}
 // derive fills the breaker durations not given from the timeline.
 func (c *outageConfig) derive(set map[string]bool) {
 	if !set["attempt-timeout"] {
-		c.attemptTimeout = min(max(c.outage/60, 250*time.Millisecond), 5*time.Second)
+		c.attemptTimeout = min(max(c.outage/60, 250*time.Millisecond), 5*time.Second).Round(time.Millisecond)
 	}
 	if !set["max-open-for"] {
-		c.maxOpenFor = min(c.outage/4, c.after/2)
+		c.maxOpenFor = min(c.outage/4, c.after/2).Round(time.Millisecond)
 	}
 	if !set["open-for"] {
-		c.openFor = min(c.outage/10, c.maxOpenFor/2)
+		c.openFor = min(c.outage/10, c.maxOpenFor/2).Round(time.Millisecond)
 	}
 	if !set["max-open-for"] && c.maxOpenFor < c.openFor {
 		c.maxOpenFor = c.openFor
@@ -703,7 +703,7 @@ func (o *outageObserver) result(at time.Time, r resultPayload) {
 		return
 	case unanswered(r.Status, r.Reason, r.Attempts) && o.timeoutLines < 50:
 		o.timeoutLines++
-		o.line(at, "timed out: %s %s %s (%s) after %.1f s, %d attempts", r.Device, r.OpID, r.Status, r.Reason, lat.Seconds(), r.Attempts)
+		o.line(at, "unanswered: %s %s sent, no report, then %s (%s) after %.1f s, %d attempts", r.Device, r.OpID, r.Status, r.Reason, lat.Seconds(), r.Attempts)
 		return
 	}
 	o.window[key] = append(o.window[key], int64(lat))
@@ -719,7 +719,11 @@ func (o *outageObserver) flushWindow(at time.Time) {
 			slices.Sort(lats)
 			parts = append(parts, fmt.Sprintf("%d %s in %.3f s median", len(lats), k, time.Duration(lats[len(lats)/2]).Seconds()))
 		}
-		fmt.Fprintf(o.out, "%s  results since %s: %s\n", o.offset(at), o.offset(o.windowStart), strings.Join(parts, ", "))
+		since := "results since " + o.offset(o.windowStart)
+		if o.offset(at) == o.offset(o.windowStart) {
+			since = "results"
+		}
+		fmt.Fprintf(o.out, "%s  %s: %s\n", o.offset(at), since, strings.Join(parts, ", "))
 	}
 	o.window = map[string][]int64{}
 	o.windowStart = at

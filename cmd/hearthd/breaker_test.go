@@ -336,6 +336,10 @@ func TestBreakerStatesOnMQTTDiscoveryReadyzAndMetrics(t *testing.T) {
 	if !first.Retained() {
 		t.Error("the breaker state is not retained")
 	}
+	// Regression: a breaker closed since the start said since year 1.
+	if got := string(first.Payload()); got != `{"state":"closed"}` {
+		t.Errorf("the state of a breaker closed since the start: %s, want {\"state\":\"closed\"}", got)
+	}
 	h.bridgeState("zigbee2mqtt", false)
 	nextState(t, states, "open")
 
