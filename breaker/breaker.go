@@ -507,6 +507,31 @@ func (b *Breaker) ReportHealth(online bool, now time.Time) {
 	b.notify()
 }
 
+// ForgetOffline drops an offline hold as if the service had never
+// reported it: a breaker that the offline alone opened (no trip since it
+// last closed) closes again at now; one that had tripped goes half-open,
+// as an online report would make it. Without an offline hold it does
+// nothing.
+//
+// A caller uses it when it can no longer trust what the service last said
+// of itself: a broker that shuts down sends every client's will, so the
+// "offline" a caller hears just before losing its own connection may be
+// the broker's doing, not the service's.
+func (b *Breaker) ForgetOffline(now time.Time) {
+	b.mu.Lock()
+	now = b.advance(now)
+	if b.offline {
+		b.offline = false
+		if b.trips == 0 {
+			b.setState(Closed, now)
+		} else {
+			b.setState(HalfOpen, now)
+		}
+	}
+	b.mu.Unlock()
+	b.notify()
+}
+
 // advance applies the transitions due by now and returns now, or the
 // latest time seen if now is earlier.
 func (b *Breaker) advance(now time.Time) time.Time {

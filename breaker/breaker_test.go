@@ -999,3 +999,28 @@ func TestReplayMarksItsTransitions(t *testing.T) {
 		t.Errorf("OnStateChange called %d times, want 2", n)
 	}
 }
+
+// ForgetOffline undoes an offline hold: closed again when the offline
+// alone opened the breaker, half-open when it had tripped before.
+func TestForgetOffline(t *testing.T) {
+	b := New(Options{FailureThreshold: 1, OpenFor: func(int) time.Duration { return time.Minute }})
+	b.ReportHealth(false, at(0))
+	b.ForgetOffline(at(time.Second))
+	if s := b.Snapshot(at(time.Second)); s.State != Closed || s.Offline {
+		t.Errorf("after an offline alone: %v (offline %t), want closed", s.State, s.Offline)
+	}
+	p, err := b.Allow(at(2 * time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Done(Failure, at(2*time.Second)) // a trip
+	b.ReportHealth(false, at(3*time.Second))
+	b.ForgetOffline(at(4 * time.Second))
+	if s := b.State(at(4 * time.Second)); s != HalfOpen {
+		t.Errorf("after a trip and an offline: %v, want half_open", s)
+	}
+	b.ForgetOffline(at(5 * time.Second)) // no hold: nothing
+	if s := b.State(at(5 * time.Second)); s != HalfOpen {
+		t.Errorf("without a hold: %v, want half_open unchanged", s)
+	}
+}

@@ -331,6 +331,15 @@ func (d *Dispatcher) Disconnected() {
 	now := d.now()
 	for _, s := range d.services {
 		s.link.reset(now)
+		if s.breaker != nil && s.breaker.Snapshot(now).Offline {
+			// A broker that shuts down sends every client's will: the
+			// bridge's offline just before Hearth's own connection
+			// dropped may be the broker's doing. Commands wait for the
+			// bridge's word after the reconnect, as with a replayed
+			// offline (see BridgeState).
+			d.log.Info("connection lost: the bridge's offline is no longer trusted; waiting for its word after the reconnect", "service", s.Name)
+			s.breaker.Replay(func() { s.breaker.ForgetOffline(now) })
+		}
 	}
 	d.connMu.Lock()
 	close(d.lost)

@@ -381,3 +381,36 @@ automations:
 		t.Error("config accepted fallback_for and a breaker trigger naming zigbee, whose breaker is disabled: the rule can never run")
 	}
 }
+
+// Regression: a broker that shuts down sends its clients' wills, so the
+// bridge's "offline" arrives just before Hearth's own connection drops,
+// and opened the breaker: commands failed fast through a mere broker
+// restart. Losing its connection, Hearth forgets that offline; after the
+// reconnect the bridge's word decides again.
+func TestOwnConnectionLossForgetsTheBridgesOffline(t *testing.T) {
+	m := startRestartableMochi(t)
+	h := newHarness(t, harnessOptions{brokerURL: m.url(), config: manyDevices(1, "")})
+	h.settle("sw000")
+	states := h.watch("hearth/services/zigbee/state")
+	nextState(t, states, "closed")
+	h.bridgeState("zigbee2mqtt", false) // as the shutting-down broker would send the will
+	nextState(t, states, "open")
+	h.stopAutomation()
+	h.stopSim()
+	h.stopSim = nil
+	m.stop() // Hearth's connection drops
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(eventWait)
+	for {
+		b := h.d.disp.Breakers()[0]
+		if b.State == "closed" && !b.Offline {
+			return
+		}
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("after Hearth lost its connection the breaker is %s (offline %t), want closed: the offline is forgotten", b.State, b.Offline)
+		}
+	}
+}

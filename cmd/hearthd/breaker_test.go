@@ -67,7 +67,8 @@ func (h *harness) watch(topics ...string) <-chan paho.Message {
 	h.t.Helper()
 	got := make(chan paho.Message, 256)
 	c := paho.NewClient(paho.NewClientOptions().AddBroker(h.d.brokerURL).
-		SetClientID(fmt.Sprintf("watch-%d", time.Now().UnixNano())).SetOrderMatters(true))
+		SetClientID(fmt.Sprintf("watch-%d", time.Now().UnixNano())).SetOrderMatters(true).
+		SetAutoReconnect(false)) // a broker the test stops takes it along
 	mustToken(h.t, c.Connect())
 	h.t.Cleanup(func() { c.Disconnect(0) })
 	filters := map[string]byte{}

@@ -239,6 +239,10 @@ func (h *loseSets) OnPublish(_ *mochi.Client, pk packets.Packet) (packets.Packet
 func TestBrokerRestartWhileDispatching500Commands(t *testing.T) {
 	const n = 250
 	m := startRestartableMochi(t, new(loseSets))
+	// A broker that shuts down sends its clients' wills: the bridge's
+	// "offline" opens the breaker just before Hearth's own connection
+	// drops, which makes Hearth forget it (Disconnected), so that the
+	// commands wait for the bridge instead of failing fast.
 	h := newHarness(t, harnessOptions{brokerURL: m.url(), config: manyDevices(n, "")})
 	h.stopAutomation() // this test's automation resubscribes after the restart
 
