@@ -331,7 +331,11 @@ func (d *Dispatcher) Disconnected() {
 	now := d.now()
 	for _, s := range d.services {
 		s.link.reset(now)
-		if s.breaker != nil && s.breaker.Snapshot(now).Offline {
+		if s.breaker == nil {
+			continue
+		}
+		s.breaker.deferOffline(time.Time{}) // the next session replays the bridge's state anew
+		if s.breaker.Snapshot(now).Offline {
 			// A broker that shuts down sends every client's will: the
 			// bridge's offline just before Hearth's own connection
 			// dropped may be the broker's doing. Commands wait for the
