@@ -346,6 +346,22 @@ func (h *harness) settle(devices ...string) {
 	}
 }
 
+// awaitDisconnected waits until hearthd has noticed that its MQTT
+// connection is gone.
+func (h *harness) awaitDisconnected() {
+	h.t.Helper()
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(eventWait)
+	for h.d.conn.Connected() {
+		select {
+		case <-tick.C:
+		case <-deadline:
+			h.t.Fatal("hearthd never noticed that its connection was gone")
+		}
+	}
+}
+
 // advanceAfter waits until at least waiters goroutines of hearthd wait on
 // the fake clock, then moves it by d: for when more than one timer must be
 // set first (a probe's attempt, and the breaker watching its deadline).
