@@ -18,7 +18,8 @@ import (
 type serviceBreaker struct {
 	*breaker.Breaker
 	mu      sync.Mutex
-	changed chan struct{} // closed at each transition, then replaced
+	changed chan struct{} // closed at each transition, probe admitted or place freed; then replaced
+	moved   chan struct{} // closed at each transition only, then replaced
 	// offlineDue, if not zero, is when a replayed offline takes effect
 	// unless the bridge says online first; guarded by mu.
 	offlineDue time.Time
@@ -52,18 +53,38 @@ type BreakerChange struct {
 	Replay bool
 }
 
-// watch returns a channel closed at the breaker's next transition.
+// watch returns a channel closed at the breaker's next transition, or
+// when a probe is admitted or its place freed.
 func (b *serviceBreaker) watch() <-chan struct{} {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.changed
 }
 
+// watchMoves returns a channel closed at the breaker's next transition
+// only.
+func (b *serviceBreaker) watchMoves() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.moved
+}
+
+// signal wakes the watchers: a probe was admitted or its place freed.
 func (b *serviceBreaker) signal() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	close(b.changed)
 	b.changed = make(chan struct{})
+}
+
+// transitioned wakes every watcher, those of moves too.
+func (b *serviceBreaker) transitioned() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	close(b.changed)
+	b.changed = make(chan struct{})
+	close(b.moved)
+	b.moved = make(chan struct{})
 }
 
 // newBreaker builds s's breaker from s.Breaker; its OnStateChange and
@@ -73,7 +94,7 @@ func (d *Dispatcher) newBreaker(s *Service) *serviceBreaker {
 	opts := *s.Breaker
 	theirs, theirTransition := opts.OnStateChange, opts.OnTransition
 	opts.OnStateChange = nil
-	sb := &serviceBreaker{changed: make(chan struct{})}
+	sb := &serviceBreaker{changed: make(chan struct{}), moved: make(chan struct{})}
 	opts.OnTransition = func(tr breaker.Transition) {
 		from, to, at := tr.From, tr.To, tr.At
 		level := slog.LevelInfo
@@ -93,7 +114,7 @@ func (d *Dispatcher) newBreaker(s *Service) *serviceBreaker {
 			d.onBreaker(BreakerChange{Service: s.Name, From: from, To: to, At: at, Replay: tr.Replay})
 		}
 		d.publishServiceState(s.Name, to, at)
-		sb.signal()
+		sb.transitioned()
 	}
 	sb.Breaker = breaker.New(opts)
 	return sb

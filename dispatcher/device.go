@@ -245,6 +245,16 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 		} else if !ok {
 			continue // the TTL or the policy's deadline passed: the loop ends it
 		}
+		// A probe's deadline runs from now: it must not be spent waiting
+		// for the link. Without the link, give the place back, wait,
+		// then ask again.
+		if ready, _, _ := svc.link.ready(d.now()); permit.Probe() && !ready {
+			q.release(permit, breaker.Canceled)
+			if _, stop := q.awaitLink(ctx, t, waitUntil); stop {
+				return
+			}
+			continue
+		}
 		// Commands wait while the bridge is down or, just after a
 		// (re)connect, not heard from: a send into the void would cost an
 		// attempt the device never saw.
@@ -383,7 +393,9 @@ func (q *deviceQueue) awaitLink(ctx context.Context, t *task, deadline time.Time
 		}
 		var breakerChanged <-chan struct{}
 		if q.svc.breaker != nil {
-			breakerChanged = q.svc.breaker.watch()
+			// Transitions only: a probe's place freed by another command
+			// changes nothing here (and would wake waiters in turn).
+			breakerChanged = q.svc.breaker.watchMoves()
 		}
 		ok, changed, retryAt := q.svc.link.ready(now)
 		if ok {

@@ -41,9 +41,11 @@ func (d *Dispatcher) Availability(device string, online bool) {
 // A watched service (one without a Bridge) has no commands to probe it
 // with: its own online report is its probe, and closes the breaker.
 //
-// retained says the broker replayed the state from its retained store: the
-// breaker follows it all the same, but its transitions are marked Replay
-// for the OnBreakerChange hook (automations must not act on them).
+// retained says the broker replayed the state from its retained store. A
+// replayed online is followed, a replayed offline only if the bridge says
+// nothing else for BridgeStateGrace (it may be old news); either way the
+// transitions are marked Replay for the OnBreakerChange hook (automations
+// must not act on them).
 func (d *Dispatcher) BridgeState(service string, online, retained bool) {
 	s, ok := d.services[service]
 	if !ok {
@@ -214,5 +216,6 @@ func (d *Dispatcher) heardFrom(s *Service) {
 	}
 	if p, err := s.breaker.Allow(now); err == nil {
 		p.Done(breaker.Success, now)
+		s.breaker.signal() // a place for held commands, if it stays half-open
 	}
 }
