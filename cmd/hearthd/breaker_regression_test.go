@@ -414,3 +414,72 @@ func TestOwnConnectionLossForgetsTheBridgesOffline(t *testing.T) {
 		}
 	}
 }
+
+// Regression: a probe admitted while the bridge's link was not ready
+// (just after Hearth reconnected, before the bridge spoke) waited for the
+// link with its deadline running, and could expire unsent, counting as a
+// failure and reopening the breaker for longer. Now it gives its place
+// back while it waits.
+func TestProbeIsNotSpentWaitingForTheLink(t *testing.T) {
+	m := startRestartableMochi(t)
+	cfg := strings.Replace(manyDevices(1, ""), "    protocol: zigbee2mqtt\n",
+		"    protocol: zigbee2mqtt\n    retry: {max_attempts: 1, attempt_timeout: 5s}\n    breaker: {failure_threshold: 1, open_for: 10s, max_open_for: 1m, probe_timeout: 10s}\n", 1)
+	h := newHarness(t, harnessOptions{brokerURL: m.url(), config: cfg, faults: simulator.Faults{DropFirst: 1}})
+	h.settle("sw000")
+	states := h.watch("hearth/services/zigbee/state")
+	nextState(t, states, "closed")
+	h.publish("sw000", `{"state":"ON","op_id":"trip"}`)
+	h.result("trip")
+	h.nextSet()                // dropped: the one failure trips the breaker
+	h.advance(5 * time.Second) // at +5s, open until +15s
+	nextState(t, states, "open")
+
+	// The bridge leaves, then the broker restarts: Hearth reconnects to a
+	// broker where nobody speaks for the bridge.
+	h.stopAutomation()
+	h.stopSim()
+	h.stopSim = nil
+	m.restart()
+	h.awaitDisconnected()
+	h.advance(10 * time.Millisecond) // Hearth reconnects: the link is unknown for BridgeStateGrace
+	waitConnected(t, h)
+
+	// A command through a newly connected client, once the breaker is
+	// half-open (it was open until +15s; forgetting the offline on the
+	// loss made it half-open, as it had tripped).
+	c := paho.NewClient(paho.NewClientOptions().AddBroker(m.url()).SetClientID("late-automation").SetAutoReconnect(false))
+	mustToken(t, c.Connect())
+	defer c.Disconnect(0)
+	mustToken(t, c.Publish("hearth/sw000/set", 1, false, `{"state":"OFF","op_id":"probe"}`))
+	// Let BridgeStateGrace (10 s) pass with the command waiting for the
+	// link: its probe's deadline (10 s) must not run meanwhile.
+	deadline := time.After(eventWait)
+	for {
+		if op, ok, _ := h.d.store.Lookup("probe"); ok && op.Status == devices.Accepted {
+			break
+		}
+		select {
+		case <-time.After(time.Millisecond): // the store is the witness
+		case <-deadline:
+			t.Fatal("the probe command was never accepted")
+		}
+	}
+	h.advance(dispatcher.BridgeStateGrace) // the command waits for the link (and, unfixed, the breaker for the probe's deadline)
+	b := h.d.disp.Breakers()[0]
+	if b.Trips > 1 {
+		t.Errorf("after the grace the breaker has %d trips (%s): the probe expired while it waited for the link", b.Trips, b.State)
+	}
+}
+
+// waitConnected waits until hearthd's MQTT connection is up.
+func waitConnected(t *testing.T, h *harness) {
+	t.Helper()
+	deadline := time.After(eventWait)
+	for !h.d.conn.Connected() {
+		select {
+		case <-time.After(time.Millisecond):
+		case <-deadline:
+			t.Fatal("hearthd did not reconnect")
+		}
+	}
+}
