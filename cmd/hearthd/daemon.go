@@ -19,6 +19,7 @@ import (
 
 	"github.com/jonboulle/clockwork"
 
+	"github.com/hearthd/hearth/api"
 	"github.com/hearthd/hearth/automations"
 	"github.com/hearthd/hearth/breaker"
 	"github.com/hearthd/hearth/broker"
@@ -348,7 +349,7 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 	mux := http.NewServeMux()
 	d.health.Register(mux)
 	d.metrics.Register(mux)
-	mux.HandleFunc("GET /api/v1/breakers", d.serveBreakers)
+	api.Register(mux, disp)
 	d.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		defer close(d.httpDone)

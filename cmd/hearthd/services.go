@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"net/http"
 	"runtime/debug"
 	"strings"
 
@@ -66,13 +64,4 @@ func (d *daemon) announce(ctx context.Context) {
 			return
 		}
 	}
-}
-
-// serveBreakers answers GET /api/v1/breakers: every service's breaker, in
-// config order, as JSON.
-func (d *daemon) serveBreakers(w http.ResponseWriter, _ *http.Request) {
-	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(struct {
-		Breakers any `json:"breakers"`
-	}{d.disp.Breakers()})
 }
