@@ -362,6 +362,27 @@ func (h *harness) awaitDisconnected() {
 	}
 }
 
+// driveReconnect waits until hearthd has noticed that its connection is
+// gone, then moves the fake clock 10 ms at a time, whenever hearthd waits
+// on it, until hearthd is connected again: the loss reaches hearthd's
+// parts one after the other, so which timer is set at a given moment (a
+// republish sweep's, the reconnect's) varies.
+func (h *harness) driveReconnect() {
+	h.t.Helper()
+	h.awaitDisconnected()
+	deadline := time.Now().Add(eventWait)
+	for !h.d.conn.Connected() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		err := h.clock.BlockUntilContext(ctx, 1)
+		cancel()
+		if err == nil && !h.d.conn.Connected() {
+			h.clock.Advance(10 * time.Millisecond)
+		} else if time.Now().After(deadline) {
+			h.t.Fatal("hearthd did not reconnect")
+		}
+	}
+}
+
 // advanceAfter waits until at least waiters goroutines of hearthd wait on
 // the fake clock, then moves it by d: for when more than one timer must be
 // set first (a probe's attempt, and the breaker watching its deadline).

@@ -496,11 +496,9 @@ func TestRepublishNeverOverwritesANewerMirror(t *testing.T) {
 	m.restart()
 	w = watch()
 	defer w.Disconnect(0)
-	// The first sweep (1 message a second) may still wait on the clock:
-	// the clock moves only once Hearth has noticed the loss, which ends
-	// that sweep, so that the waiter advanced is the reconnect's.
-	h.awaitDisconnected()
-	h.advance(10 * time.Millisecond) // Hearth reconnects; its sweep sends the breaker's state, then waits 1 s
+	// The first sweep (1 message a second) may still wait on the clock
+	// when the loss is noticed: the clock is driven until Hearth is back.
+	h.driveReconnect() // its sweep sends the breaker's state, then waits 1 s
 	ctx, cancel := context.WithTimeout(context.Background(), eventWait)
 	defer cancel()
 	if err := h.clock.BlockUntilContext(ctx, 1); err != nil {
