@@ -1084,8 +1084,12 @@ func printOutageSummary(w io.Writer, c outageConfig, s outageSummary) {
 	for _, g := range s.ProbeGaps {
 		gaps = append(gaps, fmt.Sprintf("%.1f", g.Seconds()))
 	}
-	fmt.Fprintf(&b, "  [%s] 4. probes during the outage: %d (at most %d per cooldown) at %s s since it began; cooldowns between them %s s (open_for %s doubling to %s)\n",
-		ok(4), len(s.Probes), s.MaxProbesPerCooldown, orNone(probes), orNone(gaps), c.openFor, c.maxOpenFor)
+	if len(s.Probes) == 0 {
+		fmt.Fprintf(&b, "  [%s] 4. probes during the outage: none (a breaker held open by the bridge's own offline sends none)\n", ok(4))
+	} else {
+		fmt.Fprintf(&b, "  [%s] 4. probes during the outage: %d (at most %d per cooldown) at %s s since it began; cooldowns between them %s s (open_for %s doubling to %s)\n",
+			ok(4), len(s.Probes), s.MaxProbesPerCooldown, orNone(probes), orNone(gaps), c.openFor, c.maxOpenFor)
+	}
 	fmt.Fprintf(&b, "  [%s] 5. breaker closed %s after the bridge came back\n", ok(5), sec(s.ClosedAfter))
 	if s.Unanswered > 0 {
 		fmt.Fprintf(&b, "  %d commands got no terminal result\n", s.Unanswered)
