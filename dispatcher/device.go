@@ -203,7 +203,7 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 				// its window: give the device the rest of it.
 				resumed = false
 				if left := op.LastSentAt.Add(p.AttemptTimeout).Sub(now); left > 0 {
-					if ok, stop, _ := q.confirmWithin(ctx, t, q.watch(t), min(left, op.Deadline.Sub(now)), nil); ok || stop {
+					if ok, stop, _ := q.confirmWithin(ctx, t, q.watch(t), min(left, op.Deadline.Sub(now)), nil, nil); ok || stop {
 						return
 					}
 					continue
@@ -353,11 +353,11 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 			// counts it failed then, so the attempt ends then too.
 			wait = min(wait, permit.Deadline().Sub(d.now()))
 		}
-		confirmed, stop, back := q.confirmWithin(ctx, t, c, wait, linkUp)
+		confirmed, stop, back := q.confirmWithin(ctx, t, c, wait, linkUp, permit)
 		changed := back || svc.link.changedSince(linkGen)
 		switch {
 		case confirmed:
-			q.release(permit, breaker.Success)
+			// reported a success by confirmWithin, before the result
 		case stop:
 			q.release(permit, breaker.Canceled)
 		default:
@@ -506,8 +506,9 @@ func (q *deviceQueue) unwatch(t *task) {
 // confirmWithin waits up to wait for c to be confirmed. ok means t
 // succeeded (and is finished); stop means t ended otherwise or ctx is
 // done; back means linkUp closed first: the link went down and came back,
-// so the attempt's delivery is unknown.
-func (q *deviceQueue) confirmWithin(ctx context.Context, t *task, c *confirmation, wait time.Duration, linkUp <-chan struct{}) (ok, stop, back bool) {
+// so the attempt's delivery is unknown. A confirmed permit is reported a success before the result goes out,
+// so that whoever reads the result finds the breaker closed already.
+func (q *deviceQueue) confirmWithin(ctx context.Context, t *task, c *confirmation, wait time.Duration, linkUp <-chan struct{}, permit *breaker.Permit) (ok, stop, back bool) {
 	timer := q.d.clock.NewTimer(wait)
 	defer timer.Stop()
 	select {
@@ -517,6 +518,7 @@ func (q *deviceQueue) confirmWithin(ctx context.Context, t *task, c *confirmatio
 		opID, attempt := t.op.OpID, t.op.Attempts
 		q.mu.Unlock()
 		q.d.log.Info("attempt confirmed", "op_id", opID, "device", q.dev.ID, "attempt", attempt)
+		q.release(permit, breaker.Success)
 		q.finish(t, devices.Succeeded, "", "", state)
 		return true, false, false
 	case <-timer.Chan():

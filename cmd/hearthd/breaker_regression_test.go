@@ -203,8 +203,13 @@ func TestProbeConfirmedWithinTheAttemptTimeoutClosesTheBreaker(t *testing.T) {
 	if r := h.final2("slow"); r.Status != devices.Succeeded {
 		t.Fatalf("slow: %s/%s", r.Status, r.Reason)
 	}
+	// The breaker hears of the success before the result goes out: who
+	// reads the result finds it closed.
 	if b := h.d.disp.Breakers(); b[0].State != "closed" {
-		t.Errorf("the probe's command succeeded, yet zigbee's breaker is %s (trips %d): a probe_timeout below attempt_timeout turns every slow success into a failure", b[0].State, b[0].Trips)
+		t.Errorf("the probe's command succeeded, yet zigbee's breaker is %s (trips %d)", b[0].State, b[0].Trips)
+	}
+	if s := nextState(t, states, "closed"); !s.Since.Equal(t0.Add(12 * time.Second)) {
+		t.Errorf("closed at %v, want %v: a probe_timeout below attempt_timeout turns every slow success into a failure", s.Since, t0.Add(12*time.Second))
 	}
 }
 
