@@ -445,9 +445,17 @@ func TestProbeIsNotSpentWaitingForTheLink(t *testing.T) {
 	h.stopSim()
 	h.stopSim = nil
 	m.restart()
-	h.awaitDisconnected()
-	h.advance(10 * time.Millisecond) // Hearth reconnects: the link is unknown for BridgeStateGrace
-	waitConnected(t, h)
+	birth := h.watch("hearth/bridge/state") // the broker is new: only Hearth's next birth says online
+	h.driveReconnect()                      // the link is unknown for BridgeStateGrace
+	// Hearth's birth follows its subscriptions: the intake listens.
+	for online := false; !online; {
+		select {
+		case msg := <-birth:
+			online = string(msg.Payload()) == "online"
+		case <-time.After(eventWait):
+			t.Fatal("no birth from Hearth after the reconnect")
+		}
+	}
 
 	// A command through a newly connected client, once the breaker is
 	// half-open (it was open until +15s; forgetting the offline on the
@@ -473,18 +481,5 @@ func TestProbeIsNotSpentWaitingForTheLink(t *testing.T) {
 	b := h.d.disp.Breakers()[0]
 	if b.Trips > 1 {
 		t.Errorf("after the grace the breaker has %d trips (%s): the probe expired while it waited for the link", b.Trips, b.State)
-	}
-}
-
-// waitConnected waits until hearthd's MQTT connection is up.
-func waitConnected(t *testing.T, h *harness) {
-	t.Helper()
-	deadline := time.After(eventWait)
-	for !h.d.conn.Connected() {
-		select {
-		case <-time.After(time.Millisecond):
-		case <-deadline:
-			t.Fatal("hearthd did not reconnect")
-		}
 	}
 }
