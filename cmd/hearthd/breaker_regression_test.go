@@ -23,10 +23,7 @@ func TestHeldCommandsWakeWhenAProbePlaceFrees(t *testing.T) {
 	cfg := strings.Replace(breakerConfig(true), "probe_timeout: 10s,", "probe_timeout: 10s, successes_to_close: 2,", 1)
 	h := newHarness(t, harnessOptions{config: cfg})
 	h.settle(breakerDevices()...)
-	states := h.watch("hearth/services/zigbee/state")
-	nextState(t, states, "closed")
-	h.bridgeState("zigbee2mqtt", false)
-	nextState(t, states, "open")
+	states := h.openBreaker()
 
 	ids := []string{"held-a", "held-b", "held-c"}
 	for i, id := range ids {
@@ -86,11 +83,8 @@ func TestHeldUnlockIsNeverSentAfterItsTTL(t *testing.T) {
 		t.Run(fmt.Sprint(i), func(t *testing.T) {
 			h := newHarness(t, harnessOptions{config: holdConfig, faults: simulator.Faults{Offline: []string{"sw01"}}})
 			h.settle("front_door")
-			states := h.watch("hearth/services/zigbee/state")
 			notes := h.watch("hearth/notifications")
-			nextState(t, states, "closed")
-			h.bridgeState("zigbee2mqtt", false)
-			nextState(t, states, "open")
+			states := h.openBreaker()
 
 			h.publish("sw01", `{"state":"ON","op_id":"probe"}`)
 			h.await(func(r devices.Result) bool { return r.OpID == "probe" && r.Status == devices.Queued }, "probe queued")
@@ -152,11 +146,8 @@ automations:
 `
 	h := newHarness(t, harnessOptions{config: cfg})
 	h.settle("hall_light")
-	states := h.watch("hearth/services/zigbee/state")
 	seen := h.watch("hearth-test/seen")
-	nextState(t, states, "closed")
-	h.bridgeState("zigbee2mqtt", false)
-	nextState(t, states, "open")
+	states := h.openBreaker()
 	h.bridgeState("zigbee2mqtt", true)
 	nextState(t, states, "half_open")
 
@@ -188,10 +179,7 @@ func TestProbeConfirmedWithinTheAttemptTimeoutClosesTheBreaker(t *testing.T) {
 	cfg = strings.Replace(cfg, " probe_timeout: 10s,", "", 1) // it defaults to the attempt timeout
 	h := newHarness(t, harnessOptions{config: cfg, faults: simulator.Faults{DropFirst: 1}})
 	h.settle(breakerDevices()...)
-	states := h.watch("hearth/services/zigbee/state")
-	nextState(t, states, "closed")
-	h.bridgeState("zigbee2mqtt", false)
-	nextState(t, states, "open")
+	states := h.openBreaker()
 	h.bridgeState("zigbee2mqtt", true)
 	nextState(t, states, "half_open")
 
@@ -396,28 +384,15 @@ func TestOwnConnectionLossForgetsTheBridgesOffline(t *testing.T) {
 	m := startRestartableMochi(t)
 	h := newHarness(t, harnessOptions{brokerURL: m.url(), config: manyDevices(1, "")})
 	h.settle("sw000")
-	states := h.watch("hearth/services/zigbee/state")
-	nextState(t, states, "closed")
-	h.bridgeState("zigbee2mqtt", false) // as the shutting-down broker would send the will
-	nextState(t, states, "open")
+	h.openBreaker() // as the shutting-down broker's will would say
 	h.stopAutomation()
 	h.stopSim()
 	h.stopSim = nil
 	m.stop() // Hearth's connection drops
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
-	deadline := time.After(eventWait)
-	for {
+	h.eventually("the breaker closed, the offline forgotten, after Hearth lost its connection", func() bool {
 		b := h.d.disp.Breakers()[0]
-		if b.State == "closed" && !b.Offline {
-			return
-		}
-		select {
-		case <-tick.C:
-		case <-deadline:
-			t.Fatalf("after Hearth lost its connection the breaker is %s (offline %t), want closed: the offline is forgotten", b.State, b.Offline)
-		}
-	}
+		return b.State == "closed" && !b.Offline
+	})
 }
 
 // Regression: a probe admitted while the bridge's link was not ready
@@ -466,17 +441,10 @@ func TestProbeIsNotSpentWaitingForTheLink(t *testing.T) {
 	mustToken(t, c.Publish("hearth/sw000/set", 1, false, `{"state":"OFF","op_id":"probe"}`))
 	// Let BridgeStateGrace (10 s) pass with the command waiting for the
 	// link: its probe's deadline (10 s) must not run meanwhile.
-	deadline := time.After(eventWait)
-	for {
-		if op, ok, _ := h.d.store.Lookup("probe"); ok && op.Status == devices.Accepted {
-			break
-		}
-		select {
-		case <-time.After(time.Millisecond): // the store is the witness
-		case <-deadline:
-			t.Fatal("the probe command was never accepted")
-		}
-	}
+	h.eventually("the probe command accepted (the store is the witness)", func() bool {
+		op, ok, _ := h.d.store.Lookup("probe")
+		return ok && op.Status == devices.Accepted
+	})
 	h.advance(dispatcher.BridgeStateGrace) // the command waits for the link (and, unfixed, the breaker for the probe's deadline)
 	b := h.d.disp.Breakers()[0]
 	if b.Trips > 1 {

@@ -81,7 +81,7 @@ func (h *harness) watch(topics ...string) <-chan paho.Message {
 
 // nextState waits for the next breaker state on states whose state is
 // want, skipping others (a retained replay, a republish), and returns it.
-func nextState(t *testing.T, states <-chan paho.Message, want string) serviceState {
+func nextState(t testing.TB, states <-chan paho.Message, want string) serviceState {
 	t.Helper()
 	deadline := time.After(eventWait)
 	var seen []string
@@ -100,6 +100,18 @@ func nextState(t *testing.T, states <-chan paho.Message, want string) serviceSta
 			t.Fatalf("no breaker state %s; saw %v", want, seen)
 		}
 	}
+}
+
+// openBreaker watches the zigbee service's breaker, sees it closed, has the
+// bridge say it is offline and sees the breaker open; it returns the
+// watch for what follows.
+func (h *harness) openBreaker() <-chan paho.Message {
+	h.t.Helper()
+	states := h.watch("hearth/services/zigbee/state")
+	nextState(h.t, states, "closed")
+	h.bridgeState("zigbee2mqtt", false)
+	nextState(h.t, states, "open")
+	return states
 }
 
 // bridgeState publishes the Zigbee2MQTT bridge's own state, retained, as
@@ -164,10 +176,7 @@ func TestHalfOpenBreakerLetsExactlyOneProbeThrough(t *testing.T) {
 func TestBreakerClosesWithinOneCooldownPlusOneProbe(t *testing.T) {
 	h := newHarness(t, harnessOptions{config: breakerConfig(false), faults: simulator.Faults{DropFirst: 1}})
 	h.settle(breakerDevices()...)
-	states := h.watch("hearth/services/zigbee/state")
-	nextState(t, states, "closed")
-	h.bridgeState("zigbee2mqtt", false)
-	nextState(t, states, "open")
+	states := h.openBreaker()
 	h.bridgeState("zigbee2mqtt", true)
 	nextState(t, states, "half_open")
 
@@ -222,10 +231,7 @@ func (h *harness) final2(opID string) devices.Result {
 func TestHeldCommandsWaitForTheBreakerToClose(t *testing.T) {
 	h := newHarness(t, harnessOptions{config: breakerConfig(true)})
 	h.settle(breakerDevices()...)
-	states := h.watch("hearth/services/zigbee/state")
-	nextState(t, states, "closed")
-	h.bridgeState("zigbee2mqtt", false)
-	nextState(t, states, "open")
+	states := h.openBreaker()
 
 	for _, id := range []string{"held-1", "held-2"} {
 		h.publish("sw01", `{"state":"ON","op_id":"`+id+`"}`)
@@ -279,10 +285,7 @@ func TestLockCommandFailedByTheBreakerNotifies(t *testing.T) {
 	h := newHarness(t, harnessOptions{config: breakerConfig(false)})
 	h.settle(breakerDevices()...)
 	notes := h.watch("hearth/notifications")
-	states := h.watch("hearth/services/zigbee/state")
-	nextState(t, states, "closed")
-	h.bridgeState("zigbee2mqtt", false)
-	nextState(t, states, "open")
+	h.openBreaker()
 
 	h.publish("sw00", `{"state":"ON","op_id":"switch"}`) // not safety-critical: no notification
 	h.final("switch")

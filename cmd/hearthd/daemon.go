@@ -250,13 +250,15 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 		return nil, err
 	}
 	d.disp = disp
+	autoLog := log.With("component", "automations")
+	act := actuator{disp: disp, conn: d.conn, log: autoLog}
 	d.engine, err = automations.New(automations.Options{
 		Rules:     rules(cfg.Automations),
-		Commander: actuator{disp: disp, conn: d.conn, log: log.With("component", "automations")},
-		Publisher: actuator{disp: disp, conn: d.conn, log: log.With("component", "automations")},
-		Notifier:  actuator{disp: disp, conn: d.conn, log: log.With("component", "automations")},
+		Commander: act,
+		Publisher: act,
+		Notifier:  act,
 		Clock:     dp.clock,
-		Logger:    log.With("component", "automations"),
+		Logger:    autoLog,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("automations: %w", err)

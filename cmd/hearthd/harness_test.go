@@ -327,21 +327,28 @@ func (h *harness) settle(devices ...string) {
 			}
 		}
 	}
+	h.eventually("every bridge online", func() bool {
+		for _, b := range h.d.disp.Breakers() {
+			if !b.Watched && b.Bridge != "online" {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// eventually polls cond every millisecond until it holds, and fails the
+// test after eventWait: for states hearthd shows but announces nowhere.
+func (h *harness) eventually(what string, cond func() bool) {
+	h.t.Helper()
 	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()
 	deadline := time.After(eventWait)
-	for {
-		online := true
-		for _, b := range h.d.disp.Breakers() {
-			online = online && (b.Watched || b.Bridge == "online")
-		}
-		if online {
-			return
-		}
+	for !cond() {
 		select {
 		case <-tick.C:
 		case <-deadline:
-			h.t.Fatalf("bridges not online: %+v", h.d.disp.Breakers())
+			h.t.Fatalf("timed out waiting for %s", what)
 		}
 	}
 }
@@ -350,16 +357,7 @@ func (h *harness) settle(devices ...string) {
 // connection is gone.
 func (h *harness) awaitDisconnected() {
 	h.t.Helper()
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
-	deadline := time.After(eventWait)
-	for h.d.conn.Connected() {
-		select {
-		case <-tick.C:
-		case <-deadline:
-			h.t.Fatal("hearthd never noticed that its connection was gone")
-		}
-	}
+	h.eventually("hearthd to notice that its connection is gone", func() bool { return !h.d.conn.Connected() })
 }
 
 // driveReconnect waits until hearthd has noticed that its connection is
