@@ -4,18 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"strings"
-	"time"
 )
-
-// ServiceState is the payload Hearth publishes, retained, on
-// <prefix>/services/<service>/state, for example
-// {"state":"open","since":"2026-11-29T23:00:00Z"}, and a shape /readyz
-// can show under Report.Info. State is the breaker's state: "closed",
-// "open" or "half_open"; Since is when the breaker entered it.
-type ServiceState struct {
-	State string    `json:"state"`
-	Since time.Time `json:"since,omitzero"`
-}
 
 // Discovery builds Home Assistant MQTT discovery messages for Hearth's
 // own entities, following Home Assistant's documented MQTT discovery:
@@ -65,7 +54,8 @@ func IsBirth(payload []byte) bool { return string(bytes.TrimSpace(payload)) == "
 func (d Discovery) BridgeStateTopic() string { return d.topics() + "/bridge/state" }
 
 // ServiceStateTopic returns <TopicPrefix>/services/<service>/state, where
-// Hearth publishes service's ServiceState retained.
+// Hearth publishes the service's breaker state retained
+// ({"state":"open","since":...}).
 func (d Discovery) ServiceStateTopic(service string) string {
 	return d.topics() + "/services/" + service + "/state"
 }
@@ -83,7 +73,7 @@ func (d Discovery) ServiceTopic(service string) string {
 
 // ServiceEntity returns the discovery config of a binary_sensor with
 // device_class "problem" for service: ON (problem) when its breaker is not
-// closed, OFF when it is, with the ServiceState's state and since as
+// closed, OFF when it is, with the state payload's state and since as
 // attributes; unavailable while Hearth's bridge state is offline. It
 // belongs to one "Hearth" device per NodeID, as a diagnostic entity.
 // Publish it retained, once per configured service at start-up and again
@@ -123,13 +113,6 @@ func (d Discovery) ServiceEntity(service string) (topic string, payload []byte) 
 		panic("health: encoding a discovery config: " + err.Error()) // only strings: cannot fail
 	}
 	return d.ServiceTopic(service), b
-}
-
-// RemoveServiceEntity returns what removes service's entity from Home
-// Assistant: its config topic and an empty payload, to publish retained
-// (which also clears the retained config from the broker).
-func (d Discovery) RemoveServiceEntity(service string) (topic string, payload []byte) {
-	return d.ServiceTopic(service), []byte{}
 }
 
 // entityConfig is a binary_sensor's discovery config, with the keys of

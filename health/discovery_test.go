@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"reflect"
 	"testing"
-	"time"
 )
 
 func decode(t *testing.T, payload []byte) map[string]any {
@@ -106,17 +105,6 @@ func TestServiceEntityIDsStayValid(t *testing.T) {
 	}
 }
 
-func TestRemoveServiceEntityIsAnEmptyPayloadOnTheConfigTopic(t *testing.T) {
-	d := Discovery{NodeID: "attic"}
-	topic, payload := d.RemoveServiceEntity("z2m")
-	if configTopic, _ := d.ServiceEntity("z2m"); topic != configTopic {
-		t.Errorf("remove topic %q; want the config topic %q", topic, configTopic)
-	}
-	if payload == nil || len(payload) != 0 {
-		t.Errorf("remove payload %q (nil %v); want empty, non-nil", payload, payload == nil)
-	}
-}
-
 func TestIsBirth(t *testing.T) {
 	for payload, want := range map[string]bool{"online": true, "online\n": true, "offline": false, "": false, "Online": false} {
 		if got := IsBirth([]byte(payload)); got != want {
@@ -125,14 +113,7 @@ func TestIsBirth(t *testing.T) {
 	}
 }
 
-func TestServiceStatePayloadShape(t *testing.T) {
-	b, err := json.Marshal(ServiceState{State: "open", Since: time.Date(2026, 11, 29, 23, 0, 0, 0, time.UTC)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, want := string(b), `{"state":"open","since":"2026-11-29T23:00:00Z"}`; got != want {
-		t.Errorf("ServiceState JSON %s; want %s", got, want)
-	}
+func TestServiceStateTopic(t *testing.T) {
 	if got, want := (Discovery{}).ServiceStateTopic("z2m"), "hearth/services/z2m/state"; got != want {
 		t.Errorf("ServiceStateTopic %q; want %q", got, want)
 	}
