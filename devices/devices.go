@@ -65,6 +65,10 @@ type Device struct {
 	// Address is the device's name on its bridge, for example Zigbee2MQTT's
 	// friendly_name. It defaults to ID.
 	Address string
+	// Safety is SafetyCritical for a device whose commands guard people or
+	// property although its class does not say so (a garage door on a
+	// cover); see Device.SafetyCritical and Risky.
+	Safety Safety
 }
 
 // ValidID reports whether id can be a device ID: a non-empty MQTT topic
@@ -158,6 +162,11 @@ const (
 	// ReasonNotRetryable: the service's retry policy does not retry this
 	// class of failure (never_retry, or a retry_on without it).
 	ReasonNotRetryable Reason = "not_retryable"
+	// ReasonStateUnknown: before a risky attempt (see Risky) the device's
+	// current state could not be read fresh, or was not a known state
+	// (a jammed bolt, a null lock_state): nothing was sent, since unknown
+	// is never taken as unlocked or open.
+	ReasonStateUnknown Reason = "state_unknown"
 	ReasonStoreError   Reason = "store_error" // the command could not be stored, so it was not accepted
 )
 

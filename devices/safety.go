@@ -1,0 +1,161 @@
+package devices
+
+import "strings"
+
+// Safety is a device's safety level, as configured (the device's safety
+// key): Critical marks a device whose class is not safety-critical by
+// itself, such as a garage door on a cover, as one.
+type Safety string
+
+// Safety levels.
+const (
+	// SafetyNormal is the default: the class decides (Class.SafetyCritical).
+	SafetyNormal Safety = ""
+	// SafetyCritical makes every command to the device safety-critical.
+	SafetyCritical Safety = "critical"
+)
+
+// SafetyCritical reports whether commands to d guard people or property:
+// its class is safety-critical (lock, alarm, valve) or it is configured
+// safety: critical (a garage door on a cover).
+func (d Device) SafetyCritical() bool {
+	return d.Safety == SafetyCritical || d.Class.SafetyCritical()
+}
+
+// Risky reports whether target asks d to move in its risky direction
+// (DESIGN.md principle 6, issue 5 item 1), the direction whose every
+// attempt is preceded by a fresh read of the device's state:
+//
+//   - a lock: state UNLOCK;
+//   - a safety-critical cover (a garage door): state OPEN, or a position
+//     above 0 (any opening);
+//   - a valve: state OPEN or ON (opening it);
+//   - an alarm: state DISARM (or DISARMED).
+//
+// Commands in the safe direction (LOCK, CLOSE, position 0, closing a valve,
+// arming an alarm), and every command to a device that is not
+// safety-critical, are not risky. Valves and alarms take no commands yet;
+// their rule is defined so that it holds when they do.
+func Risky(d Device, target Target) bool {
+	if !d.SafetyCritical() {
+		return false
+	}
+	state, _ := target["state"].(string)
+	state = strings.ToUpper(state)
+	switch d.Class {
+	case Lock:
+		return state == "UNLOCK"
+	case Cover:
+		if state == "OPEN" {
+			return true
+		}
+		p, ok := number(target["position"])
+		return ok && p > 0
+	case Valve:
+		return state == "OPEN" || state == "ON"
+	case Alarm:
+		return state == "DISARM" || state == "DISARMED"
+	}
+	return false
+}
+
+// Reading is what a fresh state report says about the attributes of a
+// target, before a risky attempt (see Assess).
+type Reading int
+
+// Readings, from least to most informative.
+const (
+	// ReadingNone: the report names none of the target's attributes, or
+	// not all of them; it neither allows nor forbids an attempt.
+	ReadingNone Reading = iota
+	// ReadingInvalid: the report names one of them with a value that is
+	// no known state (a lock_state of jammed, not_fully_locked or null;
+	// a null or malformed position): the state is unknown, which is
+	// never taken as unlocked or open.
+	ReadingInvalid
+	// ReadingKnown: the report shows a valid value for every attribute
+	// of the target.
+	ReadingKnown
+)
+
+// String returns "none", "invalid" or "known".
+func (r Reading) String() string {
+	switch r {
+	case ReadingInvalid:
+		return "invalid"
+	case ReadingKnown:
+		return "known"
+	}
+	return "none"
+}
+
+// Assess says what state, a device's reported state, shows about the
+// attributes of target for a device of class c: whether it knows their
+// current values. A lock is read by Zigbee2MQTT's lock_state when the
+// report carries it (only locked and unlocked are known states), else by
+// state (LOCK or UNLOCK). A cover's OPEN/CLOSE is read by its position (a
+// number) when reported, else by its state (OPEN or CLOSE). Any other
+// attribute is known when it is reported as a string or a number.
+func Assess(c Class, target Target, state map[string]any) Reading {
+	known := 0
+	attrs := target.Attributes()
+	for _, k := range attrs {
+		switch r := assessAttribute(c, k, state); r {
+		case ReadingInvalid:
+			return ReadingInvalid
+		case ReadingKnown:
+			known++
+		}
+	}
+	if len(attrs) > 0 && known == len(attrs) {
+		return ReadingKnown
+	}
+	return ReadingNone
+}
+
+func assessAttribute(c Class, name string, state map[string]any) Reading {
+	word := func(v any, words ...string) Reading {
+		s, ok := v.(string)
+		if !ok {
+			return ReadingInvalid
+		}
+		for _, w := range words {
+			if strings.EqualFold(s, w) {
+				return ReadingKnown
+			}
+		}
+		return ReadingInvalid
+	}
+	switch {
+	case c == Lock && name == "state":
+		if ls, ok := state["lock_state"]; ok {
+			return word(ls, "locked", "unlocked")
+		}
+		if s, ok := state["state"]; ok {
+			return word(s, "LOCK", "UNLOCK")
+		}
+		return ReadingNone
+	case c == Cover && name == "state":
+		if p, ok := state["position"]; ok {
+			if _, isNumber := number(p); isNumber {
+				return ReadingKnown
+			}
+			return ReadingInvalid
+		}
+		if s, ok := state["state"]; ok {
+			return word(s, "OPEN", "CLOSE")
+		}
+		return ReadingNone
+	}
+	v, ok := state[name]
+	if !ok {
+		return ReadingNone
+	}
+	if _, isNumber := number(v); isNumber {
+		return ReadingKnown
+	}
+	if s, isString := v.(string); isString && s != "" {
+		return ReadingKnown
+	}
+	return ReadingInvalid
+}
