@@ -35,6 +35,16 @@ func positive(d time.Duration) error {
 	return nil
 }
 
+// safetyLevel checks a device's safety key: critical, or normal (the
+// default, in which the class decides).
+func safetyLevel(s string) error {
+	switch s {
+	case "critical", "normal":
+		return nil
+	}
+	return fmt.Errorf("must be critical or normal, got %q", s)
+}
+
 func ttl(d time.Duration) error {
 	if err := positive(d); err != nil {
 		return err

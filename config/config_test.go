@@ -245,6 +245,8 @@ func TestParseAccepts(t *testing.T) {
 		{"address of several levels", z2m + "devices:\n  lamp: {class: light, address: kitchen/lamp}\n", func(c *Config) any { return c.Devices[0].Address }, "kitchen/lamp"},
 		{"same address on two services", z2m + "    base_topic: z2m_a\n  b:\n    protocol: zigbee2mqtt\n    base_topic: z2m_b\ndevices:\n  x: {service: zigbee, class: light, address: lamp}\n  y: {service: b, class: light, address: lamp}\n",
 			func(c *Config) any { return c.Devices[1].Address }, "lamp"},
+		{"garage door safety critical", z2m + "devices:\n  garage: {class: cover, safety: critical}\n", func(c *Config) any { return c.Devices[0].Safety }, devices.SafetyCritical},
+		{"safety normal", z2m + "devices:\n  blinds: {class: cover, safety: normal}\n", func(c *Config) any { return c.Devices[0].Safety }, devices.SafetyNormal},
 		{"device ID with a space", z2m + "devices:\n  Hall Light: {class: light}\n", func(c *Config) any { return c.Devices[0].Address }, "Hall Light"},
 		{"anchors and aliases", "services:\n  a: {protocol: zigbee2mqtt, base_topic: za, retry: &r {max_attempts: 3}}\n  b: {protocol: zigbee2mqtt, base_topic: zb, retry: *r}\n",
 			func(c *Config) any { return c.Services[1].Retry.MaxAttempts }, 3},
@@ -296,7 +298,7 @@ func TestProblemFields(t *testing.T) {
 	}
 	want := []Problem{
 		{File: "configs/hearth.yaml", Line: 6, Key: "devices.hall_light.class", Message: `unknown class "lamp" (known: light, switch, lock, cover, climate, valve, alarm, sensor)`},
-		{File: "configs/hearth.yaml", Line: 7, Key: "devices.hall_light.colour", Message: "unknown key (known here: service, class, address, ttl)"},
+		{File: "configs/hearth.yaml", Line: 7, Key: "devices.hall_light.colour", Message: "unknown key (known here: service, class, address, ttl, safety)"},
 	}
 	if len(ce.Problems) != len(want) {
 		t.Fatalf("got %d problems, want %d:\n%v", len(ce.Problems), len(want), err)

@@ -19,7 +19,7 @@ func TestParseErrors(t *testing.T) {
 		// Keys.
 		{"unknown top-level key", "prfix: home\n", `hearth.yaml:1: prfix: unknown key (did you mean prefix? known here: prefix, data_dir, defaults, mqtt, http, homeassistant, services, devices, automations)`},
 		{"unknown nested key", "mqtt:\n  tsl: {}\n", `hearth.yaml:2: mqtt.tsl: unknown key (did you mean tls? known here: listen, url, username, password, client_id, keepalive, tls, reconnect, republish_rate, max_connect_rate, connect_burst, max_connections, max_inflight)`},
-		{"unknown device key", z2m + "devices:\n  lamp:\n    class: light\n    colour: red\n", `hearth.yaml:7: devices.lamp.colour: unknown key (known here: service, class, address, ttl)`},
+		{"unknown device key", z2m + "devices:\n  lamp:\n    class: light\n    colour: red\n", `hearth.yaml:7: devices.lamp.colour: unknown key (known here: service, class, address, ttl, safety)`},
 		{"unknown key without a near match", "http:\n  port: 80\n", `hearth.yaml:2: http.port: unknown key (known here: listen)`},
 		{"duplicate top-level key", "prefix: a\nprefix: b\n", `hearth.yaml:2: prefix: duplicate key (first at line 1)`},
 		{"duplicate device", z2m + "devices:\n  lamp: {class: light}\n  lamp: {class: switch}\n", `hearth.yaml:6: devices.lamp: duplicate key (first at line 5)`},
@@ -114,6 +114,7 @@ func TestParseErrors(t *testing.T) {
 		{"device without service and no services", "devices:\n  lamp:\n    class: light\n", `hearth.yaml:2: devices.lamp.service: missing, and no services are configured`},
 		{"invalid device id", z2m + "devices:\n  hall/lamp:\n    class: light\n", `hearth.yaml:5: devices."hall/lamp": device id "hall/lamp" contains '/', which cannot stand in one MQTT topic level`},
 		{"reserved device id", z2m + "devices:\n  bridge:\n    class: light\n", `hearth.yaml:5: devices.bridge: device id "bridge" is reserved for hearth's own topics`},
+		{"unknown safety level", z2m + "devices:\n  garage:\n    class: cover\n    safety: high\n", `hearth.yaml:7: devices.garage.safety: must be critical or normal, got "high"`},
 		{"unknown class", z2m + "devices:\n  hall_light:\n    class: lamp\n", `hearth.yaml:6: devices.hall_light.class: unknown class "lamp" (known: light, switch, lock, cover, climate, valve, alarm, sensor)`},
 		{"quoted device id in the key", z2m + "devices:\n  Hall Light:\n    class: lamp\n", `hearth.yaml:6: devices."Hall Light".class: unknown class "lamp" (known: light, switch, lock, cover, climate, valve, alarm, sensor)`},
 		{"missing class", z2m + "devices:\n  hall_light:\n    address: Hall\n", `hearth.yaml:5: devices.hall_light.class: missing (known: light, switch, lock, cover, climate, valve, alarm, sensor)`},

@@ -198,6 +198,7 @@ func walkService(w *walker, name string, n *yaml.Node, key string) Service {
 // resolved by check, once the whole file is read.
 func walkDevice(w *walker, id string, n *yaml.Node, key string) Device {
 	d := Device{Device: devices.Device{ID: id}}
+	var safety string
 	if err := devices.ValidID(id); err != nil {
 		w.report(w.lines[key], key, err)
 	}
@@ -206,7 +207,11 @@ func walkDevice(w *walker, id string, n *yaml.Node, key string) Device {
 		value("class", &d.Class),
 		value("address", &d.Address, topicLevels),
 		value("ttl", &d.TTL, ttl),
+		value("safety", &safety, safetyLevel),
 	)
+	if safety == "critical" {
+		d.Safety = devices.SafetyCritical
+	}
 	if k := join(key, "class"); d.Class == "" && !w.reported[k] && !w.reported[key] {
 		w.reportf(w.lines[key], k, "missing (known: %s)", classNames())
 	}
