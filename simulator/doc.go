@@ -55,8 +55,9 @@
 // An accepted set changes the device's state at once; its report is published
 // Faults.Latency later (on the injected clock). Reports of one device leave in
 // order. A report whose device went offline, or whose bridge began an outage,
-// while it waited is not published. Gets are ignored by an offline device and
-// by a bridge in an outage.
+// while it waited is not published. Gets are ignored by an offline device, by
+// a bridge in an outage, and by a device named in Faults.IgnoreGets (whose
+// state cannot be read, though it still applies sets).
 //
 // # Caveats
 //

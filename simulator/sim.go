@@ -71,6 +71,9 @@ type Faults struct {
 	// Offline names the devices that start offline: their availability is
 	// offline and they ignore sets and gets until SetOnline brings them back.
 	Offline []string
+	// IgnoreGets names the devices that never answer a get (a lock whose
+	// state cannot be read), while they still apply sets and report them.
+	IgnoreGets []string
 }
 
 // Options configure a Sim. Every zero value has a documented default.
@@ -105,6 +108,10 @@ type Options struct {
 	// device, after it was applied or dropped. It is called from the MQTT
 	// receive path, one call at a time per base topic, and must not block.
 	OnSet func(SetEvent)
+	// OnGet, if not nil, is called for every get received for a known
+	// device, after it was answered or ignored, under the same rules as
+	// OnSet.
+	OnGet func(GetEvent)
 }
 
 // Reasons a set is dropped, in SetEvent.Reason.
@@ -136,6 +143,26 @@ type SetEvent struct {
 	At time.Time
 }
 
+// Reasons a get is not answered, in GetEvent.Reason; ReasonMalformed,
+// ReasonBridgeOffline and ReasonOffline apply too.
+const (
+	ReasonIgnoreGets = "ignore_gets" // the device is in Faults.IgnoreGets
+)
+
+// GetEvent describes one get message received for a known device.
+type GetEvent struct {
+	// Device is the friendly name.
+	Device string
+	// Topic and Payload are the message as received.
+	Topic   string
+	Payload []byte
+	// Ignored is true if no state report answers this get; Reason says why.
+	Ignored bool
+	Reason  string
+	// At is when the get was received, on Options.Clock.
+	At time.Time
+}
+
 // Sim is a running Zigbee2MQTT bridge with its devices. Create it with New,
 // start it with Run; its other methods are safe for concurrent use.
 type Sim struct {
@@ -145,6 +172,7 @@ type Sim struct {
 	clock              clockwork.Clock
 	log                *slog.Logger
 	onSet              func(SetEvent)
+	onGet              func(GetEvent)
 	reconnect          Backoff
 	bridges            []*bridge
 	devices            map[string]*device // by friendly name
@@ -191,8 +219,9 @@ type device struct {
 	// Guarded by Sim.mu.
 	state     map[string]any
 	online    bool
-	sets      int // sets received, dropped included
-	delivered int // sets that reached the DropFirst stage
+	sets      int  // sets received, dropped included
+	deaf      bool // ignores gets (Faults.IgnoreGets)
+	delivered int  // sets that reached the DropFirst stage
 }
 
 // New validates opts and returns a Sim ready to Run.
@@ -224,6 +253,7 @@ func New(opts Options) (*Sim, error) {
 		clock:     opts.Clock,
 		log:       opts.Logger,
 		onSet:     opts.OnSet,
+		onGet:     opts.OnGet,
 		rand:      opts.Rand,
 		reconnect: opts.Reconnect,
 		devices:   make(map[string]*device, len(opts.Devices)),
@@ -288,6 +318,13 @@ func New(opts Options) (*Sim, error) {
 			return nil, fmt.Errorf("simulator: Faults.Offline names %q, which is not in Devices", name)
 		}
 		d.online = false
+	}
+	for _, name := range f.IgnoreGets {
+		d := s.devices[name]
+		if d == nil {
+			return nil, fmt.Errorf("simulator: Faults.IgnoreGets names %q, which is not in Devices", name)
+		}
+		d.deaf = true
 	}
 	for i, b := range s.bridges {
 		b.clientID = clientID
@@ -560,7 +597,7 @@ func (s *Sim) handler(b *bridge) mqtt.MessageHandler {
 			return
 		}
 		if verb == "get" {
-			s.get(d, m.Payload())
+			s.get(d, m.Topic(), m.Payload())
 			return
 		}
 		s.set(d, m.Topic(), m.Payload(), m.Retained())
@@ -624,23 +661,35 @@ func (s *Sim) set(d *device, topic string, payload []byte, retained bool) {
 	}
 }
 
-// get makes an online device report its state.
-func (s *Sim) get(d *device, payload []byte) {
-	if _, err := parsePayload(payload); err != nil {
-		s.log.Warn("get ignored", "device", d.Name, "err", err)
-		return
-	}
+// get makes an online device report its state, unless it ignores gets.
+func (s *Sim) get(d *device, topic string, payload []byte) {
+	ev := GetEvent{Device: d.Name, Topic: topic, Payload: slices.Clone(payload)}
+	_, perr := parsePayload(payload)
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if d.bridge.down {
-		s.log.Info("get ignored: bridge offline", "device", d.Name)
-		return
+	ev.At = s.clock.Now()
+	switch {
+	case perr != nil:
+		ev.Reason = ReasonMalformed
+	case d.bridge.down:
+		ev.Reason = ReasonBridgeOffline
+	case !d.online:
+		ev.Reason = ReasonOffline
+	case d.deaf:
+		ev.Reason = ReasonIgnoreGets
+	default:
+		d.out.push(report{payload: d.report(), due: ev.At.Add(s.faults.Latency)})
 	}
-	if !d.online {
-		s.log.Info("get ignored: device offline", "device", d.Name)
-		return
+	s.mu.Unlock()
+	ev.Ignored = ev.Reason != ""
+	switch {
+	case perr != nil:
+		s.log.Warn("get ignored", "device", d.Name, "err", perr)
+	case ev.Ignored:
+		s.log.Info("get ignored", "device", d.Name, "reason", ev.Reason)
 	}
-	d.out.push(report{payload: d.report(), due: s.clock.Now().Add(s.faults.Latency)})
+	if s.onGet != nil {
+		s.onGet(ev)
+	}
 }
 
 // report encodes d's full state as Z2M publishes it. Call with Sim.mu held.

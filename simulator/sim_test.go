@@ -127,6 +127,35 @@ func TestGetReportsState(t *testing.T) {
 	}
 }
 
+func TestIgnoreGetsLeavesGetsUnansweredButAppliesSets(t *testing.T) {
+	_, broker := startBroker(t)
+	w := watch(t, broker, "zigbee2mqtt/#")
+	gets := make(chan GetEvent, 4)
+	_, evs, _ := startSim(t, Options{
+		Broker:  broker,
+		Devices: []Device{{Name: "lock", Class: ClassLock}},
+		Faults:  Faults{IgnoreGets: []string{"lock"}},
+		OnGet:   func(e GetEvent) { gets <- e },
+	})
+	w.next(t, "zigbee2mqtt/lock") // initial state
+
+	w.publish(t, "zigbee2mqtt/lock/get", `{"state":""}`)
+	select {
+	case ev := <-gets:
+		if !ev.Ignored || ev.Reason != ReasonIgnoreGets || ev.Device != "lock" || string(ev.Payload) != `{"state":""}` {
+			t.Errorf("get event = %+v, want ignored by %q", ev, ReasonIgnoreGets)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no GetEvent")
+	}
+	// Reports leave in order: the next one answers the set, not the get.
+	w.publish(t, "zigbee2mqtt/lock/set", `{"state":"UNLOCK"}`)
+	if ev := evs.next(t); ev.Dropped {
+		t.Errorf("set dropped: %q", ev.Reason)
+	}
+	wantState(t, w.next(t, "zigbee2mqtt/lock").json(t), map[string]any{"state": "UNLOCK", "lock_state": "unlocked"})
+}
+
 func TestDropFirstDropsExactlyTheFirstSet(t *testing.T) {
 	_, broker := startBroker(t)
 	w := watch(t, broker, "zigbee2mqtt/#")
