@@ -2,6 +2,7 @@ package dispatcher
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -37,6 +38,15 @@ type task struct {
 	cancel chan struct{} // closed when the task ends from outside (superseded)
 	// confirm is set while an attempt waits for a confirming report.
 	confirm *confirmation
+	// check is set while a fresh read before a risky attempt waits for
+	// the device's report.
+	check *stateCheck
+}
+
+// stateCheck collects the reports that arrive after a fresh read began.
+type stateCheck struct {
+	seen map[string]any // attributes reported since the check began, merged
+	news chan struct{}  // signalled at every report
 }
 
 // confirmation collects the reports that arrive after one send.
@@ -266,6 +276,20 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 			continue // the TTL or the policy's deadline passed: the loop ends it
 		}
 
+		// Before every send of a risky action (unlock, open a garage
+		// door), the first and every resend included: a fresh read of
+		// the device's state. Already there, or unknown: nothing is sent.
+		if devices.Risky(q.dev.Device, op.Target) {
+			proceed, stop := q.revalidate(ctx, t)
+			if !proceed {
+				q.release(permit, breaker.Canceled) // nothing went out
+				if stop {
+					return
+				}
+				continue // the TTL passed during the read: the loop ends it
+			}
+		}
+
 		// Record the attempt before sending: after a crash, a stored
 		// attempt says the outcome of that send is unknown. A resend
 		// (delivery unknown) is the same attempt again.
@@ -379,6 +403,119 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 		}
 		d.log.Info("attempt unconfirmed", "op_id", op.OpID, "device", op.Device, "attempt", op.Attempts, "waited", wait)
 	}
+}
+
+// revalidate reads the device's state fresh before an attempt at a risky
+// action (DESIGN.md principle 6): it starts collecting reports, asks the
+// bridge to read the target's attributes, and waits up to the service's
+// read timeout for a report that arrived after the check began and shows
+// the state:
+//
+//   - the target already: t ends succeeded, and nothing is sent;
+//   - a known state other than the target: proceed, the attempt follows;
+//   - an unknown or invalid state (a jammed bolt, a null lock_state), or
+//     no such report in time, or a read that could not be asked: t ends
+//     failed/state_unknown, and nothing is sent. Unknown is never taken
+//     as unlocked or open.
+//
+// stop means t ended (here or elsewhere) or ctx is done; neither proceed
+// nor stop means the TTL passed while waiting, for the caller's loop to
+// end it.
+func (q *deviceQueue) revalidate(ctx context.Context, t *task) (proceed, stop bool) {
+	d := q.d
+	chk := &stateCheck{seen: map[string]any{}, news: make(chan struct{}, 1)}
+	q.mu.Lock()
+	if t.ended {
+		q.mu.Unlock()
+		return false, true
+	}
+	op := t.op
+	t.check = chk
+	q.mu.Unlock()
+	defer func() {
+		q.mu.Lock()
+		if t.check == chk {
+			t.check = nil
+		}
+		q.mu.Unlock()
+	}()
+	timeout := q.svc.ReadTimeout
+	if timeout <= 0 {
+		timeout = DefaultReadTimeout
+	}
+	timer := d.clock.NewTimer(min(timeout, op.Deadline.Sub(d.now())))
+	defer timer.Stop()
+	d.log.Info("reading state before a risky attempt", "op_id", op.OpID, "device", op.Device, "attempt", op.Attempts+1, "timeout", timeout)
+	readCtx, cancel := context.WithTimeout(ctx, sendTimeout)
+	err := q.svc.Bridge.Read(readCtx, q.dev.Device, op.Target)
+	cancel()
+	if err != nil {
+		if ctx.Err() != nil {
+			return false, true
+		}
+		q.finish(t, devices.Failed, devices.ReasonStateUnknown,
+			fmt.Sprintf("the state could not be read before attempt %d: %v; nothing was sent", op.Attempts+1, err), nil)
+		return false, true
+	}
+	for {
+		select {
+		case <-chk.news:
+			q.mu.Lock()
+			seen := maps.Clone(chk.seen)
+			reading := q.assess(op.Target, seen)
+			already := reading == devices.ReadingKnown && q.satisfied(op.Target, seen)
+			q.mu.Unlock()
+			switch {
+			case already:
+				d.log.Info("state read: already at the target; nothing sent", "op_id", op.OpID, "device", op.Device)
+				q.finish(t, devices.Succeeded, "", "", seen)
+				return false, true
+			case reading == devices.ReadingKnown:
+				d.log.Info("state read: not at the target; attempting", "op_id", op.OpID, "device", op.Device, "attempt", op.Attempts+1)
+				return true, false
+			case reading == devices.ReadingInvalid:
+				q.finish(t, devices.Failed, devices.ReasonStateUnknown,
+					fmt.Sprintf("the state read before attempt %d is not a known state (%s); nothing was sent", op.Attempts+1, showState(seen)), seen)
+				return false, true
+			}
+			// A report that does not name the target's attributes
+			// (a battery level): wait on.
+		case <-timer.Chan():
+			if !d.now().Before(op.Deadline) {
+				return false, false // the TTL passed: the loop ends it
+			}
+			q.finish(t, devices.Failed, devices.ReasonStateUnknown,
+				fmt.Sprintf("no report of the state within %s of the read before attempt %d; nothing was sent", timeout, op.Attempts+1), nil)
+			return false, true
+		case <-t.cancel:
+			return false, true
+		case <-ctx.Done():
+			return false, true
+		}
+	}
+}
+
+// assess says what the reports seen since a check began show about
+// target. A lock that has ever reported lock_state must report it again:
+// its state alone reads UNLOCK for a half-thrown bolt. Called with q.mu
+// held.
+func (q *deviceQueue) assess(target devices.Target, seen map[string]any) devices.Reading {
+	if q.dev.Class == devices.Lock {
+		_, reportsLockState := q.state["lock_state"]
+		if _, has := seen["lock_state"]; reportsLockState && !has {
+			return devices.ReadingNone
+		}
+	}
+	return devices.Assess(q.dev.Class, target, seen)
+}
+
+// showState renders a reported state for a result's detail.
+func showState(state map[string]any) string {
+	b, err := json.Marshal(state)
+	if err != nil {
+		return fmt.Sprintf("%v", state)
+	}
+	return string(b)
 }
 
 // awaitLink waits until the service's link is ready (see link.ready).
@@ -628,6 +765,10 @@ func (q *deviceQueue) report(state map[string]any, retained bool) {
 	}
 	maps.Copy(q.state, state)
 	mirror := maps.Clone(q.state)
+	if t := q.current; t != nil && t.check != nil && !t.ended && !retained {
+		maps.Copy(t.check.seen, state)
+		signal(t.check.news)
+	}
 	if t := q.current; t != nil && t.confirm != nil && !t.ended && !retained {
 		c := t.confirm
 		maps.Copy(c.seen, state)

@@ -57,6 +57,12 @@ type Bridge interface {
 	// lost before the service acknowledged the send: the same attempt is
 	// sent again, with the same op_id, once the connection is back.
 	Send(ctx context.Context, dev devices.Device, target devices.Target) error
+	// Read asks the service to have dev report the current values of the
+	// attributes target names (for Zigbee2MQTT, a /get). A nil error means
+	// the request left Hearth; the answer, if any, arrives as an ordinary
+	// state report. The dispatcher reads before every attempt at a risky
+	// action (devices.Risky) and treats a missing answer as unknown state.
+	Read(ctx context.Context, dev devices.Device, target devices.Target) error
 }
 
 // deliveryUnknown reports whether err says that the send may or may not
@@ -98,6 +104,9 @@ type Service struct {
 	// it. Its OnStateChange runs before the dispatcher publishes the new
 	// state.
 	Breaker *breaker.Options
+	// ReadTimeout is how long the fresh read before a risky attempt
+	// waits for a report; 0 means DefaultReadTimeout.
+	ReadTimeout time.Duration
 	// Hold makes commands wait, reported queued, while the breaker is
 	// open, instead of ending failed/breaker_open at once.
 	Hold bool
@@ -140,6 +149,13 @@ type Options struct {
 	// (re)connect; 0 means DefaultRepublishRate.
 	RepublishRate int
 }
+
+// DefaultReadTimeout is how long the fresh read before every attempt at a
+// risky action (unlock, open a garage door) waits for the device's report
+// when Service.ReadTimeout is 0: a few seconds, enough for a Zigbee read
+// of a mains-powered or polled lock. With no report by then the command
+// fails with reason state_unknown and nothing is sent.
+const DefaultReadTimeout = 5 * time.Second
 
 // DefaultRepublishRate is the republish rate when Options leaves it 0:
 // enough for a few hundred devices within seconds, little beside the

@@ -6,6 +6,7 @@
 // (https://www.zigbee2mqtt.io/guide/usage/mqtt_topics_and_messages.html):
 //
 //	<base_topic>/<friendly_name>/set           Hearth → device: JSON target
+//	<base_topic>/<friendly_name>/get           Hearth → device: {"<attribute>":""}, to read state
 //	<base_topic>/<friendly_name>               device → all: JSON state
 //	<base_topic>/<friendly_name>/availability  "online"/"offline", or {"state":"online"}
 //	<base_topic>/bridge/state                  "online"/"offline", or {"state":"online"}
@@ -121,6 +122,24 @@ func (a *Adapter) Send(ctx context.Context, dev devices.Device, target devices.T
 		return fmt.Errorf("zigbee2mqtt: encode target: %w", err)
 	}
 	return a.conn.Publish(ctx, a.topic(dev)+"/set", 1, false, payload)
+}
+
+// Read publishes a get for the attributes target names to the device's
+// get topic, QoS 1, not retained, and waits for the broker's PUBACK: each
+// attribute with an empty value, as Zigbee2MQTT's device pages document
+// ({"state": ""} reads a lock, whose report then carries lock_state too,
+// which cannot be read by itself; {"position": ""} reads a cover). The
+// device answers, if it does, with an ordinary state report.
+func (a *Adapter) Read(ctx context.Context, dev devices.Device, target devices.Target) error {
+	get := make(map[string]string, len(target))
+	for _, k := range target.Attributes() {
+		get[k] = ""
+	}
+	payload, err := json.Marshal(get)
+	if err != nil {
+		return fmt.Errorf("zigbee2mqtt: encode get: %w", err)
+	}
+	return a.conn.Publish(ctx, a.topic(dev)+"/get", 1, false, payload)
 }
 
 // BridgeOnline reports whether the bridge last said it was online.

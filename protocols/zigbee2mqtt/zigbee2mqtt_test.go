@@ -44,6 +44,36 @@ func TestAdapterSendPublishesTargetToSetTopic(t *testing.T) {
 	}
 }
 
+// Read publishes a get of the target's state attributes, each with an
+// empty value as Zigbee2MQTT documents, to <base>/<friendly_name>/get at
+// QoS 1, not retained; parameters such as transition are not read.
+func TestAdapterReadPublishesGetOfTargetAttributes(t *testing.T) {
+	addr := startBroker(t)
+	seen := observe(t, addr, "zigbee2mqtt/#")
+	a, _, _ := startAdapter(t, addr, Options{})
+
+	tests := []struct {
+		dev    devices.Device
+		target devices.Target
+		want   observed
+	}{
+		{testDevices[2], devices.Target{"state": "UNLOCK"},
+			observed{topic: "zigbee2mqtt/front door/get", payload: `{"state":""}`, qos: 1}},
+		{devices.Device{ID: "garage", Class: devices.Cover}, devices.Target{"position": 40.0},
+			observed{topic: "zigbee2mqtt/garage/get", payload: `{"position":""}`, qos: 1}},
+		{testDevices[0], devices.Target{"state": "ON", "transition": 0.5},
+			observed{topic: "zigbee2mqtt/Living Room/Lamp 1/get", payload: `{"state":""}`, qos: 1}},
+	}
+	for _, tc := range tests {
+		if err := a.Read(context.Background(), tc.dev, tc.target); err != nil {
+			t.Fatalf("Read(%s, %v) = %v", tc.dev.ID, tc.target, err)
+		}
+		if got := nextObserved(t, seen); got != tc.want {
+			t.Errorf("Read(%s, %v) published %+v, want %+v", tc.dev.ID, tc.target, got, tc.want)
+		}
+	}
+}
+
 func TestAdapterSendWhileNotConnectedFails(t *testing.T) {
 	conn := mqtt.New(mqtt.Options{URL: "tcp://127.0.0.1:1", ClientID: "never-run"})
 	a := New(conn, Options{Devices: testDevices})
