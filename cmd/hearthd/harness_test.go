@@ -99,6 +99,10 @@ type harness struct {
 	results chan devices.Result
 	backlog []devices.Result
 	sets    chan simulator.SetEvent
+	// traffic is every set and get the simulated devices receive, in the
+	// order each bridge received them: "set <device> <payload>" or
+	// "get <device> <payload>".
+	traffic chan string
 }
 
 type harnessOptions struct {
@@ -143,6 +147,7 @@ func newHarness(t testing.TB, o harnessOptions) *harness {
 		clock:   o.clock,
 		results: make(chan devices.Result, 256),
 		sets:    make(chan simulator.SetEvent, 4096),
+		traffic: make(chan string, 4096),
 	}
 	if o.rand == nil {
 		o.rand = ceilingRand{}
@@ -160,7 +165,11 @@ func newHarness(t testing.TB, o harnessOptions) *harness {
 		Broker:  h.d.brokerURL,
 		Devices: simDevices(cfg),
 		Faults:  o.faults,
-		OnSet:   func(e simulator.SetEvent) { h.sets <- e },
+		OnSet: func(e simulator.SetEvent) {
+			h.sets <- e
+			h.traffic <- "set " + e.Device + " " + string(e.Payload)
+		},
+		OnGet: func(e simulator.GetEvent) { h.traffic <- "get " + e.Device + " " + string(e.Payload) },
 	}
 	if o.simOnFakeClock {
 		simOpts.Clock = o.clock
