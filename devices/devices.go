@@ -168,6 +168,14 @@ const (
 	// is never taken as unlocked or open.
 	ReasonStateUnknown Reason = "state_unknown"
 	ReasonStoreError   Reason = "store_error" // the command could not be stored, so it was not accepted
+	// ReasonUnauthorized: the principal that sent the command may not
+	// command this device this way: at acceptance (rejected), or when the
+	// permission was revoked before an attempt (failed, nothing sent).
+	ReasonUnauthorized Reason = "unauthorized"
+	// ReasonJammed: after a send, the device reported that it could not
+	// reach the target (a lock's lock_state jammed or not_fully_locked):
+	// the command fails at once, with no automatic retry.
+	ReasonJammed Reason = "jammed"
 )
 
 // Result is one message on hearth/<device>/result: where a command stands.

@@ -12,6 +12,11 @@ type Op struct {
 	Device string `json:"device"`
 	// Target is the validated target state.
 	Target Target `json:"target"`
+	// Principal is who sent the command, as authenticated (an MQTT
+	// username of the embedded broker, an HTTP bearer token's principal,
+	// "automation" for a local automation); "" when Hearth has no
+	// principals configured or the sender was not authenticated.
+	Principal string `json:"principal,omitempty"`
 	// Seq orders ops by acceptance; the store assigns it on first save.
 	Seq uint64 `json:"seq"`
 	// AcceptedAt is when Hearth accepted the command.

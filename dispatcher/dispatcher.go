@@ -78,6 +78,25 @@ func notSent(err error) bool {
 	return errors.As(err, &ns) && ns.NotSent()
 }
 
+// Authorizer decides who may command what (issue 5's principals). It is
+// asked at acceptance, where a refusal rejects the command with reason
+// unauthorized, and again before every attempt, where a refusal (a
+// permission revoked since) ends the command failed/unauthorized with
+// nothing sent. It must be safe for concurrent use and must not block.
+type Authorizer interface {
+	// Authorize returns nil when principal may send target to dev, and
+	// otherwise an error whose message says why not, for the result's
+	// detail. principal is "" for an unauthenticated sender.
+	Authorize(principal string, dev devices.Device, target devices.Target) error
+}
+
+// AuditLog keeps the audit trail of safety-critical commands.
+type AuditLog interface {
+	// AppendAudit stores entries durably, in order, assigning each its
+	// Seq.
+	AppendAudit(entries ...devices.AuditEntry) error
+}
+
 // Publisher publishes Hearth's own messages: results, mirrored state and
 // availability.
 type Publisher interface {
@@ -144,6 +163,12 @@ type Options struct {
 	// service's breaker, before the new state is published. It runs on
 	// whichever goroutine caused the transition and must not block.
 	OnBreakerChange func(BreakerChange)
+	// Authorizer, if set, decides which principal may command what; nil
+	// lets everyone command everything (no principals configured).
+	Authorizer Authorizer
+	// Audit, if set, receives the audit trail of every safety-critical
+	// command (devices.AuditEntry).
+	Audit AuditLog
 	// RepublishRate is how many retained mirrors (a device's state or
 	// availability) per second are published again after each
 	// (re)connect; 0 means DefaultRepublishRate.
@@ -171,6 +196,10 @@ type Request struct {
 	// Retained is the MQTT retain flag: a retained command is a replay and
 	// is refused.
 	Retained bool
+	// Principal is who sent it, as the transport authenticated them (the
+	// embedded broker's MQTT username, an HTTP bearer token's principal);
+	// "" when unauthenticated.
+	Principal string
 	// Done, if set, is called once with the first result: accepted (the
 	// command is stored), rejected, or, for a known op_id, the stored one.
 	Done func(devices.Result)
