@@ -59,6 +59,10 @@ type Config struct {
 	Devices []Device
 	// Automations are the local automations, in file order. Default none.
 	Automations []Automation
+	// Principals are who may command what, in file order. Default none:
+	// anyone who can publish to the broker or reach the HTTP API may
+	// command every device.
+	Principals []Principal
 }
 
 // Defaults hold values that devices may override.
@@ -100,6 +104,11 @@ type MQTT struct {
 	// devices does not add a burst to the crowd reconnecting after a power
 	// cut. At least 1. Default 100.
 	RepublishRate int
+
+	// Users are the embedded broker's clients that command nothing
+	// through Hearth (a Zigbee2MQTT bridge), by username, once principals
+	// turn authentication on. Embedded broker only. Default none.
+	Users []BrokerUser
 
 	// The embedded broker's limits, which guard it against a flood of
 	// reconnects after a power cut. They apply only when URL is empty; set

@@ -84,6 +84,11 @@ func (c *Config) schema() []field {
 			value("connect_burst", &m.ConnectBurst, atLeast(1)),
 			value("max_connections", &m.MaxConnections, atLeast(1)),
 			value("max_inflight", &m.MaxInflight, between(1, MaxInflight)),
+			field{"users", func(w *walker, n *yaml.Node, key string) {
+				w.entries(n, key, func(name string, v *yaml.Node, k string) {
+					m.Users = append(m.Users, walkBrokerUser(w, name, v, k))
+				})
+			}},
 		),
 		section("http",
 			value("listen", &c.HTTP.Listen, listenAddress),
@@ -105,6 +110,11 @@ func (c *Config) schema() []field {
 		{"automations", func(w *walker, n *yaml.Node, key string) {
 			w.entries(n, key, func(name string, v *yaml.Node, k string) {
 				c.Automations = append(c.Automations, walkAutomation(w, name, v, k))
+			})
+		}},
+		{"principals", func(w *walker, n *yaml.Node, key string) {
+			w.entries(n, key, func(name string, v *yaml.Node, k string) {
+				c.Principals = append(c.Principals, walkPrincipal(w, name, v, k))
 			})
 		}},
 	}
@@ -270,6 +280,7 @@ func (c *Config) check(w *walker) {
 	c.checkTopics(w)
 	c.checkDevices(w)
 	c.checkAutomations(w)
+	c.checkPrincipals(w)
 }
 
 // checkBrokerLimits reports limits of the embedded broker set together

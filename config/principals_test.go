@@ -1,0 +1,92 @@
+package config
+
+import (
+	"testing"
+
+	"github.com/hearthd/hearth/devices"
+)
+
+const principalsBase = z2m + "devices:\n  front_door: {class: lock}\n  hall: {class: light}\n"
+
+func TestPrincipalsParse(t *testing.T) {
+	c, err := Parse("hearth.yaml", []byte(principalsBase+`mqtt:
+  users:
+    zigbee2mqtt: {password: bridge-secret}
+principals:
+  tablet:
+    mqtt_username: tablet
+    mqtt_password: tablet-secret
+    http_token: 0123456789abcdef0123
+    allow:
+      "*": [lock, "on", "off"]
+      front_door: [lock]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, ok := c.Principal("tablet")
+	if !ok || p.MQTTUsername != "tablet" || p.MQTTPassword != "tablet-secret" || p.HTTPToken != "0123456789abcdef0123" {
+		t.Fatalf("principal = %+v, %v", p, ok)
+	}
+	if !c.Authentication() {
+		t.Error("Authentication() = false with a principal")
+	}
+	for _, tc := range []struct {
+		device, action string
+		want           bool
+	}{
+		{"front_door", devices.ActionLock, true},
+		{"front_door", devices.ActionUnlock, false},
+		{"hall", devices.ActionOn, true},
+		{"hall", devices.ActionSet, false},
+	} {
+		if got := p.Allow.Allows(tc.device, tc.action); got != tc.want {
+			t.Errorf("Allows(%s, %s) = %v, want %v", tc.device, tc.action, got, tc.want)
+		}
+	}
+	if len(c.MQTT.Users) != 1 || c.MQTT.Users[0] != (BrokerUser{"zigbee2mqtt", "bridge-secret"}) {
+		t.Errorf("mqtt.users = %+v", c.MQTT.Users)
+	}
+}
+
+func TestPrincipalsErrors(t *testing.T) {
+	tests := []struct {
+		name, yaml, want string
+	}{
+		{"unknown action", principalsBase + "principals:\n  tablet:\n    http_token: 0123456789abcdef\n    allow: {front_door: [unbolt]}\n",
+			`hearth.yaml:10: principals.tablet.allow.front_door: unknown action "unbolt" (known: *, arm, close, disarm, lock, off, on, open, set, stop, unlock)`},
+		{"unknown device", principalsBase + "principals:\n  tablet:\n    http_token: 0123456789abcdef\n    allow:\n      front_dor: [lock]\n",
+			`hearth.yaml:11: principals.tablet.allow.front_dor: no device "front_dor" (did you mean front_door? or "*" for every device)`},
+		{"no credentials", principalsBase + "principals:\n  tablet:\n    allow: {front_door: [lock]}\n",
+			`hearth.yaml:8: principals.tablet: names no way to authenticate: give mqtt_username and mqtt_password, http_token, or both`},
+		{"no allow", principalsBase + "principals:\n  tablet:\n    http_token: 0123456789abcdef\n",
+			`hearth.yaml:8: principals.tablet.allow: missing: list what the principal may command, e.g. allow: {front_door: [lock]}`},
+		{"short token", principalsBase + "principals:\n  tablet:\n    http_token: short\n    allow: {front_door: [lock]}\n",
+			`hearth.yaml:9: principals.tablet.http_token: must be at least 16 bytes long, got 5`},
+		{"username without password", principalsBase + "principals:\n  tablet:\n    mqtt_username: tablet\n    allow: {front_door: [lock]}\n",
+			`hearth.yaml:9: principals.tablet.mqtt_password: missing: mqtt_username needs mqtt_password`},
+		{"mqtt with an external broker", principalsBase + "mqtt: {url: 'tcp://nas:1883'}\nprincipals:\n  tablet:\n    mqtt_username: tablet\n    mqtt_password: tablet-secret\n    allow: {front_door: [lock]}\n",
+			`hearth.yaml:10: principals.tablet.mqtt_username: only with the embedded broker: an external broker (mqtt.url) does not tell Hearth who published a command; give the principal an http_token instead`},
+		{"same token twice", principalsBase + "principals:\n  a:\n    http_token: 0123456789abcdef\n    allow: {front_door: [lock]}\n  b:\n    http_token: 0123456789abcdef\n    allow: {front_door: [lock]}\n",
+			`hearth.yaml:12: principals.b.http_token: is already the token of principals.a; every principal needs its own`},
+		{"username of a broker user", principalsBase + "mqtt:\n  users:\n    tablet: {password: tablet-secret}\nprincipals:\n  tablet:\n    mqtt_username: tablet\n    mqtt_password: tablet-secret\n    allow: {front_door: [lock]}\n",
+			`hearth.yaml:12: principals.tablet.mqtt_username: "tablet" is already the username of mqtt.users.tablet`},
+		{"Hearth's own username", principalsBase + "principals:\n  tablet:\n    mqtt_username: hearthd\n    mqtt_password: tablet-secret\n    allow: {front_door: [lock]}\n",
+			`hearth.yaml:9: principals.tablet.mqtt_username: the username "hearthd" is Hearth's own`},
+		{"users without principals", principalsBase + "mqtt:\n  users:\n    zigbee2mqtt: {password: bridge-secret}\n",
+			`hearth.yaml:8: mqtt.users: has no effect without principals: the embedded broker authenticates clients only once principals are configured`},
+		{"user without password", principalsBase + "mqtt:\n  users:\n    zigbee2mqtt: {}\nprincipals:\n  t:\n    http_token: 0123456789abcdef\n    allow: {front_door: [lock]}\n",
+			`hearth.yaml:9: mqtt.users.zigbee2mqtt.password: missing`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse("hearth.yaml", []byte(tc.yaml))
+			if err == nil {
+				t.Fatalf("no error; want %s", tc.want)
+			}
+			if err.Error() != tc.want {
+				t.Errorf("error\n got  %s\n want %s", err, tc.want)
+			}
+		})
+	}
+}
