@@ -59,6 +59,11 @@
 // a bridge in an outage, and by a device named in Faults.IgnoreGets (whose
 // state cannot be read, though it still applies sets).
 //
+// A lock named in Faults.Jam does not move on a set and reports
+// lock_state jammed with state UNLOCK; a device named in Faults.EchoOnly
+// does not move either, and answers a set with an echo of its attributes
+// only (Zigbee2MQTT's optimistic echo), never with lock_state.
+//
 // # Caveats
 //
 // The sim never does what Hearth must refuse to do, but it does what Z2M does:

@@ -74,6 +74,15 @@ type Faults struct {
 	// IgnoreGets names the devices that never answer a get (a lock whose
 	// state cannot be read), while they still apply sets and report them.
 	IgnoreGets []string
+	// Jam names the locks whose bolt jams: a set moves nothing, and the
+	// lock reports it as a Zigbee lock does: lock_state jammed, and state
+	// UNLOCK (a bolt not thrown home is not locked), whatever was asked.
+	Jam []string
+	// EchoOnly names the devices that answer a set with an echo of the
+	// attributes it asked for, as Zigbee2MQTT does for a device that does
+	// not report (its optimistic echo), while the device itself does not
+	// move: a get still reports the real state.
+	EchoOnly []string
 }
 
 // Options configure a Sim. Every zero value has a documented default.
@@ -221,6 +230,8 @@ type device struct {
 	online    bool
 	sets      int  // sets received, dropped included
 	deaf      bool // ignores gets (Faults.IgnoreGets)
+	jammed    bool // its bolt jams (Faults.Jam)
+	echoOnly  bool // echoes sets without moving (Faults.EchoOnly)
 	delivered int  // sets that reached the DropFirst stage
 }
 
@@ -325,6 +336,23 @@ func New(opts Options) (*Sim, error) {
 			return nil, fmt.Errorf("simulator: Faults.IgnoreGets names %q, which is not in Devices", name)
 		}
 		d.deaf = true
+	}
+	for _, name := range f.Jam {
+		d := s.devices[name]
+		if d == nil {
+			return nil, fmt.Errorf("simulator: Faults.Jam names %q, which is not in Devices", name)
+		}
+		if d.Class != ClassLock {
+			return nil, fmt.Errorf("simulator: Faults.Jam names %q, a %s; only locks jam", name, d.Class)
+		}
+		d.jammed = true
+	}
+	for _, name := range f.EchoOnly {
+		d := s.devices[name]
+		if d == nil {
+			return nil, fmt.Errorf("simulator: Faults.EchoOnly names %q, which is not in Devices", name)
+		}
+		d.echoOnly = true
 	}
 	for i, b := range s.bridges {
 		b.clientID = clientID
@@ -631,13 +659,25 @@ func (s *Sim) set(d *device, topic string, payload []byte, retained bool) {
 			ev.Reason = ReasonDropRate
 			break
 		}
+		st := d.state
+		if d.jammed || d.echoOnly {
+			st = maps.Clone(d.state) // the device does not move
+		}
 		var valid int
-		valid, problems = apply(d.Class, d.state, attrs)
+		valid, problems = apply(d.Class, st, attrs)
 		if valid == 0 {
 			ev.Reason = ReasonNoValidAttribute
 			break
 		}
-		d.out.push(report{payload: d.report(), due: ev.At.Add(s.faults.Latency)})
+		payload := d.report()
+		switch {
+		case d.jammed:
+			d.state["state"], d.state["lock_state"] = "UNLOCK", "jammed"
+			payload = d.report()
+		case d.echoOnly:
+			payload, _ = json.Marshal(attrs)
+		}
+		d.out.push(report{payload: payload, due: ev.At.Add(s.faults.Latency)})
 	}
 	s.mu.Unlock()
 	ev.Dropped = ev.Reason != ""

@@ -623,3 +623,53 @@ func TestSilentBridgeOutageKeepsBridgeStateOnline(t *testing.T) {
 		t.Errorf("retained bridge state = %s, want online", got)
 	}
 }
+
+func TestJamReportsAJammedBoltWhateverWasAsked(t *testing.T) {
+	_, broker := startBroker(t)
+	w := watch(t, broker, "zigbee2mqtt/#")
+	sim, evs, _ := startSim(t, Options{
+		Broker:  broker,
+		Devices: []Device{{Name: "lock", Class: ClassLock}},
+		Faults:  Faults{Jam: []string{"lock"}},
+	})
+	w.next(t, "zigbee2mqtt/lock") // initial state: locked
+	w.publish(t, "zigbee2mqtt/lock/set", `{"state":"UNLOCK"}`)
+	if ev := evs.next(t); ev.Dropped {
+		t.Errorf("set dropped: %q", ev.Reason)
+	}
+	want := map[string]any{"state": "UNLOCK", "lock_state": "jammed"}
+	wantState(t, w.next(t, "zigbee2mqtt/lock").json(t), want)
+	wantState(t, sim.State("lock"), want)
+}
+
+func TestEchoOnlyEchoesTheSetAndDoesNotMove(t *testing.T) {
+	_, broker := startBroker(t)
+	w := watch(t, broker, "zigbee2mqtt/#")
+	sim, evs, _ := startSim(t, Options{
+		Broker:  broker,
+		Devices: []Device{{Name: "lock", Class: ClassLock}},
+		Faults:  Faults{EchoOnly: []string{"lock"}},
+	})
+	w.next(t, "zigbee2mqtt/lock") // initial state: locked
+	w.publish(t, "zigbee2mqtt/lock/set", `{"state":"UNLOCK"}`)
+	if ev := evs.next(t); ev.Dropped {
+		t.Errorf("set dropped: %q", ev.Reason)
+	}
+	echo := w.next(t, "zigbee2mqtt/lock").json(t)
+	wantState(t, echo, map[string]any{"state": "UNLOCK"})
+	if len(echo) != 1 {
+		t.Errorf("echo %v: want the set's attributes only", echo)
+	}
+	wantState(t, sim.State("lock"), map[string]any{"state": "LOCK", "lock_state": "locked"})
+	w.publish(t, "zigbee2mqtt/lock/get", `{"state":""}`)
+	wantState(t, w.next(t, "zigbee2mqtt/lock").json(t), map[string]any{"state": "LOCK", "lock_state": "locked"})
+}
+
+func TestJamAndEchoOnlyNameKnownDevices(t *testing.T) {
+	devs := []Device{{Name: "lamp", Class: ClassLight}}
+	for _, f := range []Faults{{Jam: []string{"door"}}, {Jam: []string{"lamp"}}, {EchoOnly: []string{"door"}}} {
+		if _, err := New(Options{Broker: "tcp://127.0.0.1:1", Devices: devs, Faults: f}); err == nil {
+			t.Errorf("New with %+v: no error", f)
+		}
+	}
+}
