@@ -80,6 +80,8 @@ func walkPrincipal(w *walker, name string, n *yaml.Node, key string) Principal {
 	p := Principal{Name: name}
 	if err := devices.ValidID(name); err != nil {
 		w.report(w.lines[key], key, err)
+	} else if name == AutomationPrincipal {
+		w.reportf(w.lines[key], key, "the name %q is the principal of local automations", name)
 	}
 	w.mapping(n, key,
 		value("mqtt_username", &p.MQTTUsername, notEmpty),
@@ -209,6 +211,10 @@ func (c *Config) checkPrincipals(w *walker) {
 		}
 	}
 }
+
+// AutomationPrincipal is the principal of the commands of local
+// automations; no configured principal may take the name.
+const AutomationPrincipal = "automation"
 
 // InternalUsername is the embedded broker username Hearth itself connects
 // with when principals turn authentication on; its password is drawn

@@ -158,11 +158,12 @@ func sortedKeys(m map[string]attr) []string {
 // target, for a device of class c. Parameters (transition) are not
 // compared. Strings compare without regard to case, numbers by value.
 //
-// A lock is judged by Zigbee2MQTT's lock_state ("locked"/"unlocked") when
-// the report carries it, because state reads UNLOCK for a half-thrown bolt;
-// a lock_state that is not one of those words (not_fully_locked, jammed,
-// null) satisfies neither; only a lock that reports no lock_state is judged
-// by state. A cover asked to OPEN or CLOSE is judged by its position (100
+// A lock is judged by Zigbee2MQTT's lock_state ("locked"/"unlocked") only,
+// never by state, which reads UNLOCK for a half-thrown bolt and is what
+// Zigbee2MQTT echoes of a set whether or not the bolt moved; a lock_state
+// that is not one of those words (not_fully_locked, jammed, null)
+// satisfies neither, and a report without lock_state satisfies nothing.
+// (Other bridges' adapters report a lock's mode as lock_state.) A cover asked to OPEN or CLOSE is judged by its position (100
 // or 0) when it reports one, else by state, since Zigbee2MQTT reports OPEN
 // at any position above 0; STOP is shown by any report in which it is not
 // moving.
@@ -181,10 +182,8 @@ func Satisfied(c Class, target Target, state map[string]any) bool {
 func attributeSatisfied(c Class, name string, want any, state map[string]any) bool {
 	switch {
 	case c == Lock && name == "state":
-		if ls, reported := state["lock_state"]; reported {
-			s, ok := ls.(string) // anything but a known word is unknown: never locked, never unlocked
-			return ok && ((want == "LOCK" && strings.EqualFold(s, "locked")) || (want == "UNLOCK" && strings.EqualFold(s, "unlocked")))
-		}
+		s, ok := state["lock_state"].(string) // anything but a known word is unknown: never locked, never unlocked
+		return ok && ((want == "LOCK" && strings.EqualFold(s, "locked")) || (want == "UNLOCK" && strings.EqualFold(s, "unlocked")))
 	case c == Light && name == "brightness":
 		// Zigbee2MQTT turns a light off for brightness 0, and many bulbs
 		// then report state OFF with their last level kept.

@@ -91,9 +91,8 @@ func (r Reading) String() string {
 
 // Assess says what state, a device's reported state, shows about the
 // attributes of target for a device of class c: whether it knows their
-// current values. A lock is read by Zigbee2MQTT's lock_state when the
-// report carries it (only locked and unlocked are known states), else by
-// state (LOCK or UNLOCK). A cover's OPEN/CLOSE is read by its position (a
+// current values. A lock is read by Zigbee2MQTT's lock_state only (locked
+// and unlocked are the known states); its state alone reads nothing. A cover's OPEN/CLOSE is read by its position (a
 // number) when reported, else by its state (OPEN or CLOSE). Any other
 // attribute is known when it is reported as a string or a number.
 func Assess(c Class, target Target, state map[string]any) Reading {
@@ -131,10 +130,7 @@ func assessAttribute(c Class, name string, state map[string]any) Reading {
 		if ls, ok := state["lock_state"]; ok {
 			return word(ls, "locked", "unlocked")
 		}
-		if s, ok := state["state"]; ok {
-			return word(s, "LOCK", "UNLOCK")
-		}
-		return ReadingNone
+		return ReadingNone // state alone is an echo, not a reading
 	case c == Cover && name == "state":
 		if p, ok := state["position"]; ok {
 			if _, isNumber := number(p); isNumber {
@@ -158,4 +154,21 @@ func assessAttribute(c Class, name string, state map[string]any) Reading {
 		return ReadingKnown
 	}
 	return ReadingInvalid
+}
+
+// Fault returns what a report of a device of class c says went wrong, and
+// true, when it shows the device unable to reach any target: a lock whose
+// lock_state is jammed, not_fully_locked or error. A command that meets a
+// fault after its send ends failed/jammed with no automatic retry: trying
+// a jammed bolt again does not free it, and a person must look.
+func Fault(c Class, state map[string]any) (string, bool) {
+	if c != Lock {
+		return "", false
+	}
+	ls, _ := state["lock_state"].(string)
+	switch strings.ToLower(ls) {
+	case "jammed", "not_fully_locked", "error":
+		return "lock_state " + ls, true
+	}
+	return "", false
 }

@@ -69,8 +69,8 @@ func TestAssess(t *testing.T) {
 		{"lock_state jammed", Lock, unlock, map[string]any{"state": "UNLOCK", "lock_state": "jammed"}, ReadingInvalid},
 		{"lock_state not_fully_locked", Lock, unlock, map[string]any{"state": "UNLOCK", "lock_state": "not_fully_locked"}, ReadingInvalid},
 		{"lock_state null", Lock, unlock, map[string]any{"state": "LOCK", "lock_state": nil}, ReadingInvalid},
-		{"lock without lock_state", Lock, unlock, map[string]any{"state": "LOCK"}, ReadingKnown},
-		{"lock state garbage", Lock, unlock, map[string]any{"state": "MAYBE"}, ReadingInvalid},
+		{"lock without lock_state: an echo reads nothing", Lock, unlock, map[string]any{"state": "LOCK"}, ReadingNone},
+		{"lock state garbage without lock_state", Lock, unlock, map[string]any{"state": "MAYBE"}, ReadingNone},
 		{"lock battery only", Lock, unlock, map[string]any{"battery": 90.0}, ReadingNone},
 		{"cover position", Cover, open, map[string]any{"state": "CLOSE", "position": 0.0}, ReadingKnown},
 		{"cover position null", Cover, open, map[string]any{"state": "CLOSE", "position": nil}, ReadingInvalid},
@@ -82,6 +82,26 @@ func TestAssess(t *testing.T) {
 	for _, tt := range tests {
 		if got := Assess(tt.class, tt.target, tt.state); got != tt.want {
 			t.Errorf("%s: Assess = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestFault(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		class Class
+		state map[string]any
+		want  bool
+	}{
+		{"jammed", Lock, map[string]any{"state": "UNLOCK", "lock_state": "jammed"}, true},
+		{"not fully locked", Lock, map[string]any{"state": "UNLOCK", "lock_state": "not_fully_locked"}, true},
+		{"error", Lock, map[string]any{"lock_state": "ERROR"}, true},
+		{"locked", Lock, map[string]any{"state": "LOCK", "lock_state": "locked"}, false},
+		{"no lock_state", Lock, map[string]any{"state": "UNLOCK"}, false},
+		{"a cover is never jammed by lock_state", Cover, map[string]any{"lock_state": "jammed"}, false},
+	} {
+		if _, got := Fault(tc.class, tc.state); got != tc.want {
+			t.Errorf("%s: Fault = %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }

@@ -222,10 +222,7 @@ func (q *deviceQueue) admit(ctx context.Context, t *task, deadline time.Time) (p
 				// whose timer fired as the breaker let it go): too late
 				// to send.
 				q.release(p, breaker.Canceled)
-				if queued {
-					q.alertIfSafetyCritical(t)
-				}
-				return nil, false, false
+				return nil, false, false // the loop ends it expired, and finish alerts
 			}
 			return p, true, false
 		}
@@ -237,7 +234,6 @@ func (q *deviceQueue) admit(ctx context.Context, t *task, deadline time.Time) (p
 				detail += fmt.Sprintf(" until %s", open.Until.UTC().Format(time.RFC3339))
 			}
 			q.finish(t, devices.Failed, devices.ReasonBreakerOpen, detail, nil)
-			q.alertIfSafetyCritical(t)
 			return nil, false, true
 		}
 		if !queued {
@@ -250,8 +246,7 @@ func (q *deviceQueue) admit(ctx context.Context, t *task, deadline time.Time) (p
 			q.d.publishResult(r)
 		}
 		if !now.Before(deadline) {
-			q.alertIfSafetyCritical(t) // the loop ends it expired
-			return nil, false, false
+			return nil, false, false // the loop ends it expired, and finish alerts
 		}
 		timer := q.d.clock.NewTimer(deadline.Sub(now))
 		select {
@@ -319,29 +314,6 @@ func (q *deviceQueue) knownOffline() bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.available != nil && !*q.available
-}
-
-// alertIfSafetyCritical fails t loud when its device is safety-critical:
-// a lock command that cannot go out because its service is down must
-// reach a person, not only a result topic. It logs an error and publishes
-// a critical notification.
-func (q *deviceQueue) alertIfSafetyCritical(t *task) {
-	if !q.dev.Class.SafetyCritical() {
-		return
-	}
-	q.mu.Lock()
-	opID := t.op.OpID
-	q.mu.Unlock()
-	msg := fmt.Sprintf("%s command %s was not carried out: the circuit breaker of service %s is open", q.dev.ID, opID, q.svc.Name)
-	q.d.log.Error("safety-critical command not carried out: breaker open", "op_id", opID, "device", q.dev.ID, "service", q.svc.Name)
-	q.d.Notify(Notification{
-		Title:    fmt.Sprintf("%s: command not carried out", q.dev.ID),
-		Message:  msg,
-		Severity: "critical",
-		Source:   "dispatcher",
-		Device:   q.dev.ID,
-		OpID:     opID,
-	})
 }
 
 // BreakerStatus is a service's circuit breaker as the status endpoints

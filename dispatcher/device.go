@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"strconv"
 	"sync"
 	"time"
 
@@ -53,6 +54,10 @@ type stateCheck struct {
 type confirmation struct {
 	seen map[string]any // attributes reported since the send, merged
 	done chan struct{}  // closed once seen satisfies the target
+	// faulted is closed, and fault says what, once seen shows the device
+	// unable to reach any target (devices.Fault: a jammed bolt).
+	faulted chan struct{}
+	fault   string
 }
 
 func newDeviceQueue(d *Dispatcher, dev Device, svc *Service) *deviceQueue {
@@ -168,6 +173,12 @@ func (q *deviceQueue) run(ctx context.Context) {
 func (q *deviceQueue) execute(ctx context.Context, t *task) {
 	d, svc := q.d, q.svc
 	p := svc.Policy
+	q.mu.Lock()
+	risky := devices.Risky(q.dev.Device, t.op.Target)
+	q.mu.Unlock()
+	if risky {
+		p.MaxAttempts = min(p.MaxAttempts, MaxRiskyAttempts)
+	}
 	var (
 		failure  error         // the last attempt's send error; nil: unconfirmed
 		delay    time.Duration // the wait before the last attempt
@@ -178,6 +189,10 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 	q.mu.Lock()
 	resumed := t.op.Attempts > 0 // after a restart: the outcome is unknown
 	q.mu.Unlock()
+	// A safety-critical command resumed after a restart is resolved by a
+	// fresh read of the state before anything else: its last send may or
+	// may not have acted, and it is never repeated blind.
+	resolve := resumed && q.dev.SafetyCritical()
 	if resumed {
 		// Its first attempt was before the restart; the budget, kept in
 		// memory, must count it again, or its retry spends a floor meant
@@ -204,8 +219,27 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 		if approved && nextIsRetry && !now.Before(retryBy) {
 			// A retry decided in time waited for the connection past
 			// the policy's deadline.
-			q.giveUp(t, op, retry.Decision{Reason: retry.GiveUpDeadline, Class: retry.Classify(failure)}, failure)
+			q.giveUp(t, op, retry.Decision{Reason: retry.GiveUpDeadline, Class: retry.Classify(failure)}, failure, p.MaxAttempts)
 			return
+		}
+		if resolve {
+			ready, stop := q.awaitLink(ctx, t, op.Deadline)
+			if stop {
+				return
+			}
+			if !ready {
+				continue // the TTL passed, or the breaker changed: ask again
+			}
+			proceed, stop := q.revalidate(ctx, t, risky, "after the restart")
+			if stop {
+				return
+			}
+			if !proceed {
+				continue // the TTL passed during the read: the loop ends it
+			}
+			// Not at the target: the last attempt failed; the policy
+			// decides on the next, which is read again before its send.
+			resolve, resumed = false, false
 		}
 		if op.Attempts > 0 && !approved {
 			if resumed && op.Attempts >= p.MaxAttempts {
@@ -230,7 +264,7 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 				if dec.Reason == retry.GiveUpCanceled {
 					return // not a failure: the op stays pending
 				}
-				q.giveUp(t, op, dec, failure)
+				q.giveUp(t, op, dec, failure, p.MaxAttempts)
 				return
 			}
 			approved, delay = true, dec.Wait
@@ -276,11 +310,21 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 			continue // the TTL or the policy's deadline passed: the loop ends it
 		}
 
+		// The checks before every attempt: the principal may still send
+		// it, and it is still fresh (its TTL, checked above and again by
+		// the read's deadline).
+		if !q.recheck(t, op, now) {
+			q.release(permit, breaker.Canceled) // nothing went out
+			return
+		}
 		// Before every send of a risky action (unlock, open a garage
 		// door), the first and every resend included: a fresh read of
 		// the device's state. Already there, or unknown: nothing is sent.
-		if devices.Risky(q.dev.Device, op.Target) {
-			proceed, stop := q.revalidate(ctx, t)
+		// Before the first send of a safe one (lock, close) to a
+		// safety-critical device: a read too, so that a door already
+		// closed is not driven again; unknown state does not stop it.
+		if risky || (q.dev.SafetyCritical() && op.Attempts == 0 && !resend) {
+			proceed, stop := q.revalidate(ctx, t, risky, "before attempt "+strconv.Itoa(op.Attempts+1))
 			if !proceed {
 				q.release(permit, breaker.Canceled) // nothing went out
 				if stop {
@@ -309,6 +353,14 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 		q.mu.Unlock()
 		if err := d.journal.Save(op); err != nil {
 			d.log.Error("store attempt", "op_id", op.OpID, "err", err)
+		}
+		if d.audited(q.dev.Device) {
+			e := auditEntry(q.dev.Device, op, devices.AuditSent, op.LastSentAt)
+			e.Attempt = op.Attempts
+			if resend {
+				e.Detail = "the same attempt again: its delivery was unknown"
+			}
+			d.audit(e)
 		}
 
 		reconnect := d.nextReconnect()
@@ -405,23 +457,53 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 	}
 }
 
-// revalidate reads the device's state fresh before an attempt at a risky
-// action (DESIGN.md principle 6): it starts collecting reports, asks the
-// bridge to read the target's attributes, and waits up to the service's
-// read timeout for a report that arrived after the check began and shows
-// the state:
+// recheck runs the checks before attempt op.Attempts+1 that need no
+// device: the principal may still send op (a permission revoked since
+// acceptance ends it failed/unauthorized, nothing sent) and it is fresh
+// (now is before its deadline, which the caller checked). It audits both
+// and reports whether the attempt may go on.
+func (q *deviceQueue) recheck(t *task, op devices.Op, now time.Time) bool {
+	d, dev := q.d, q.dev.Device
+	if err := d.authorize(dev, op.Principal, op.Target); err != nil {
+		if d.audited(dev) {
+			d.audit(checkEntry(dev, op, devices.CheckAuthorization, false, err.Error(), now))
+		}
+		q.finish(t, devices.Failed, devices.ReasonUnauthorized,
+			fmt.Sprintf("not authorized at attempt %d: %v; nothing was sent", op.Attempts+1, err), nil)
+		return false
+	}
+	if d.audited(dev) {
+		who := op.Principal
+		if who == "" {
+			who = "anyone (no principals configured)"
+		}
+		d.audit(
+			checkEntry(dev, op, devices.CheckAuthorization, true, who+" may "+devices.Action(dev, op.Target)+" "+op.Device, now),
+			checkEntry(dev, op, devices.CheckFreshness, true, fmt.Sprintf("%s of its TTL left (deadline %s)",
+				op.Deadline.Sub(now).Round(time.Millisecond), op.Deadline.UTC().Format(time.RFC3339Nano)), now),
+		)
+	}
+	return true
+}
+
+// revalidate reads the device's state fresh before an attempt (DESIGN.md
+// principle 6): it starts collecting reports, asks the bridge to read the
+// target's attributes, and waits up to the service's read timeout for a
+// report that arrived after the check began and shows the state:
 //
 //   - the target already: t ends succeeded, and nothing is sent;
 //   - a known state other than the target: proceed, the attempt follows;
 //   - an unknown or invalid state (a jammed bolt, a null lock_state), or
-//     no such report in time, or a read that could not be asked: t ends
-//     failed/state_unknown, and nothing is sent. Unknown is never taken
-//     as unlocked or open.
+//     no such report in time, or a read that could not be asked: when
+//     strict (a risky action), t ends failed/state_unknown and nothing is
+//     sent, since unknown is never taken as unlocked or open; otherwise
+//     (the safe direction) proceed.
 //
-// stop means t ended (here or elsewhere) or ctx is done; neither proceed
-// nor stop means the TTL passed while waiting, for the caller's loop to
-// end it.
-func (q *deviceQueue) revalidate(ctx context.Context, t *task) (proceed, stop bool) {
+// when says when the read happens, for the logs and results ("before
+// attempt 2"). stop means t ended (here or elsewhere) or ctx is done;
+// neither proceed nor stop means the TTL passed while waiting, for the
+// caller's loop to end it.
+func (q *deviceQueue) revalidate(ctx context.Context, t *task, strict bool, when string) (proceed, stop bool) {
 	d := q.d
 	chk := &stateCheck{seen: map[string]any{}, news: make(chan struct{}, 1)}
 	q.mu.Lock()
@@ -439,23 +521,35 @@ func (q *deviceQueue) revalidate(ctx context.Context, t *task) (proceed, stop bo
 		}
 		q.mu.Unlock()
 	}()
+	dev := q.dev.Device
+	// unknown ends the check with the state unknown: strict fails t,
+	// otherwise the attempt proceeds.
+	unknown := func(detail string, seen map[string]any) (bool, bool) {
+		if d.audited(dev) {
+			d.audit(checkEntry(dev, op, devices.CheckState, !strict, detail, d.now()))
+		}
+		if !strict {
+			d.log.Info("state read: unknown; the safe direction proceeds", "op_id", op.OpID, "device", op.Device, "detail", detail)
+			return true, false
+		}
+		q.finish(t, devices.Failed, devices.ReasonStateUnknown, detail+"; nothing was sent", seen)
+		return false, true
+	}
 	timeout := q.svc.ReadTimeout
 	if timeout <= 0 {
 		timeout = DefaultReadTimeout
 	}
 	timer := d.clock.NewTimer(min(timeout, op.Deadline.Sub(d.now())))
 	defer timer.Stop()
-	d.log.Info("reading state before a risky attempt", "op_id", op.OpID, "device", op.Device, "attempt", op.Attempts+1, "timeout", timeout)
+	d.log.Info("reading state", "op_id", op.OpID, "device", op.Device, "when", when, "strict", strict, "timeout", timeout)
 	readCtx, cancel := context.WithTimeout(ctx, sendTimeout)
-	err := q.svc.Bridge.Read(readCtx, q.dev.Device, op.Target)
+	err := q.svc.Bridge.Read(readCtx, dev, op.Target)
 	cancel()
 	if err != nil {
 		if ctx.Err() != nil {
 			return false, true
 		}
-		q.finish(t, devices.Failed, devices.ReasonStateUnknown,
-			fmt.Sprintf("the state could not be read before attempt %d: %v; nothing was sent", op.Attempts+1, err), nil)
-		return false, true
+		return unknown(fmt.Sprintf("the state could not be read %s: %v", when, err), nil)
 	}
 	for {
 		select {
@@ -467,26 +561,29 @@ func (q *deviceQueue) revalidate(ctx context.Context, t *task) (proceed, stop bo
 			q.mu.Unlock()
 			switch {
 			case already:
-				d.log.Info("state read: already at the target; nothing sent", "op_id", op.OpID, "device", op.Device)
+				d.log.Info("state read: already at the target; nothing sent", "op_id", op.OpID, "device", op.Device, "when", when)
+				if d.audited(dev) {
+					d.audit(checkEntry(dev, op, devices.CheckState, true, "already at the target "+showState(seen)+"; nothing sent", d.now()))
+				}
 				q.finish(t, devices.Succeeded, "", "", seen)
 				return false, true
 			case reading == devices.ReadingKnown:
-				d.log.Info("state read: not at the target; attempting", "op_id", op.OpID, "device", op.Device, "attempt", op.Attempts+1)
+				d.log.Info("state read: not at the target; attempting", "op_id", op.OpID, "device", op.Device, "when", when)
+				if d.audited(dev) {
+					d.audit(checkEntry(dev, op, devices.CheckState, true, "not at the target yet: "+showState(seen), d.now()))
+				}
 				return true, false
 			case reading == devices.ReadingInvalid:
-				q.finish(t, devices.Failed, devices.ReasonStateUnknown,
-					fmt.Sprintf("the state read before attempt %d is not a known state (%s); nothing was sent", op.Attempts+1, showState(seen)), seen)
-				return false, true
+				return unknown(fmt.Sprintf("the state read %s is not a known state (%s)", when, showState(seen)), seen)
 			}
 			// A report that does not name the target's attributes
-			// (a battery level): wait on.
+			// (a battery level, or a lock's state without lock_state):
+			// wait on.
 		case <-timer.Chan():
 			if !d.now().Before(op.Deadline) {
 				return false, false // the TTL passed: the loop ends it
 			}
-			q.finish(t, devices.Failed, devices.ReasonStateUnknown,
-				fmt.Sprintf("no report of the state within %s of the read before attempt %d; nothing was sent", timeout, op.Attempts+1), nil)
-			return false, true
+			return unknown(fmt.Sprintf("no report of the state within %s of the read %s", timeout, when), nil)
 		case <-t.cancel:
 			return false, true
 		case <-ctx.Done():
@@ -496,16 +593,8 @@ func (q *deviceQueue) revalidate(ctx context.Context, t *task) (proceed, stop bo
 }
 
 // assess says what the reports seen since a check began show about
-// target. A lock that has ever reported lock_state must report it again:
-// its state alone reads UNLOCK for a half-thrown bolt. Called with q.mu
-// held.
+// target (a lock by its lock_state only: see devices.Assess).
 func (q *deviceQueue) assess(target devices.Target, seen map[string]any) devices.Reading {
-	if q.dev.Class == devices.Lock {
-		_, reportsLockState := q.state["lock_state"]
-		if _, has := seen["lock_state"]; reportsLockState && !has {
-			return devices.ReadingNone
-		}
-	}
 	return devices.Assess(q.dev.Class, target, seen)
 }
 
@@ -565,7 +654,7 @@ func (q *deviceQueue) awaitLink(ctx context.Context, t *task, deadline time.Time
 
 // giveUp ends t as the retry policy decided: failed, with a reason that
 // says why no further attempt is made.
-func (q *deviceQueue) giveUp(t *task, op devices.Op, dec retry.Decision, failure error) {
+func (q *deviceQueue) giveUp(t *task, op devices.Op, dec retry.Decision, failure error, maxAttempts int) {
 	last := fmt.Sprintf("no report showed the target after attempt %d", op.Attempts)
 	lastReason := devices.ReasonTimeout
 	if failure != nil {
@@ -580,7 +669,7 @@ func (q *deviceQueue) giveUp(t *task, op devices.Op, dec retry.Decision, failure
 	case retry.GiveUpNotRetryable:
 		reason, detail = devices.ReasonNotRetryable, fmt.Sprintf("%s; the service's retry policy does not retry %s", last, dec.Class)
 	case retry.GiveUpAttempts:
-		reason, detail = lastReason, fmt.Sprintf("%s of %d", last, q.svc.Policy.MaxAttempts)
+		reason, detail = lastReason, fmt.Sprintf("%s of %d", last, maxAttempts)
 	case retry.GiveUpDeadline:
 		reason, detail = devices.ReasonDeadlineExceeded, fmt.Sprintf("%s; the next attempt would start after the deadline", last)
 	case retry.GiveUpRetryAfter:
@@ -629,7 +718,7 @@ func (q *deviceQueue) watch(t *task) *confirmation {
 
 // watchLocked is watch with q.mu held.
 func (q *deviceQueue) watchLocked(t *task) *confirmation {
-	c := &confirmation{seen: map[string]any{}, done: make(chan struct{})}
+	c := &confirmation{seen: map[string]any{}, done: make(chan struct{}), faulted: make(chan struct{})}
 	t.confirm = c
 	return c
 }
@@ -658,6 +747,18 @@ func (q *deviceQueue) confirmWithin(ctx context.Context, t *task, c *confirmatio
 		q.release(permit, breaker.Success)
 		q.finish(t, devices.Succeeded, "", "", state)
 		return true, false, false
+	case <-c.faulted:
+		// The service delivered and the device answered: a success for
+		// the breaker, a failure of the command, never retried.
+		q.mu.Lock()
+		state := maps.Clone(c.seen)
+		opID, attempt, fault := t.op.OpID, t.op.Attempts, c.fault
+		q.mu.Unlock()
+		q.d.log.Warn("attempt met a device fault", "op_id", opID, "device", q.dev.ID, "attempt", attempt, "fault", fault)
+		q.release(permit, breaker.Success)
+		q.finish(t, devices.Failed, devices.ReasonJammed,
+			fmt.Sprintf("after attempt %d the device reported %s; not retried: a jammed bolt needs a person to look", attempt, fault), state)
+		return false, true, false
 	case <-timer.Chan():
 		q.unwatch(t)
 		return false, false, false
@@ -751,6 +852,10 @@ func (q *deviceQueue) finish(t *task, status devices.Status, reason devices.Reas
 	}
 	q.d.log.Info("command ended", "op_id", op.OpID, "device", op.Device, "status", status, "reason", reason, "attempts", op.Attempts)
 	q.d.publishResult(op.Result())
+	if q.d.audited(q.dev.Device) {
+		q.d.audit(endEntry(q.dev.Device, op, now))
+	}
+	q.d.alertIfSafetyCritical(q.dev.Device, op)
 }
 
 // report takes a state report of the device: it confirms the running
@@ -772,7 +877,10 @@ func (q *deviceQueue) report(state map[string]any, retained bool) {
 	if t := q.current; t != nil && t.confirm != nil && !t.ended && !retained {
 		c := t.confirm
 		maps.Copy(c.seen, state)
-		if q.satisfied(t.op.Target, c.seen) {
+		if fault, bad := devices.Fault(q.dev.Class, c.seen); bad && c.fault == "" {
+			c.fault = fault
+			close(c.faulted)
+		} else if q.satisfied(t.op.Target, c.seen) {
 			select {
 			case <-c.done:
 			default:
@@ -787,17 +895,10 @@ func (q *deviceQueue) report(state map[string]any, retained bool) {
 	q.d.saver.mark(q.dev.ID, mirror, now)
 }
 
-// satisfied reports whether the reports seen since a send show target.
-// A lock that has ever reported lock_state must report it again: its
-// state alone reads LOCK or UNLOCK for a half-thrown bolt. Called with q.mu
-// held.
+// satisfied reports whether the reports seen since a send show target (a
+// lock by its lock_state only, never by an echo of state: see
+// devices.Satisfied).
 func (q *deviceQueue) satisfied(target devices.Target, seen map[string]any) bool {
-	if q.dev.Class == devices.Lock {
-		_, reportsLockState := q.state["lock_state"]
-		if _, has := seen["lock_state"]; reportsLockState && !has {
-			return false
-		}
-	}
 	return devices.Satisfied(q.dev.Class, target, seen)
 }
 

@@ -209,6 +209,8 @@ type Request struct {
 type Dispatcher struct {
 	prefix    string
 	journal   Journal
+	authz     Authorizer // nil: everyone may command everything
+	auditLog  AuditLog   // nil: no audit trail kept
 	onBreaker func(BreakerChange)
 	clock     clockwork.Clock
 	log       *slog.Logger
@@ -254,6 +256,7 @@ func New(opts Options) (*Dispatcher, error) {
 		d.prefix = "hearth"
 	}
 	d.onBreaker = opts.OnBreakerChange
+	d.authz, d.auditLog = opts.Authorizer, opts.Audit
 	d.republishRate = opts.RepublishRate
 	if d.republishRate <= 0 {
 		d.republishRate = DefaultRepublishRate
@@ -552,9 +555,13 @@ type Notification struct {
 	// Source says who speaks: "dispatcher", or "automation:<rule>".
 	Source string `json:"source"`
 	// Device and OpID name the command a notification is about, if any.
-	Device string    `json:"device,omitempty"`
-	OpID   string    `json:"op_id,omitempty"`
-	At     time.Time `json:"at"`
+	Device string `json:"device,omitempty"`
+	OpID   string `json:"op_id,omitempty"`
+	// Principal is who sent that command, if known; Reason is the
+	// command's reason code (jammed, state_unknown, unauthorized, …).
+	Principal string    `json:"principal,omitempty"`
+	Reason    string    `json:"reason,omitempty"`
+	At        time.Time `json:"at"`
 }
 
 // Notify publishes n on <prefix>/notifications through the outbox, which

@@ -171,6 +171,69 @@ func (d *Dispatcher) admit(batch []Request) {
 	for _, op := range superseded {
 		d.publishResult(op.Result())
 	}
+	d.auditIntake(items, superseded, now)
+}
+
+// auditIntake keeps the audit trail of a batch: the acceptance (or
+// expiry on arrival) of every command to a safety-critical device, every
+// rejection of one, and every unauthorized command; and it alerts on the
+// refused and expired safety-critical ones.
+func (d *Dispatcher) auditIntake(items []admitted, superseded []devices.Op, now time.Time) {
+	var entries []devices.AuditEntry
+	for i := range items {
+		it := &items[i]
+		q := d.devices[it.req.Device]
+		switch {
+		case it.queue != nil:
+			op := it.op
+			if it.supersededBy != "" {
+				op = supersededBy(op, it.supersededBy, now)
+			}
+			if d.audited(q.dev.Device) {
+				entries = append(entries, auditEntry(q.dev.Device, it.op, devices.AuditAccepted, now))
+				if op.Status.Terminal() {
+					entries = append(entries, endEntry(q.dev.Device, op, now))
+				}
+			}
+			if op.Status == devices.Expired {
+				d.alertIfSafetyCritical(q.dev.Device, op)
+			}
+		case it.result != nil && it.result.Status == devices.Rejected:
+			r := it.result
+			var dev devices.Device
+			if q != nil {
+				dev = q.dev.Device
+			}
+			if !(q != nil && d.audited(dev)) && r.Reason != devices.ReasonUnauthorized {
+				continue
+			}
+			op := devices.Op{OpID: r.OpID, Device: it.req.Device, Principal: it.req.Principal,
+				Status: r.Status, Reason: r.Reason, Detail: r.Detail}
+			if q != nil {
+				op.Target = peekTarget(q.dev.Class, it.req.Payload)
+			}
+			if d.auditLog != nil {
+				entries = append(entries, endEntry(dev, op, now))
+			}
+			d.alertIfSafetyCritical(dev, op)
+		}
+	}
+	for _, op := range superseded {
+		if q := d.devices[op.Device]; d.audited(q.dev.Device) {
+			entries = append(entries, endEntry(q.dev.Device, op, now))
+		}
+	}
+	d.audit(entries...)
+}
+
+// peekTarget returns the target of a payload that parses, for the audit
+// trail of a rejected command; nil when it does not.
+func peekTarget(c devices.Class, payload []byte) devices.Target {
+	cmd, err := devices.ParseCommand(c, payload)
+	if err != nil {
+		return nil
+	}
+	return cmd.Target
 }
 
 // answer publishes a result that ends or repeats a request without
@@ -221,6 +284,9 @@ func (d *Dispatcher) validate(req Request, now time.Time) (devices.Op, *deviceQu
 			return fail(devices.ReasonStoreError, "the command store could not be read")
 		case found && stored.Device != req.Device:
 			return fail(devices.ReasonOpIDConflict, "op_id "+quote(opID)+" belongs to a command for device "+quote(stored.Device))
+		case found && d.authz != nil && stored.Principal != req.Principal:
+			// Another principal's op_id: its result is not theirs to read.
+			return fail(devices.ReasonUnauthorized, "op_id "+quote(opID)+" belongs to a command of another principal")
 		case found:
 			r := stored.Result()
 			return devices.Op{}, nil, &r
@@ -240,12 +306,18 @@ func (d *Dispatcher) validate(req Request, now time.Time) (devices.Op, *deviceQu
 		return fail(devices.ReasonInvalidIssuedAt, fmt.Sprintf("issued_at %s is %s in the future; check the sender's clock",
 			cmd.IssuedAt.Format(time.RFC3339), cmd.IssuedAt.Sub(now).Round(time.Second)))
 	}
+	if err := d.authorize(q.dev.Device, req.Principal, cmd.Target); err != nil {
+		return fail(devices.ReasonUnauthorized, err.Error())
+	}
 	if cmd.OpID == "" {
 		cmd.OpID = d.newOpID()
 	}
 	ttl := cmd.TTL
 	if ttl == 0 {
 		ttl = q.dev.TTL
+		if devices.Risky(q.dev.Device, cmd.Target) {
+			ttl = min(ttl, DefaultRiskyTTL)
+		}
 	}
 	// The TTL counts from issued_at when given, but never from a moment
 	// later than now: a caller's clock running ahead must not stretch it.
@@ -257,6 +329,7 @@ func (d *Dispatcher) validate(req Request, now time.Time) (devices.Op, *deviceQu
 		OpID:       cmd.OpID,
 		Device:     req.Device,
 		Target:     cmd.Target,
+		Principal:  req.Principal,
 		AcceptedAt: now,
 		IssuedAt:   cmd.IssuedAt,
 		Deadline:   from.Add(ttl),

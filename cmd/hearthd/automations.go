@@ -75,8 +75,9 @@ type actuator struct {
 // follows on the result topic.
 func (a actuator) Command(ctx context.Context, device string, payload []byte) error {
 	return a.disp.Submit(ctx, dispatcher.Request{
-		Device:  device,
-		Payload: payload,
+		Device:    device,
+		Payload:   payload,
+		Principal: automationPrincipal,
 		Done: func(r devices.Result) {
 			if r.Status == devices.Rejected {
 				a.log.Error("automation command rejected", "device", device, "op_id", r.OpID, "reason", r.Reason, "detail", r.Detail)

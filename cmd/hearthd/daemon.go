@@ -58,6 +58,10 @@ type daemon struct {
 	health  *health.Checker
 	metrics *health.Metrics
 	engine  *automations.Engine
+	authz   *authorizer
+	// onReload are what else a SIGHUP reload of principals updates (the
+	// broker's users, the HTTP API's tokens).
+	onReload []func(*config.Config)
 
 	httpSrv *http.Server
 	httpLn  net.Listener
@@ -83,7 +87,7 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 		dp.clock = clockwork.NewRealClock()
 	}
 	log := dp.logger
-	d := &daemon{cfg: cfg, log: log, health: health.NewChecker(), metrics: health.NewMetrics()}
+	d := &daemon{cfg: cfg, log: log, health: health.NewChecker(), metrics: health.NewMetrics(), authz: newAuthorizer(cfg)}
 	defer func() {
 		if err != nil {
 			d.stop()
@@ -232,6 +236,8 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 		Devices:       devs,
 		Journal:       d.store,
 		Publisher:     d.conn,
+		Authorizer:    d.authz,
+		Audit:         d.store,
 		Clock:         dp.clock,
 		Rand:          dp.rand,
 		RepublishRate: cfg.MQTT.RepublishRate,

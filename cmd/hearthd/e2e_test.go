@@ -12,6 +12,7 @@ import (
 
 	"github.com/hearthd/hearth/broker"
 	"github.com/hearthd/hearth/devices"
+	"github.com/hearthd/hearth/dispatcher"
 	"github.com/hearthd/hearth/simulator"
 )
 
@@ -103,6 +104,10 @@ func TestOfflineDeviceFailsAfterMaxAttempts(t *testing.T) {
 	if r := h.result("c1"); r.Status != devices.Accepted {
 		t.Fatalf("first result %s; want accepted", r.Status)
 	}
+	// A lock is safety-critical: its state is read before the first
+	// LOCK. The offline lock does not answer within the read timeout;
+	// locking is the safe direction, so the attempts follow.
+	h.advance(dispatcher.DefaultReadTimeout)
 	h.nextSet()
 	h.advance(5 * time.Second)
 	h.advance(1 * time.Second)

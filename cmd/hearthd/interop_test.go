@@ -676,17 +676,19 @@ func TestInteropWithMosquitto(t *testing.T) {
 		t.Fatalf("retained command still there after clearing it: %v", check.before)
 	}
 
-	// A barrier: a command to the lock. Its set reaching the counting
-	// subscriber after hall_light's shows every earlier set has arrived.
-	lock := devices.Target{"state": "LOCK"}
+	// A barrier: a command to the lock, an UNLOCK (the simulated lock
+	// starts locked), which Hearth reads through the bridge before its
+	// set. Its set reaching the counting subscriber after hall_light's
+	// shows every earlier set has arrived.
+	unlock := devices.Target{"state": "UNLOCK"}
 	lockResults := b.subscribe(2, "hearth/front_door/result")
-	b.pub("-t", "hearth/front_door/set", "-m", `{"state":"LOCK","op_id":"b1"}`)
+	b.pub("-t", "hearth/front_door/set", "-m", `{"state":"UNLOCK","op_id":"b1"}`)
 	r, _ := lockResults.result("hearth/front_door/result")
-	checkResult(t, r, "b1", "front_door", devices.Accepted, "", 0, lock)
+	checkResult(t, r, "b1", "front_door", devices.Accepted, "", 0, unlock)
 	r, _ = lockResults.result("hearth/front_door/result")
-	checkResult(t, r, "b1", "front_door", devices.Succeeded, "", 1, lock)
-	if r.State["state"] != "LOCK" {
-		t.Errorf("b1 succeeded with state %v; want state LOCK", r.State)
+	checkResult(t, r, "b1", "front_door", devices.Succeeded, "", 1, unlock)
+	if r.State["lock_state"] != "unlocked" {
+		t.Errorf("b1 succeeded with state %v; want lock_state unlocked", r.State)
 	}
 	lockResults.finished()
 
@@ -700,7 +702,7 @@ func TestInteropWithMosquitto(t *testing.T) {
 	}
 	wantSets := []msg{
 		{topic: "zigbee2mqtt/hall_light/set", payload: `{"state":"ON"}`},
-		{topic: "zigbee2mqtt/Front Door/set", payload: `{"state":"LOCK"}`},
+		{topic: "zigbee2mqtt/Front Door/set", payload: `{"state":"UNLOCK"}`},
 	}
 	if !reflect.DeepEqual(seen, wantSets) {
 		t.Fatalf("sets that reached the devices: %v; want exactly %v (a1 once, nothing for its repeat or r1, then b1)", seen, wantSets)

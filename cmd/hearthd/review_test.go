@@ -50,7 +50,8 @@ func startMochi(t *testing.T, hooks ...mochi.Hook) string {
 func TestRefusedResultDoesNotStallLaterResults(t *testing.T) {
 	url := startMochi(t, &denyTopic{topic: "hearth/front_door/result"})
 	h := newHarness(t, harnessOptions{brokerURL: url})
-	h.publish("front_door", `{"state":"LOCK","op_id":"denied"}`)
+	// An UNLOCK (the simulated lock starts locked): read, then sent.
+	h.publish("front_door", `{"state":"UNLOCK","op_id":"denied"}`)
 	h.nextSet() // the lock command runs; its results cannot be published
 	for i, dev := range []string{"hall_light", "plug", "blinds"} {
 		payload := `{"state":"ON","op_id":"after-` + dev + `"}`
@@ -108,9 +109,9 @@ func TestIssuedAtFromTheFutureIsRejected(t *testing.T) {
 	}
 }
 
-// A lock that reports lock_state is confirmed only by lock_state: a report
-// of state LOCK alone (a half-thrown bolt reads the same) confirms nothing.
-func TestLockNeedsLockStateOnceItReportsIt(t *testing.T) {
+// A lock is confirmed only by lock_state: a report of state LOCK alone (a
+// half-thrown bolt reads the same) confirms nothing.
+func TestLockIsConfirmedByLockStateOnly(t *testing.T) {
 	h := newHarness(t, harnessOptions{faults: simulator.Faults{Offline: []string{"Front Door"}}})
 	bridge := paho.NewClient(paho.NewClientOptions().AddBroker(h.d.brokerURL).SetClientID("fake-z2m"))
 	mustToken(t, bridge.Connect())
@@ -119,6 +120,9 @@ func TestLockNeedsLockStateOnceItReportsIt(t *testing.T) {
 	mustToken(t, bridge.Publish("zigbee2mqtt/Front Door", 1, false, `{"state":"UNLOCK","lock_state":"unlocked"}`))
 	h.publish("front_door", `{"state":"LOCK","op_id":"bolt"}`)
 	h.result("bolt")
+	// The fake bridge does not answer the read before the first LOCK;
+	// locking proceeds when the read times out.
+	h.advance(dispatcher.DefaultReadTimeout)
 	h.nextSet()
 	mustToken(t, bridge.Publish("zigbee2mqtt/Front Door", 1, false, `{"state":"LOCK"}`))
 	mustToken(t, bridge.Publish("zigbee2mqtt/Front Door", 1, false, `{"state":"LOCK","lock_state":"not_fully_locked"}`))

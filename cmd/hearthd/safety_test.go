@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -143,23 +144,141 @@ func TestGarageDoorOpenReadsBeforeTheSet(t *testing.T) {
 	h.wantTraffic(`get garage {"state":""}`, `set garage {"state":"OPEN"}`)
 }
 
-// Commands in the safe direction (LOCK a lock, CLOSE a garage door) are
-// sent without a read, and a cover that is not safety-critical is never
-// read.
-func TestSafeDirectionIsSentWithoutARead(t *testing.T) {
+// Commands in the safe direction to a safety-critical device (LOCK a lock,
+// CLOSE a garage door) are read before their first attempt too: a garage
+// door reported closed and asked to CLOSE succeeds with nothing sent, and
+// so does a LOCK of a locked lock. A cover that is not safety-critical is
+// never read.
+func TestSafeDirectionAlreadyThereSucceedsWithNothingSent(t *testing.T) {
 	h := newHarness(t, harnessOptions{config: safetyConfig})
 	h.settle("front_door", "garage", "blinds")
 
-	for _, c := range []struct{ device, payload, want string }{
-		{"front_door", `{"state":"LOCK","op_id":"lock"}`, `set Front Door {"state":"LOCK"}`},
-		{"garage", `{"state":"CLOSE","op_id":"close"}`, `set garage {"state":"CLOSE"}`},
-		{"blinds", `{"state":"OPEN","op_id":"blinds"}`, `set blinds {"state":"OPEN"}`},
+	for _, c := range []struct {
+		device, payload string
+		attempts        int
+		traffic         []string
+	}{
+		{"garage", `{"state":"CLOSE","op_id":"close"}`, 0, []string{`get garage {"state":""}`}},
+		{"front_door", `{"state":"LOCK","op_id":"lock"}`, 0, []string{`get Front Door {"state":""}`}},
+		{"blinds", `{"state":"OPEN","op_id":"blinds"}`, 1, []string{`set blinds {"state":"OPEN"}`}},
+		{"garage", `{"state":"OPEN","op_id":"open"}`, 1, []string{`get garage {"state":""}`, `set garage {"state":"OPEN"}`}},
+		{"garage", `{"state":"CLOSE","op_id":"close2"}`, 1, []string{`get garage {"state":""}`, `set garage {"state":"CLOSE"}`}},
 	} {
 		h.publish(c.device, c.payload)
 		opID := c.payload[strings.Index(c.payload, `"op_id":"`)+len(`"op_id":"`) : len(c.payload)-2]
-		if r := h.final(opID); r.Status != devices.Succeeded || r.Attempts != 1 {
-			t.Errorf("%s: %s/%s after %d attempts (%s); want succeeded after 1", opID, r.Status, r.Reason, r.Attempts, r.Detail)
+		if r := h.final(opID); r.Status != devices.Succeeded || r.Attempts != c.attempts {
+			t.Errorf("%s: %s/%s after %d attempts (%s); want succeeded after %d", opID, r.Status, r.Reason, r.Attempts, r.Detail, c.attempts)
 		}
-		h.wantTraffic(c.want)
+		h.wantTraffic(c.traffic...)
+	}
+}
+
+// A LOCK of a lock whose state cannot be read is still sent once the read
+// times out: unknown state stops only the risky direction.
+func TestLockOfAnUnreadableLockIsSentAfterTheRead(t *testing.T) {
+	h := newHarness(t, harnessOptions{config: safetyConfig, faults: simulator.Faults{IgnoreGets: []string{"Front Door"}}})
+	h.settle("front_door")
+	h.publish("front_door", `{"state":"LOCK","op_id":"lock"}`)
+	if r := h.result("lock"); r.Status != devices.Accepted {
+		t.Fatalf("first result: %s/%s; want accepted", r.Status, r.Reason)
+	}
+	if got, want := h.nextTraffic(), `get Front Door {"state":""}`; got != want {
+		t.Fatalf("device received %s; want %s", got, want)
+	}
+	h.advance(dispatcher.DefaultReadTimeout)
+	r := h.await(func(r devices.Result) bool { return r.OpID == "lock" && r.Status.Terminal() }, "the final result of lock")
+	if r.Status != devices.Succeeded || r.Attempts != 1 {
+		t.Errorf("lock: %s/%s after %d attempts (%s); want succeeded after 1", r.Status, r.Reason, r.Attempts, r.Detail)
+	}
+	h.wantTraffic(`set Front Door {"state":"LOCK"}`)
+}
+
+// notifications subscribes to hearth/notifications.
+func (h *harness) notifications() <-chan paho.Message { return h.watch("hearth/notifications") }
+
+// nextNotification waits for the next notification.
+func (h *harness) nextNotification(ch <-chan paho.Message) dispatcher.Notification {
+	h.t.Helper()
+	select {
+	case m := <-ch:
+		var n dispatcher.Notification
+		if err := json.Unmarshal(m.Payload(), &n); err != nil {
+			h.t.Fatalf("notification %s: %v", m.Payload(), err)
+		}
+		return n
+	case <-time.After(eventWait):
+		h.t.Fatal("timed out waiting for a notification")
+		panic("unreachable")
+	}
+}
+
+// A lock whose bolt jams: the UNLOCK is read, sent once, and ends
+// failed/jammed on the lock's report, with no second attempt though the
+// policy allows two; a critical notification names the device, op_id and
+// reason.
+func TestJammedBoltFailsAfterOneAttemptAndNotifies(t *testing.T) {
+	h := newHarness(t, harnessOptions{config: safetyConfig, faults: simulator.Faults{Jam: []string{"Front Door"}}})
+	h.settle("front_door")
+	notes := h.notifications()
+
+	h.publish("front_door", `{"state":"UNLOCK","op_id":"jam"}`)
+	r := h.final("jam")
+	if r.Status != devices.Failed || r.Reason != devices.ReasonJammed || r.Attempts != 1 || r.State["lock_state"] != "jammed" {
+		t.Errorf("jam: %s/%s after %d attempts, state %v (%s); want failed/jammed after 1 with lock_state jammed", r.Status, r.Reason, r.Attempts, r.State, r.Detail)
+	}
+	n := h.nextNotification(notes)
+	if n.Device != "front_door" || n.OpID != "jam" || n.Reason != string(devices.ReasonJammed) || n.Severity != "critical" {
+		t.Errorf("notification %+v; want critical, device front_door, op_id jam, reason jammed", n)
+	}
+	h.wantTraffic(`get Front Door {"state":""}`, `set Front Door {"state":"UNLOCK"}`)
+}
+
+// retry3Config allows three attempts, more than a risky action may take.
+var retry3Config = strings.Replace(safetyConfig, "max_attempts: 2", "max_attempts: 3", 1)
+
+// Zigbee2MQTT's optimistic echo of a set (state UNLOCK, no lock_state)
+// while the bolt did not move is no confirmation: the UNLOCK is not
+// confirmed, read again before its second attempt, and fails after 2
+// attempts though the service's policy allows 3.
+func TestAnEchoOfStateNeverConfirmsALock(t *testing.T) {
+	h := newHarness(t, harnessOptions{config: retry3Config, faults: simulator.Faults{EchoOnly: []string{"Front Door"}}})
+	h.settle("front_door")
+
+	h.publish("front_door", `{"state":"UNLOCK","op_id":"echo"}`)
+	if r := h.result("echo"); r.Status != devices.Accepted {
+		t.Fatalf("first result: %s/%s; want accepted", r.Status, r.Reason)
+	}
+	h.wantTraffic(`get Front Door {"state":""}`, `set Front Door {"state":"UNLOCK"}`)
+	h.advance(5 * time.Second) // the attempt timeout: the echo did not confirm
+	h.advance(1 * time.Second) // the backoff
+	h.wantTraffic(`get Front Door {"state":""}`, `set Front Door {"state":"UNLOCK"}`)
+	h.advance(5 * time.Second)
+	r := h.await(func(r devices.Result) bool { return r.OpID == "echo" && r.Status.Terminal() }, "the final result of echo")
+	if r.Status != devices.Failed || r.Reason != devices.ReasonTimeout || r.Attempts != dispatcher.MaxRiskyAttempts {
+		t.Errorf("echo: %s/%s after %d attempts (%s); want failed/timeout after %d", r.Status, r.Reason, r.Attempts, r.Detail, dispatcher.MaxRiskyAttempts)
+	}
+	h.wantTraffic()
+	if got := h.sim.State("Front Door")["lock_state"]; got != "locked" {
+		t.Errorf("lock_state %v; want locked (the echo-only lock never moves)", got)
+	}
+}
+
+// A risky action without a ttl gets 30 s from its issued_at, not the
+// device's default of 60 s; a safe one keeps the default.
+func TestRiskyActionDefaultTTLIs30sFromIssuedAt(t *testing.T) {
+	h := newHarness(t, harnessOptions{config: safetyConfig, faults: simulator.Faults{IgnoreGets: []string{"Front Door"}}})
+	h.settle("front_door")
+	issued := h.clock.Now().Add(-10 * time.Second)
+	h.publish("front_door", `{"state":"UNLOCK","op_id":"risky","issued_at":"`+issued.Format(time.RFC3339)+`"}`)
+	h.result("risky")
+	op, _, err := h.d.store.Lookup("risky")
+	if want := issued.Add(dispatcher.DefaultRiskyTTL); err != nil || !op.Deadline.Equal(want) {
+		t.Errorf("deadline of an UNLOCK issued 10 s ago: %v (%v); want %v", op.Deadline, err, want)
+	}
+	h.publish("front_door", `{"state":"LOCK","op_id":"safe","issued_at":"`+issued.Format(time.RFC3339)+`"}`)
+	h.result("safe")
+	op, _, err = h.d.store.Lookup("safe")
+	if want := issued.Add(60 * time.Second); err != nil || !op.Deadline.Equal(want) {
+		t.Errorf("deadline of a LOCK issued 10 s ago: %v (%v); want %v", op.Deadline, err, want)
 	}
 }

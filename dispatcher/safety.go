@@ -1,0 +1,114 @@
+package dispatcher
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/hearthd/hearth/devices"
+)
+
+// Safety-critical commands (DESIGN.md principle 6, issue 5): a risky action
+// (devices.Risky: unlock, open a garage door, disarm, open a valve) gets a
+// short default TTL and few attempts, every attempt of every command is
+// authorized again, and the life of every command to a safety-critical
+// device is audited; every one that fails, expires or is refused is
+// announced on <prefix>/notifications.
+
+// DefaultRiskyTTL is the TTL of a risky action whose command gives none
+// (measured from issued_at when given): 30 s, after which an unlock is no
+// longer what anybody asked for. A device's shorter default TTL wins; a
+// command's explicit ttl is honoured.
+const DefaultRiskyTTL = 30 * time.Second
+
+// MaxRiskyAttempts bounds the attempts at a risky action, whatever the
+// service's retry policy allows: 2, each after a full re-validation.
+const MaxRiskyAttempts = 2
+
+// authorize asks the Authorizer whether op's principal may (still) send it;
+// nil without an Authorizer.
+func (d *Dispatcher) authorize(dev devices.Device, principal string, target devices.Target) error {
+	if d.authz == nil {
+		return nil
+	}
+	return d.authz.Authorize(principal, dev, target)
+}
+
+// audited reports whether commands to dev leave an audit trail.
+func (d *Dispatcher) audited(dev devices.Device) bool {
+	return d.auditLog != nil && dev.SafetyCritical()
+}
+
+// audit stores entries in the audit trail; a failure to store is logged,
+// never fatal to the command.
+func (d *Dispatcher) audit(entries ...devices.AuditEntry) {
+	if d.auditLog == nil || len(entries) == 0 {
+		return
+	}
+	if err := d.auditLog.AppendAudit(entries...); err != nil {
+		d.log.Error("store audit entries", "count", len(entries), "op_id", entries[0].OpID, "err", err)
+	}
+}
+
+// auditEntry returns an entry about op, at now.
+func auditEntry(dev devices.Device, op devices.Op, ev devices.AuditEvent, now time.Time) devices.AuditEntry {
+	return devices.AuditEntry{
+		At:        now,
+		Event:     ev,
+		OpID:      op.OpID,
+		Device:    op.Device,
+		Principal: op.Principal,
+		Action:    devices.Action(dev, op.Target),
+	}
+}
+
+// checkEntry returns the audit entry of one check before attempt n of op.
+func checkEntry(dev devices.Device, op devices.Op, check string, passed bool, detail string, now time.Time) devices.AuditEntry {
+	e := auditEntry(dev, op, devices.AuditCheck, now)
+	e.Attempt, e.Check, e.Passed, e.Detail = op.Attempts+1, check, passed, detail
+	return e
+}
+
+// endEntry returns the audit entry of op's outcome (its status, reason
+// and detail), or of its rejection.
+func endEntry(dev devices.Device, op devices.Op, now time.Time) devices.AuditEntry {
+	ev := devices.AuditEnded
+	if op.Status == devices.Rejected {
+		ev = devices.AuditRejected
+	}
+	e := auditEntry(dev, op, ev, now)
+	e.Attempt, e.Status, e.Reason, e.Detail = op.Attempts, op.Status, op.Reason, op.Detail
+	return e
+}
+
+// alertIfSafetyCritical announces op's outcome, a failure, expiry or
+// refusal of a command to a safety-critical device, on
+// <prefix>/notifications (and so to every notify service) and logs it at
+// ERROR: a lock that did not lock must reach a person.
+func (d *Dispatcher) alertIfSafetyCritical(dev devices.Device, op devices.Op) {
+	if !dev.SafetyCritical() {
+		return
+	}
+	switch {
+	case op.Status == devices.Failed, op.Status == devices.Expired:
+	case op.Status == devices.Rejected && op.Reason == devices.ReasonUnauthorized:
+	default:
+		return
+	}
+	action := devices.Action(dev, op.Target)
+	who := ""
+	if op.Principal != "" {
+		who = " from " + op.Principal
+	}
+	d.log.Error("safety-critical command not carried out", "op_id", op.OpID, "device", op.Device,
+		"principal", op.Principal, "action", action, "status", op.Status, "reason", op.Reason, "detail", op.Detail)
+	d.Notify(Notification{
+		Title:     fmt.Sprintf("%s: %s %s", op.Device, action, op.Status),
+		Message:   fmt.Sprintf("The %s command%s to %s was not carried out (%s): %s", action, who, op.Device, op.Reason, op.Detail),
+		Severity:  "critical",
+		Source:    "dispatcher",
+		Device:    op.Device,
+		OpID:      op.OpID,
+		Principal: op.Principal,
+		Reason:    string(op.Reason),
+	})
+}
