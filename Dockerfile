@@ -1,5 +1,5 @@
-# Hearth: build the binaries (hearthd, hearth-sim), run hearthd on a small
-# Debian base.
+# Hearth: build the binaries (hearthd, hearthctl, hearth-sim), run hearthd
+# on a small Debian base.
 #
 #   docker build -t hearth .
 #   docker run --rm -p 1883:1883 -p 8080:8080 -v hearth-data:/var/lib/hearth hearth

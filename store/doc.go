@@ -1,27 +1,29 @@
 // Package store is Hearth's durable record: every accepted command (a
 // devices.Op) with its pending index, the last confirmed state of every
-// device, and the terminal ops kept so that the same op_id sent again
-// returns the stored result. It keeps them in one bbolt file, hearth.db,
-// in the data directory.
+// device, the terminal ops kept so that the same op_id sent again
+// returns the stored result, and the audit trail of safety-critical
+// commands (devices.AuditEntry). It keeps them in one bbolt file,
+// hearth.db, in the data directory.
 //
 // The package owns the file, its buckets and the encoding; callers see a
 // few verbs. Ops are written with Save and read with Lookup and Pending;
-// device states with SaveState and States; retention is PruneTerminal.
+// device states with SaveState and States; audit entries with AppendAudit
+// and Audit; retention is PruneTerminal and PruneAudit.
 // It never decides what a status means beyond devices.Status.Terminal, and
 // it imports nothing of Hearth's but devices.
 //
 // # Durability and group commit
 //
-// Save and SaveState return only after their transaction is committed and
-// fsync'd (bbolt's NoSync is false), which is what DESIGN.md's "nothing
-// accepted is lost" asks for. One writer goroutine owns every write: it takes
-// all requests waiting at that moment, applies them in arrival order in one
-// read-write transaction, commits once and wakes each caller with the
-// shared result. A lone caller commits at once; callers that arrive while a
-// commit is in flight ride the next one. So throughput grows with the
-// number of concurrent callers instead of being capped at one fsync (about
-// 10 ms on an SD card) per call, and no caller waits on a timer, unlike
-// bbolt's DB.Batch.
+// Save, SaveState and AppendAudit return only after their transaction is
+// committed and fsync'd (bbolt's NoSync is false), which is what
+// DESIGN.md's "nothing accepted is lost" asks for. One writer goroutine
+// owns every write: it takes all requests waiting at that moment, applies
+// them in arrival order in one read-write transaction, commits once and
+// wakes each caller with the shared result. A lone caller commits at once;
+// callers that arrive while a commit is in flight ride the next one. So
+// throughput grows with the number of concurrent callers instead of being
+// capped at one fsync (about 10 ms on an SD card) per call, and no caller
+// waits on a timer, unlike bbolt's DB.Batch.
 //
 // # Caveats
 //
@@ -48,6 +50,10 @@
 // with ErrLocked after Options.LockTimeout. On Linux this holds within one
 // process too, because flock is per open file description.
 //
-// PruneTerminal reads every op; run it now and then, not per command. bbolt
-// reuses the pages it frees but never shrinks the file.
+// The audit trail is append-only: entries are never changed, only pruned
+// by age (PruneAudit), and their Seqs are never reused.
+//
+// PruneTerminal reads every op and PruneAudit every audit entry; run them
+// now and then, not per command. bbolt reuses the pages it frees but never
+// shrinks the file.
 package store

@@ -33,11 +33,12 @@ var (
 
 // Buckets. Keys of ops are op_id bytes; keys of pending are the 8-byte
 // big-endian Seq followed by the op_id, with empty values; keys of states
-// are device IDs.
+// are device IDs; keys of audit are the entry's 8-byte big-endian Seq.
 var (
 	bucketOps     = []byte("ops")
 	bucketPending = []byte("pending")
 	bucketStates  = []byte("states")
+	bucketAudit   = []byte("audit")
 )
 
 // Options configures Open. Every zero value has a documented default.
@@ -82,12 +83,13 @@ type hooks struct {
 	closing func()
 }
 
-// request is one Save or SaveState call waiting for the writer. Its
-// records are already encoded, so applying it can fail only on bbolt's
-// own errors.
+// request is one Save, SaveState or AppendAudit call waiting for the
+// writer. Its records are already encoded, so applying it can fail only on
+// bbolt's own errors.
 type request struct {
 	ops   []encodedOp
 	state *encodedState
+	audit [][]byte   // audit entries' JSON without their seq, in order
 	done  chan error // buffered: the writer never blocks on a caller
 }
 
@@ -116,7 +118,7 @@ func open(dir string, opts Options, h hooks) (*Store, error) {
 		return nil, openError(dir, path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, name := range [][]byte{bucketOps, bucketPending, bucketStates} {
+		for _, name := range [][]byte{bucketOps, bucketPending, bucketStates, bucketAudit} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return fmt.Errorf("bucket %s: %w", name, err)
 			}
@@ -227,11 +229,7 @@ func (s *Store) commit(group []*request) error {
 	}
 	s.commits.Add(1)
 	return s.db.Update(func(tx *bolt.Tx) error {
-		b := buckets{
-			ops:     tx.Bucket(bucketOps),
-			pending: tx.Bucket(bucketPending),
-			states:  tx.Bucket(bucketStates),
-		}
+		b := txBuckets(tx)
 		for _, r := range group {
 			for _, op := range r.ops {
 				if err := b.putOp(op); err != nil {
@@ -243,6 +241,11 @@ func (s *Store) commit(group []*request) error {
 					return fmt.Errorf("save state of %s: %w", r.state.key, err)
 				}
 			}
+			for _, body := range r.audit {
+				if err := b.putAudit(body); err != nil {
+					return err
+				}
+			}
 		}
 		return nil
 	})
@@ -251,11 +254,7 @@ func (s *Store) commit(group []*request) error {
 // view runs fn in a read-only transaction, reporting ErrClosed after Close.
 func (s *Store) view(fn func(b buckets) error) error {
 	err := s.db.View(func(tx *bolt.Tx) error {
-		return fn(buckets{
-			ops:     tx.Bucket(bucketOps),
-			pending: tx.Bucket(bucketPending),
-			states:  tx.Bucket(bucketStates),
-		})
+		return fn(txBuckets(tx))
 	})
 	if errors.Is(err, berrors.ErrDatabaseNotOpen) {
 		return ErrClosed
@@ -265,5 +264,15 @@ func (s *Store) view(fn func(b buckets) error) error {
 
 // buckets are the store's buckets within one transaction.
 type buckets struct {
-	ops, pending, states *bolt.Bucket
+	ops, pending, states, audit *bolt.Bucket
+}
+
+// txBuckets returns the store's buckets in tx.
+func txBuckets(tx *bolt.Tx) buckets {
+	return buckets{
+		ops:     tx.Bucket(bucketOps),
+		pending: tx.Bucket(bucketPending),
+		states:  tx.Bucket(bucketStates),
+		audit:   tx.Bucket(bucketAudit),
+	}
 }

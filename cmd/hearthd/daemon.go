@@ -358,6 +358,7 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 	d.health.Register(mux)
 	d.metrics.Register(mux)
 	api.Register(mux, disp)
+	api.RegisterAudit(mux, auditSource{d.store})
 	d.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		defer close(d.httpDone)
@@ -419,10 +420,11 @@ const (
 	pruneEvery  = time.Hour
 )
 
-// prune deletes ended commands older than opRetention (by the injected
-// clock) every pruneEvery of real time, until ctx ends; start prunes once
-// before the dispatcher takes commands, so that an op_id past retention
-// is never answered from the store.
+// prune deletes ended commands older than opRetention and audit entries
+// older than auditRetention (by the injected clock) every pruneEvery of
+// real time, until ctx ends; start prunes once before the dispatcher takes
+// commands, so that an op_id past retention is never answered from the
+// store.
 // The schedule is housekeeping on the real clock, so that it adds no waiter
 // to a test's fake clock.
 func (d *daemon) prune(ctx context.Context, clock clockwork.Clock) {
@@ -438,8 +440,10 @@ func (d *daemon) prune(ctx context.Context, clock clockwork.Clock) {
 	}
 }
 
-// pruneOnce deletes ended commands older than opRetention now.
+// pruneOnce deletes ended commands older than opRetention and audit
+// entries older than auditRetention now.
 func (d *daemon) pruneOnce(clock clockwork.Clock) {
+	d.pruneAudit(clock)
 	n, err := d.store.PruneTerminal(clock.Now().Add(-opRetention))
 	if err != nil {
 		d.log.Error("prune ended commands", "err", err)

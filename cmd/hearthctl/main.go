@@ -1,0 +1,228 @@
+// Command hearthctl is the operator's CLI over hearthd's HTTP API: it
+// reads the audit trail of safety-critical commands (GET /api/v1/audit)
+// and the circuit breakers (GET /api/v1/breakers) and prints them as
+// tables, or as JSON lines for scripts.
+//
+//	hearthctl [-addr http://127.0.0.1:8080] [-token T] audit [-device D] [-op OPID] [-principal P] [-since 24h] [-limit N] [-after SEQ] [-json]
+//	hearthctl [-addr ...] [-token T] breakers [-json]
+//
+// The token, if any (-token, or the HEARTH_TOKEN environment variable), is
+// sent as "Authorization: Bearer <token>". Exit status: 0 done, 1 an error
+// (hearthd unreachable or answering with an error), 2 a usage mistake.
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+)
+
+// Exit statuses.
+const (
+	exitOK    = 0
+	exitError = 1
+	exitUsage = 2
+)
+
+// defaultAddr is hearthd's default HTTP address (http.listen).
+const defaultAddr = "http://127.0.0.1:8080"
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run runs hearthctl with args (without the program name), writing its
+// output to stdout and its errors to stderr, and returns the exit status.
+// It reads HEARTH_TOKEN from the environment and the time from the system
+// clock (for -since durations).
+func run(args []string, stdout, stderr io.Writer) int {
+	c := &cli{
+		stdout: stdout,
+		stderr: stderr,
+		getenv: os.Getenv,
+		now:    time.Now,
+		client: &http.Client{Timeout: 30 * time.Second},
+	}
+	return c.run(args)
+}
+
+// cli is one run of hearthctl with its surroundings.
+type cli struct {
+	stdout, stderr io.Writer
+	getenv         func(string) string
+	now            func() time.Time
+	client         *http.Client
+
+	addr, token string // set by run from the global flags
+}
+
+// usageError is a mistake in the command line: exit status 2.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error {
+	return usageError{fmt.Sprintf(format, args...)}
+}
+
+// errFlags is a flag mistake that package flag already printed, with the
+// usage: exit status 2, nothing more to say.
+var errFlags = errors.New("bad flags")
+
+// commands are hearthctl's subcommands.
+var commands = []struct {
+	name, summary string
+	run           func(c *cli, args []string) error
+}{
+	{"audit", "the audit trail of safety-critical commands (GET /api/v1/audit)", (*cli).audit},
+	{"breakers", "the circuit breaker of every service (GET /api/v1/breakers)", (*cli).breakers},
+}
+
+func (c *cli) run(args []string) int {
+	fs := flag.NewFlagSet("hearthctl", flag.ContinueOnError)
+	fs.SetOutput(c.stderr)
+	fs.StringVar(&c.addr, "addr", defaultAddr, "hearthd's HTTP address (`URL`)")
+	fs.StringVar(&c.token, "token", "", "bearer `token` for the API (default $HEARTH_TOKEN)")
+	fs.Usage = func() {
+		fmt.Fprintf(c.stderr, "usage: hearthctl [-addr URL] [-token T] <command> [flags]\n\ncommands:\n")
+		for _, cmd := range commands {
+			fmt.Fprintf(c.stderr, "  %-9s %s\n", cmd.name, cmd.summary)
+		}
+		fmt.Fprintf(c.stderr, "\n'hearthctl <command> -h' shows a command's flags.\n\nflags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage // flag printed the error and the usage
+	}
+	if c.token == "" {
+		c.token = c.getenv("HEARTH_TOKEN")
+	}
+	c.addr = strings.TrimRight(c.addr, "/")
+	if !strings.Contains(c.addr, "://") {
+		c.addr = "http://" + c.addr
+	}
+	if fs.NArg() == 0 {
+		fs.Usage()
+		return exitUsage
+	}
+	name, rest := fs.Arg(0), fs.Args()[1:]
+	for _, cmd := range commands {
+		if cmd.name != name {
+			continue
+		}
+		err := cmd.run(c, rest)
+		var ue usageError
+		switch {
+		case err == nil:
+			return exitOK
+		case errors.Is(err, flag.ErrHelp):
+			return exitOK
+		case errors.Is(err, errFlags):
+			return exitUsage
+		case errors.As(err, &ue):
+			fmt.Fprintf(c.stderr, "hearthctl %s: %v\n", name, err)
+			return exitUsage
+		default:
+			fmt.Fprintf(c.stderr, "hearthctl: %v\n", err)
+			return exitError
+		}
+	}
+	fmt.Fprintf(c.stderr, "hearthctl: unknown command %q\n", name)
+	fs.Usage()
+	return exitUsage
+}
+
+// parseFlags parses a subcommand's flags: -h is flag.ErrHelp, a flag
+// mistake (already printed by flag) is errFlags, and a positional argument
+// is a usageError.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return errFlags
+	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected argument %q", fs.Arg(0))
+	}
+	return nil
+}
+
+// get GETs path (with query) from hearthd and decodes its JSON answer
+// into v. Its errors say whether hearthd could not be reached, answered
+// with an error (quoting the server's "error"), or answered something
+// that is not what v expects.
+func (c *cli) get(path string, query url.Values, v any) error {
+	u := c.addr + path
+	if len(query) > 0 {
+		u += "?" + query.Encode()
+	}
+	req, err := http.NewRequest(http.MethodGet, u, nil)
+	if err != nil {
+		return usagef("bad -addr %q: %v", c.addr, err)
+	}
+	req.Header.Set("Accept", "application/json")
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.client.Do(req)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return fmt.Errorf("cannot reach hearthd at %s: %v (is it running? -addr)", c.addr, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return fmt.Errorf("read answer of %s: %v", u, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		return answerError(resp, body)
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		return fmt.Errorf("unexpected answer from %s: %v", u, err)
+	}
+	return nil
+}
+
+// answerError describes a non-2xx answer: its status and the server's
+// {"error":...} message (or its body's first line, if it is not that).
+func answerError(resp *http.Response, body []byte) error {
+	var e struct {
+		Error string `json:"error"`
+	}
+	msg := strings.TrimSpace(string(body))
+	if json.Unmarshal(body, &e) == nil && e.Error != "" {
+		msg = e.Error
+	} else if i := strings.IndexByte(msg, '\n'); i >= 0 {
+		msg = msg[:i]
+	}
+	hint := ""
+	if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
+		hint = " (give a token with -token or HEARTH_TOKEN)"
+	}
+	if msg == "" {
+		return fmt.Errorf("hearthd answered %s%s", resp.Status, hint)
+	}
+	return fmt.Errorf("hearthd answered %s: %s%s", resp.Status, msg, hint)
+}
+
+// cell is s for a table cell: "-" when empty, on one line.
+func cell(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return strings.NewReplacer("\t", " ", "\n", " ", "\r", " ").Replace(s)
+}

@@ -1,0 +1,36 @@
+package main
+
+import (
+	"time"
+
+	"github.com/jonboulle/clockwork"
+
+	"github.com/hearthd/hearth/api"
+	"github.com/hearthd/hearth/devices"
+	"github.com/hearthd/hearth/store"
+)
+
+// auditRetention is how long the audit trail of safety-critical commands
+// is kept: entries older than that are deleted on pruneEvery's schedule,
+// with the ended commands. 90 days covers a quarter's review of who
+// opened what.
+const auditRetention = 90 * 24 * time.Hour
+
+// auditSource serves the store's audit trail to the API (api.AuditSource).
+type auditSource struct{ s *store.Store }
+
+// Audit converts the API's query to the store's: the two types have the
+// same fields, which this conversion keeps true at compile time.
+func (a auditSource) Audit(q api.AuditQuery) ([]devices.AuditEntry, error) {
+	return a.s.Audit(store.AuditQuery(q))
+}
+
+// pruneAudit deletes audit entries older than auditRetention now.
+func (d *daemon) pruneAudit(clock clockwork.Clock) {
+	n, err := d.store.PruneAudit(clock.Now().Add(-auditRetention))
+	if err != nil {
+		d.log.Error("prune audit trail", "err", err)
+	} else if n > 0 {
+		d.log.Info("pruned audit trail", "count", n, "older_than", auditRetention)
+	}
+}
