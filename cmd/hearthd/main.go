@@ -150,7 +150,24 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	<-ctx.Done()
-	log.Info("shutting down", "cause", context.Cause(ctx))
-	return nil
+	// SIGHUP reloads the principals (and the embedded broker's users)
+	// from the configuration file: a revoked permission applies at once,
+	// even to commands already accepted.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	for {
+		select {
+		case <-hup:
+			if o.configFile == "" {
+				log.Warn("SIGHUP ignored: there is no -config file to reload")
+				continue
+			}
+			log.Info("SIGHUP: reloading principals", "config", o.configFile)
+			d.reloadFrom(func() (*config.Config, error) { return loadConfig(o) }, log)
+		case <-ctx.Done():
+			log.Info("shutting down", "cause", context.Cause(ctx))
+			return nil
+		}
+	}
 }

@@ -1,16 +1,22 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
+	"github.com/hearthd/hearth/broker"
+	"github.com/hearthd/hearth/config"
 	"github.com/hearthd/hearth/devices"
 	"github.com/hearthd/hearth/dispatcher"
 	"github.com/hearthd/hearth/simulator"
+	"github.com/hearthd/hearth/store"
 )
 
 // safetyConfig is testConfig with a garage door: a cover configured
@@ -280,5 +286,144 @@ func TestRiskyActionDefaultTTLIs30sFromIssuedAt(t *testing.T) {
 	op, _, err = h.d.store.Lookup("safe")
 	if want := issued.Add(60 * time.Second); err != nil || !op.Deadline.Equal(want) {
 		t.Errorf("deadline of a LOCK issued 10 s ago: %v (%v); want %v", op.Deadline, err, want)
+	}
+}
+
+// submitAs hands hearthd a command from principal, as the MQTT intake or
+// the HTTP API does once its transport has authenticated the sender.
+func (h *harness) submitAs(principal, device, payload string) {
+	h.t.Helper()
+	err := h.d.disp.Submit(context.Background(), dispatcher.Request{Device: device, Payload: []byte(payload), Principal: principal})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// principalsConfig is breakerConfig(true) with a tablet that may lock and
+// unlock the front door: grants is its allow list for front_door.
+func principalsConfig(grants string) string {
+	return breakerConfig(true) + `principals:
+  tablet:
+    http_token: tablet-token-0123456789
+    allow: {front_door: ` + grants + `}
+`
+}
+
+// A permission revoked (SIGHUP reload) between a command's acceptance and
+// its attempt stops it: failed/unauthorized, nothing sent (no get, no
+// set), audited, and a critical notification names the principal.
+func TestPermissionRevokedBeforeTheAttemptStopsTheCommand(t *testing.T) {
+	h := newHarness(t, harnessOptions{config: principalsConfig("[lock, unlock]")})
+	h.settle("front_door")
+	notes := h.notifications()
+	h.openBreaker() // held: the command waits, accepted, for the breaker
+
+	h.submitAs("tablet", "front_door", `{"state":"UNLOCK","op_id":"revoked"}`)
+	if r := h.result("revoked"); r.Status != devices.Accepted {
+		t.Fatalf("first result: %s/%s (%s); want accepted", r.Status, r.Reason, r.Detail)
+	}
+	if r := h.result("revoked"); r.Status != devices.Queued || r.Reason != devices.ReasonBreakerOpen {
+		t.Fatalf("second result: %s/%s; want queued/breaker_open", r.Status, r.Reason)
+	}
+	next, err := config.Parse("test.yaml", []byte(principalsConfig("[lock]")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.d.reload(next)
+	h.bridgeState("zigbee2mqtt", true) // half-open: the held command may go
+
+	r := h.await(func(r devices.Result) bool { return r.OpID == "revoked" && r.Status.Terminal() }, "the final result of revoked")
+	if r.Status != devices.Failed || r.Reason != devices.ReasonUnauthorized || r.Attempts != 0 {
+		t.Errorf("revoked: %s/%s after %d attempts (%s); want failed/unauthorized after 0", r.Status, r.Reason, r.Attempts, r.Detail)
+	}
+	h.wantTraffic()
+	n := h.nextNotification(notes)
+	if n.Device != "front_door" || n.OpID != "revoked" || n.Principal != "tablet" || n.Reason != string(devices.ReasonUnauthorized) {
+		t.Errorf("notification %+v; want device front_door, op_id revoked, principal tablet, reason unauthorized", n)
+	}
+	trail, err := h.d.store.Audit(store.AuditQuery{OpID: "revoked"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range trail {
+		s := string(e.Event)
+		if e.Check != "" {
+			s += fmt.Sprintf(" %s=%v", e.Check, e.Passed)
+		}
+		if e.Reason != "" {
+			s += " " + string(e.Status) + "/" + string(e.Reason)
+		}
+		if e.Principal != "tablet" || e.Action != devices.ActionUnlock {
+			t.Errorf("audit entry %+v: want principal tablet, action unlock", e)
+		}
+		got = append(got, s)
+	}
+	want := []string{"accepted", "check authorization=false", "ended failed/unauthorized"}
+	if !slices.Equal(got, want) {
+		t.Errorf("audit trail %q; want %q", got, want)
+	}
+}
+
+// A principal's command outside its grants is rejected at intake with
+// reason unauthorized, and so is an unauthenticated one; both are audited
+// and nothing reaches the lock.
+func TestUnauthorizedCommandsAreRejected(t *testing.T) {
+	h := newHarness(t, harnessOptions{config: principalsConfig("[lock]")})
+	h.settle("front_door")
+	h.submitAs("tablet", "front_door", `{"state":"UNLOCK","op_id":"not-allowed"}`)
+	if r := h.result("not-allowed"); r.Status != devices.Rejected || r.Reason != devices.ReasonUnauthorized {
+		t.Errorf("UNLOCK from the tablet: %s/%s; want rejected/unauthorized", r.Status, r.Reason)
+	}
+	h.submitAs("", "front_door", `{"state":"LOCK","op_id":"anonymous"}`)
+	if r := h.result("anonymous"); r.Status != devices.Rejected || r.Reason != devices.ReasonUnauthorized {
+		t.Errorf("LOCK from nobody: %s/%s; want rejected/unauthorized", r.Status, r.Reason)
+	}
+	h.submitAs("tablet", "sw00", `{"state":"ON","op_id":"switch"}`)
+	if r := h.result("switch"); r.Status != devices.Rejected || r.Reason != devices.ReasonUnauthorized {
+		t.Errorf("a switch the tablet was not granted: %s/%s; want rejected/unauthorized", r.Status, r.Reason)
+	}
+	for _, op := range []string{"not-allowed", "anonymous", "switch"} {
+		trail, err := h.d.store.Audit(store.AuditQuery{OpID: op})
+		if err != nil || len(trail) != 1 || trail[0].Event != devices.AuditRejected || trail[0].Reason != devices.ReasonUnauthorized {
+			t.Errorf("audit trail of %s: %+v (%v); want one rejected/unauthorized entry", op, trail, err)
+		}
+	}
+	h.submitAs("tablet", "front_door", `{"state":"LOCK","op_id":"allowed"}`)
+	if r := h.final("allowed"); r.Status != devices.Succeeded {
+		t.Errorf("LOCK from the tablet: %s/%s; want succeeded", r.Status, r.Reason)
+	}
+	h.wantTraffic(`get front_door {"state":""}`)
+}
+
+// An UNLOCK pending across a restart (sent once, its set lost, so its
+// outcome unknown) is never resent blind: after the restart the lock is
+// read before anything is sent, and again before the second attempt's set.
+func TestRestartWithAnUnlockPendingReadsBeforeAnySend(t *testing.T) {
+	dir := t.TempDir()
+	b, err := broker.Start(broker.Options{Listen: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	h := newHarness(t, harnessOptions{config: safetyConfig, dataDir: dir, brokerURL: b.URL(), faults: simulator.Faults{DropFirst: 1}})
+	h.settle("front_door")
+	h.publish("front_door", `{"state":"UNLOCK","op_id":"pending","ttl":"1h"}`)
+	h.result("pending")
+	h.wantTraffic(`get Front Door {"state":""}`, `set Front Door {"state":"UNLOCK"}`) // the set is lost
+	clock := h.clock
+	h.stopHearth()
+
+	// floorRand: the backoff before the second attempt is 0 (full
+	// jitter's floor), so no clock needs moving.
+	h2 := newHarness(t, harnessOptions{config: safetyConfig, dataDir: dir, clock: clock, brokerURL: b.URL(), automation: h, rand: floorRand{}})
+	if got, want := h2.nextTraffic(), `get Front Door {"state":""}`; got != want {
+		t.Fatalf("first message to a device after the restart: %s; want %s", got, want)
+	}
+	h2.wantTraffic(`get Front Door {"state":""}`, `set Front Door {"state":"UNLOCK"}`)
+	r := h2.await(func(r devices.Result) bool { return r.OpID == "pending" && r.Status.Terminal() }, "the final result of pending")
+	op, _, _ := h2.d.store.Lookup("pending")
+	if r.Status != devices.Succeeded || op.Status != devices.Succeeded || op.Attempts != 2 || op.State["lock_state"] != "unlocked" {
+		t.Errorf("pending after restart: %s/%s after %d attempts, state %v (%s); want succeeded after 2", op.Status, op.Reason, op.Attempts, op.State, op.Detail)
 	}
 }
