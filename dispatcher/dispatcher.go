@@ -9,8 +9,8 @@
 // inside the command's TTL, and declares success only when a report that
 // arrived after the send shows the target.
 //
-// It declares the small interfaces it consumes (Journal, Bridge, Publisher)
-// and never imports a concrete store, protocol or broker. Time and
+// It declares the small interfaces it consumes (Journal, Bridge, Publisher,
+// Notifier) and never imports a concrete store, protocol or broker. Time and
 // randomness are injected, so every TTL, timeout and backoff path is tested
 // exactly with a fake clock.
 package dispatcher

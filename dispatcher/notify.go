@@ -268,6 +268,11 @@ func (d *Dispatcher) admitNotification(ctx context.Context, s *Service, deadline
 			if p.Probe() {
 				b.signal() // the clock goroutine must watch the probe's deadline
 			}
+			if !now.Before(deadline) {
+				// Let through as the hold's timer fired: too late.
+				d.releaseNotification(s, p, breaker.Canceled)
+				return nil, errHeldTooLong
+			}
 			return p, nil
 		}
 		if !s.Hold {
