@@ -27,6 +27,7 @@ var allowed = map[string][]string{
 	"simulator":             {"devices"},
 	"protocols/mqtt":        {"retry"},
 	"protocols/zigbee2mqtt": {"devices", "protocols/mqtt"},
+	"protocols/webhook":     {},
 }
 
 // never lists what a package must not depend on even indirectly.

@@ -254,6 +254,48 @@ func brokerURL(s string) error {
 	return nil
 }
 
+// webhookURL checks a webhook service's URL: absolute, http or https, with
+// a host. It never repeats the URL, which may hold a token.
+func webhookURL(s string) error {
+	if s == "" {
+		return errEmpty
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return fmt.Errorf("not a valid URL: %v", err)
+	}
+	switch {
+	case u.Scheme == "":
+		return errors.New("want an http:// or https:// URL such as https://ntfy.sh/hearth; this one has no scheme")
+	case u.Scheme != "http" && u.Scheme != "https":
+		return fmt.Errorf("want an http:// or https:// URL, not %s://", u.Scheme)
+	case u.Hostname() == "":
+		return fmt.Errorf("no host; want %s://host/path", u.Scheme)
+	}
+	return nil
+}
+
+var headerName = regexp.MustCompile("^[A-Za-z0-9!#$%&'*+.^_`|~-]+$")
+
+// httpHeader checks an HTTP header field (RFC 9110 §5.1, §5.5): the name a
+// token, the value without control characters other than tab. It never
+// repeats the value, which may be a secret.
+func httpHeader(name, value string) error {
+	if !headerName.MatchString(name) {
+		return fmt.Errorf("%q is not an HTTP header name (letters, digits and !#$%%&'*+-.^_`|~)", name)
+	}
+	for _, r := range value {
+		if (r < 0x20 && r != '\t') || r == 0x7f {
+			return fmt.Errorf("the value holds control character %U, which an HTTP header cannot carry", r)
+		}
+	}
+	return nil
+}
+
 // fmtDuration formats d as time.Duration does, without zero minutes and
 // seconds after hours: 720h, not 720h0m0s.
 func fmtDuration(d time.Duration) string {

@@ -19,6 +19,13 @@ const ProtocolZigbee2MQTT = "zigbee2mqtt"
 // fallback_for and requires. No device may name it as its service.
 const ProtocolStatusTopic = "status_topic"
 
+// ProtocolWebhook is the protocol of a notify service reached over HTTP
+// (ntfy, Gotify, a Home Assistant webhook): Hearth POSTs every
+// notification it publishes on <prefix>/notifications, as the same JSON,
+// to its URL, through its retry policy and breaker. No device may name it
+// as its service.
+const ProtocolWebhook = "webhook"
+
 // Limits of the schema.
 const (
 	// MaxAttempts is the most attempts a service's retry policy may ask
@@ -176,11 +183,11 @@ type Service struct {
 	// '_' and '-'.
 	Name string
 	// Protocol is how Hearth talks to the service. Required:
-	// ProtocolZigbee2MQTT or ProtocolStatusTopic.
+	// ProtocolZigbee2MQTT, ProtocolStatusTopic or ProtocolWebhook.
 	Protocol string
 	// BaseTopic is the bridge's MQTT base topic. Default per protocol:
 	// "zigbee2mqtt" for zigbee2mqtt, Zigbee2MQTT's own default; none for
-	// status_topic, which takes no base_topic.
+	// status_topic and webhook, which take no base_topic.
 	BaseTopic string
 	// StatusTopic is the MQTT topic (no wildcards) on which a status_topic
 	// service says whether it is up. Required for status_topic, and only
@@ -190,9 +197,21 @@ type Service struct {
 	// mean up and down. status_topic only. Defaults "online" and "offline".
 	OnlinePayload  string
 	OfflinePayload string
-	// Retry is how Hearth retries commands sent through the service. A
-	// status_topic service takes no commands and no retry section: its
-	// Retry is the zero value.
+	// URL is where a webhook service's notifications are POSTed: an
+	// absolute http:// or https:// URL with a host. Required for webhook,
+	// and only for it. It may hold a token (Gotify's ?token=); Hearth
+	// leaves its query and user info out of logs.
+	URL string
+	// Headers are sent with every POST of a webhook service, such as
+	// Authorization: Bearer <token>; names are HTTP tokens, values hold
+	// no control characters but tab. webhook only. Default none.
+	Headers map[string]string
+	// Timeout bounds one POST of a webhook service; its Retry's
+	// AttemptTimeout is set to it. webhook only. Default 10s.
+	Timeout time.Duration
+	// Retry is how Hearth retries commands sent through the service, or a
+	// webhook service's notifications. A status_topic service takes no
+	// commands and no retry section: its Retry is the zero value.
 	Retry Retry
 	// Breaker is the service's circuit breaker.
 	Breaker Breaker
@@ -244,6 +263,10 @@ func (b Breaker) OpenBackoff() retry.Backoff {
 // retries at the radio layer; attempt_timeout 5s; exponential backoff with
 // full jitter, base 1s, multiplier 2, cap 10s; no deadline of its own (the
 // command's TTL); retry_on [transient]; never_retry []; max_retry_after 1h.
+// For webhook: max_attempts 3; attempt_timeout is the service's timeout
+// (10s); exponential backoff with full jitter, base 2s, multiplier 2, cap
+// 60s; the rest as for zigbee2mqtt, so that 408, 425, 429 and 5xx but 501
+// and 505 are retried, honouring Retry-After.
 type Retry struct {
 	retry.Policy
 	// AllowMoreAttempts lets MaxAttempts go beyond MaxAttempts (up to
@@ -318,6 +341,20 @@ var protocols = map[string]Service{
 		OfflinePayload: "offline",
 		Breaker:        defaultBreaker,
 	},
+	// A notify service: no base topic, and the retry policy of an HTTP
+	// service that may ask for time with 429 or 503 and Retry-After.
+	ProtocolWebhook: {
+		Timeout: 10 * time.Second,
+		Retry: Retry{
+			Policy: retry.Policy{
+				MaxAttempts:   3,
+				Backoff:       retry.Backoff{Base: 2 * time.Second, Multiplier: 2, Cap: 60 * time.Second},
+				MaxRetryAfter: retry.DefaultMaxRetryAfter,
+			},
+			Budget: Budget{Ratio: retry.DefaultBudgetRatio, MinRetries: retry.DefaultBudgetMinRetries, Window: retry.DefaultBudgetWindow},
+		},
+		Breaker: defaultBreaker,
+	},
 }
 
 // defaultBreaker holds every protocol's breaker defaults, package breaker's.
@@ -334,11 +371,17 @@ var defaultBreaker = Breaker{
 }
 
 // protocolNames lists the known protocols, sorted, for error messages.
-var protocolNames = []string{ProtocolStatusTopic, ProtocolZigbee2MQTT}
+var protocolNames = []string{ProtocolStatusTopic, ProtocolWebhook, ProtocolZigbee2MQTT}
 
 // Commands reports whether Hearth sends commands through s: whether
 // devices may name it as their service.
-func (s Service) Commands() bool { return s.Protocol != ProtocolStatusTopic }
+func (s Service) Commands() bool {
+	return s.Protocol != ProtocolStatusTopic && s.Protocol != ProtocolWebhook
+}
+
+// Notifies reports whether s is a notify service, which receives every
+// notification (protocol webhook).
+func (s Service) Notifies() bool { return s.Protocol == ProtocolWebhook }
 
 // withDefaults returns s with every zero field set to its protocol's
 // default. An unknown protocol leaves s as it is.
@@ -357,7 +400,7 @@ func (s Service) withDefaults() Service {
 	setDefault(&b.MaxProbes, db.MaxProbes)
 	setDefault(&b.ProbeTimeout, db.ProbeTimeout)
 	setDefault(&b.SuccessesToClose, db.SuccessesToClose)
-	if !s.Commands() {
+	if s.Protocol == ProtocolStatusTopic {
 		setDefault(&s.OnlinePayload, d.OnlinePayload)
 		setDefault(&s.OfflinePayload, d.OfflinePayload)
 		return s
@@ -366,6 +409,10 @@ func (s Service) withDefaults() Service {
 		s.BaseTopic = d.BaseTopic
 	}
 	r, dr := &s.Retry, d.Retry
+	if s.Protocol == ProtocolWebhook {
+		setDefault(&s.Timeout, d.Timeout)
+		r.AttemptTimeout = s.Timeout // one attempt is one POST
+	}
 	if r.MaxAttempts == 0 {
 		r.MaxAttempts = dr.MaxAttempts
 	}

@@ -144,6 +144,9 @@ func walkService(w *walker, name string, n *yaml.Node, key string) Service {
 		value("status_topic", &s.StatusTopic, topicLevels),
 		value("online_payload", &s.OnlinePayload, notEmpty),
 		value("offline_payload", &s.OfflinePayload, notEmpty),
+		value("url", &s.URL, webhookURL),
+		stringMap("headers", &s.Headers, httpHeader),
+		value("timeout", &s.Timeout, positive),
 		section("retry", append([]field{
 			value("max_attempts", &s.Retry.MaxAttempts, attempts),
 			value("allow_more_attempts", &s.Retry.AllowMoreAttempts),
@@ -172,11 +175,11 @@ func walkService(w *walker, name string, n *yaml.Node, key string) Service {
 			value("hold", &s.Breaker.Hold),
 		),
 	)
-	w.checkAttempts(join(key, "retry"), s.Retry)
+	w.checkAttempts(join(key, "retry"), s)
 	if k := join(key, "protocol"); s.Protocol == "" && !w.reported[k] && !w.reported[key] {
 		w.reportf(w.lines[key], k, "missing (known: %s)", strings.Join(protocolNames, ", "))
 	}
-	w.checkStatusTopic(key, s)
+	w.checkProtocolKeys(key, s)
 	s = s.withDefaults()
 	if s.Protocol == ProtocolStatusTopic && s.OnlinePayload == s.OfflinePayload && !w.reported[join(key, "online_payload")] && !w.reported[join(key, "offline_payload")] {
 		k, line := w.at(join(key, "offline_payload"), join(key, "online_payload"), key)
@@ -186,10 +189,12 @@ func walkService(w *walker, name string, n *yaml.Node, key string) Service {
 	// A probe must outlast its attempt, or a device that answers late but
 	// within attempt_timeout fails every probe and the breaker never
 	// closes. Left out, probe_timeout grows to the attempt timeout.
-	if s.Commands() && s.Breaker.ProbeTimeout < s.Retry.AttemptTimeout {
+	if s.Protocol != ProtocolStatusTopic && s.Breaker.ProbeTimeout < s.Retry.AttemptTimeout {
 		bkey := join(key, "breaker")
 		if k := join(bkey, "probe_timeout"); w.lines[k] == 0 {
 			s.Breaker.ProbeTimeout = s.Retry.AttemptTimeout
+		} else if !w.reported[k] && s.Notifies() {
+			w.reportf(w.lines[k], k, "probe_timeout %s is less than timeout %s: a probe would count as failed before its POST had the time to answer", fmtDuration(s.Breaker.ProbeTimeout), fmtDuration(s.Timeout))
 		} else if !w.reported[k] {
 			w.reportf(w.lines[k], k, "probe_timeout %s is less than retry.attempt_timeout %s: a probe would count as failed before its device had the time to answer", fmtDuration(s.Breaker.ProbeTimeout), fmtDuration(s.Retry.AttemptTimeout))
 		}
@@ -228,14 +233,18 @@ func walkDevice(w *walker, id string, n *yaml.Node, key string) Device {
 	return d
 }
 
-// checkStatusTopic reports the keys of a status_topic service given to
-// another protocol, and those of a commanded service given to a
-// status_topic one, which Hearth sends no commands.
-func (w *walker) checkStatusTopic(key string, s Service) {
+// checkProtocolKeys reports the keys a service's protocol does not take:
+// those of a status_topic service or of a webhook service given to
+// another protocol, those of a commanded service given to a status_topic
+// one, which Hearth sends no commands, and the MQTT base topic and
+// attempt timeout of a webhook, which its url and timeout replace. It
+// reports a missing status_topic or url.
+func (w *walker) checkProtocolKeys(key string, s Service) {
 	if s.Protocol == "" || w.reported[join(key, "protocol")] {
 		return
 	}
-	if s.Protocol == ProtocolStatusTopic {
+	switch s.Protocol {
+	case ProtocolStatusTopic:
 		if k := join(key, "status_topic"); s.StatusTopic == "" && !w.reported[k] {
 			w.reportf(w.lines[key], k, "missing; a status_topic service needs the topic it reports its status on")
 		}
@@ -244,11 +253,29 @@ func (w *walker) checkStatusTopic(key string, s Service) {
 				w.reportf(w.lines[k], k, "a status_topic service takes no %s: Hearth only watches it and sends it no commands", name)
 			}
 		}
-		return
+	case ProtocolWebhook:
+		if k := join(key, "url"); s.URL == "" && !w.reported[k] {
+			w.reportf(w.lines[key], k, "missing; a webhook service needs the http:// or https:// URL it POSTs notifications to")
+		}
+		if k := join(key, "base_topic"); w.lines[k] != 0 {
+			w.reportf(w.lines[k], k, "a webhook service takes no base_topic: Hearth reaches it over HTTP, at its url")
+		}
+		if k := join(join(key, "retry"), "attempt_timeout"); w.lines[k] != 0 {
+			w.reportf(w.lines[k], k, "a webhook service takes no attempt_timeout: its timeout bounds each POST")
+		}
 	}
-	for _, name := range []string{"status_topic", "online_payload", "offline_payload"} {
-		if k := join(key, name); w.lines[k] != 0 && !w.reported[k] {
-			w.reportf(w.lines[k], k, "only for protocol status_topic, not %s", s.Protocol)
+	if s.Protocol != ProtocolStatusTopic {
+		for _, name := range []string{"status_topic", "online_payload", "offline_payload"} {
+			if k := join(key, name); w.lines[k] != 0 && !w.reported[k] {
+				w.reportf(w.lines[k], k, "only for protocol status_topic, not %s", s.Protocol)
+			}
+		}
+	}
+	if s.Protocol != ProtocolWebhook {
+		for _, name := range []string{"url", "headers", "timeout"} {
+			if k := join(key, name); w.lines[k] != 0 && !w.reported[k] {
+				w.reportf(w.lines[k], k, "only for protocol webhook, not %s", s.Protocol)
+			}
 		}
 	}
 }
@@ -368,10 +395,14 @@ func (c *Config) checkDevices(w *walker) {
 		s, found := c.Service(d.Service)
 		switch {
 		case w.reported[skey] || w.reported[key]:
+		case found && s.Notifies():
+			w.reportf(w.lines[skey], skey, "service %q is a notify service (protocol %s): it receives notifications, not commands, so no device can be reached through it", d.Service, s.Protocol)
 		case found && !s.Commands():
 			w.reportf(w.lines[skey], skey, "service %q only reports its status (protocol %s); Hearth sends it no commands, so no device can be reached through it", d.Service, s.Protocol)
 		case d.Service == "" && len(names) == 1:
 			d.Service = names[0]
+		case d.Service == "" && len(names) == 0 && len(c.Services) > 0:
+			w.reportf(w.lines[key], skey, "missing, and no configured service takes commands (a status_topic or webhook service reaches no device)")
 		case d.Service == "" && len(names) == 0:
 			w.reportf(w.lines[key], skey, "missing, and no services are configured")
 		case d.Service == "":
@@ -436,11 +467,16 @@ func (w *walker) checkBackoff(key string, b retry.Backoff) {
 }
 
 // checkAttempts reports a max_attempts beyond MaxAttempts without
-// allow_more_attempts.
-func (w *walker) checkAttempts(key string, r Retry) {
+// allow_more_attempts, at key, s's retry section.
+func (w *walker) checkAttempts(key string, s Service) {
+	r := s.Retry
 	k := join(key, "max_attempts")
 	if r.MaxAttempts <= MaxAttempts || r.AllowMoreAttempts || w.reported[k] {
 		return
 	}
-	w.reportf(w.lines[k], k, "must be from 1 to %d, got %d; the radio layer already retries (set allow_more_attempts: true to go beyond)", MaxAttempts, r.MaxAttempts)
+	why := "the radio layer already retries"
+	if s.Notifies() {
+		why = "a few spaced tries within the notification's TTL ride out a short outage"
+	}
+	w.reportf(w.lines[k], k, "must be from 1 to %d, got %d; %s (set allow_more_attempts: true to go beyond)", MaxAttempts, r.MaxAttempts, why)
 }

@@ -57,6 +57,12 @@ func TestSampleWorkedExample(t *testing.T) {
 	if want := (Service{Name: "cloud_presence", Protocol: ProtocolStatusTopic, StatusTopic: "cloud_presence/status", Breaker: Breaker{Enabled: true}}).withDefaults(); !ok || !reflect.DeepEqual(s, want) {
 		t.Errorf("service cloud_presence = %+v, want %+v (the defaults, as its comments say)", s, want)
 	}
+	hook, ok := c.Service("home_assistant")
+	wantHook := webhookDefaults("home_assistant", "http://homeassistant.local:8123/api/webhook/hearth-notifications")
+	wantHook.Headers = map[string]string{"X-Hearth-Instance": "hub"}
+	if !ok || !reflect.DeepEqual(hook, wantHook) {
+		t.Errorf("service home_assistant = %+v, want %+v (the defaults, as its comments say, and its header)", hook, wantHook)
+	}
 	for id, class := range map[string]devices.Class{"hall_motion": devices.Sensor, "hall_light": devices.Light} {
 		if d, ok := c.Device(id); !ok || d.Class != class || d.Service != "zigbee" {
 			t.Errorf("device %s = %+v, want a %s on zigbee", id, d, class)

@@ -313,6 +313,37 @@ func classes(name string, p *[]retry.Class) field {
 	}}
 }
 
+// stringMap is a field whose value is a mapping of names to strings, such
+// as HTTP headers, stored in *p when every entry decodes and passes
+// check(name, value). An entry's problem is reported at its own key; a
+// null value leaves *p alone.
+func stringMap(name string, p *map[string]string, check func(name, value string) error) field {
+	return field{name, func(w *walker, n *yaml.Node, key string) {
+		m := map[string]string{}
+		ok := true
+		w.entries(n, key, func(name string, v *yaml.Node, k string) {
+			line := v.Line
+			v = resolve(v)
+			var err error
+			var s string
+			if isNull(v) {
+				err = errors.New("want a string, got null")
+			} else if s, err = decode[string](v); err == nil {
+				err = check(name, s)
+			}
+			if err != nil {
+				w.report(line, k, err)
+				ok = false
+				return
+			}
+			m[name] = s
+		})
+		if r := resolve(n); ok && r.Kind == yaml.MappingNode {
+			*p = m
+		}
+	}}
+}
+
 // resolve follows an alias to the node it names.
 func resolve(n *yaml.Node) *yaml.Node {
 	for n.Kind == yaml.AliasNode && n.Alias != nil {

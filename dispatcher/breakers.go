@@ -334,6 +334,9 @@ type BreakerStatus struct {
 	Bridge  string `json:"bridge"`
 	Trips   int    `json:"trips"`   // since it last closed
 	Watched bool   `json:"watched"` // the service is watched only: Hearth sends it no commands
+	// Notify: the service is a notify service (Service.Notifier), which
+	// receives notifications, not commands; left out when false.
+	Notify bool `json:"notify,omitempty"`
 }
 
 // Breakers returns the state of every service's breaker, in Options
@@ -349,7 +352,7 @@ func (d *Dispatcher) Breakers() []BreakerStatus {
 		snap := s.breaker.Snapshot(now)
 		out = append(out, BreakerStatus{
 			Service: name, State: snap.State.String(), Since: snap.Since.UTC(),
-			Until: snap.Until.UTC(), Offline: snap.Offline, Bridge: s.link.current().String(), Trips: snap.Trips, Watched: s.Bridge == nil,
+			Until: snap.Until.UTC(), Offline: snap.Offline, Bridge: s.link.current().String(), Trips: snap.Trips, Watched: s.Bridge == nil && s.Notifier == nil, Notify: s.Notifier != nil,
 		})
 	}
 	return out

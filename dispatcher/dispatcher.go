@@ -9,14 +9,15 @@
 // inside the command's TTL, and declares success only when a report that
 // arrived after the send shows the target.
 //
-// It declares the small interfaces it consumes (Journal, Bridge, Publisher)
-// and never imports a concrete store, protocol or broker. Time and
+// It declares the small interfaces it consumes (Journal, Bridge, Publisher,
+// Notifier) and never imports a concrete store, protocol or broker. Time and
 // randomness are injected, so every TTL, timeout and backoff path is tested
 // exactly with a fake clock.
 package dispatcher
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -110,6 +111,14 @@ type Service struct {
 	// only watches (a cloud service that automations depend on): such a
 	// service has a Breaker, driven by BridgeState, and no devices.
 	Bridge Bridge
+	// Notifier, set instead of Bridge, makes the service a notify service
+	// (an HTTP webhook): every Notify is delivered to it too, through its
+	// Policy (with AttemptTimeout bounding one send), Budget and Breaker,
+	// as commands are (see notify.go). It has no devices.
+	Notifier Notifier
+	// NotifyQueue bounds a notify service's waiting notifications; 0
+	// means DefaultNotifyQueue. Past it the oldest is dropped.
+	NotifyQueue int
 	// Policy is how commands through the service are retried: at least 1
 	// attempt, and a positive AttemptTimeout, how long one attempt waits
 	// for a confirming report (from the broker's acknowledgement of the
@@ -173,6 +182,9 @@ type Options struct {
 	// availability) per second are published again after each
 	// (re)connect; 0 means DefaultRepublishRate.
 	RepublishRate int
+	// NotifyTTL is how long a notification stays worth delivering to a
+	// notify service, queued time included; 0 means DefaultNotifyTTL.
+	NotifyTTL time.Duration
 }
 
 // DefaultReadTimeout is how long the fresh read before every attempt at a
@@ -232,6 +244,9 @@ type Dispatcher struct {
 	sweep         chan struct{} // a republish sweep is wanted
 
 	stopped chan struct{} // closed when Run stops taking commands
+
+	notifiers []*notifyQueue // one per notify service, in Options order
+	notifyTTL time.Duration
 }
 
 // New checks the options and returns a dispatcher that does nothing until
@@ -262,6 +277,10 @@ func New(opts Options) (*Dispatcher, error) {
 		d.republishRate = DefaultRepublishRate
 	}
 	d.sweep = make(chan struct{}, 1)
+	d.notifyTTL = opts.NotifyTTL
+	if d.notifyTTL <= 0 {
+		d.notifyTTL = DefaultNotifyTTL
+	}
 	if d.clock == nil {
 		d.clock = clockwork.NewRealClock()
 	}
@@ -280,9 +299,11 @@ func New(opts Options) (*Dispatcher, error) {
 	for i := range opts.Services {
 		s := opts.Services[i]
 		switch {
-		case s.Bridge == nil && s.Breaker == nil:
-			return nil, fmt.Errorf("dispatcher: service %q has neither a bridge nor a breaker", s.Name)
-		case s.Bridge == nil:
+		case s.Bridge == nil && s.Notifier == nil && s.Breaker == nil:
+			return nil, fmt.Errorf("dispatcher: service %q has neither a bridge, a notifier nor a breaker", s.Name)
+		case s.Bridge != nil && s.Notifier != nil:
+			return nil, fmt.Errorf("dispatcher: service %q has both a bridge and a notifier; a notify service takes no commands", s.Name)
+		case s.Bridge == nil && s.Notifier == nil:
 			// Watched only: no commands, no policy.
 		case s.Policy.MaxAttempts < 1:
 			return nil, fmt.Errorf("dispatcher: service %q: max attempts %d < 1", s.Name, s.Policy.MaxAttempts)
@@ -296,11 +317,17 @@ func New(opts Options) (*Dispatcher, error) {
 		}
 		d.services[s.Name] = svc
 		d.serviceNames = append(d.serviceNames, s.Name)
+		if svc.Notifier != nil {
+			d.notifiers = append(d.notifiers, newNotifyQueue(svc))
+		}
 	}
 	for _, dev := range opts.Devices {
 		svc, ok := d.services[dev.Service]
 		if !ok {
 			return nil, fmt.Errorf("dispatcher: device %q names unknown service %q", dev.ID, dev.Service)
+		}
+		if svc.Notifier != nil {
+			return nil, fmt.Errorf("dispatcher: device %q names service %q, a notify service (it takes no commands)", dev.ID, dev.Service)
 		}
 		if svc.Bridge == nil {
 			return nil, fmt.Errorf("dispatcher: device %q names service %q, which is watched only (it has no bridge)", dev.ID, dev.Service)
@@ -335,6 +362,9 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		if s.breaker != nil {
 			wg.Go(func() { d.runBreakerClock(ctx, s) })
 		}
+	}
+	for _, q := range d.notifiers {
+		wg.Go(func() { d.runNotifier(ctx, q) })
 	}
 	d.resume(pending)
 	for _, q := range d.devices {
@@ -565,12 +595,21 @@ type Notification struct {
 }
 
 // Notify publishes n on <prefix>/notifications through the outbox, which
-// holds it while the connection is down. A zero At is now. It never
-// blocks.
+// holds it while the connection is down, and queues the same JSON for
+// every notify service (Service.Notifier), whose worker delivers it
+// through the service's retry policy and breaker once Run runs. A zero
+// At is now. It never blocks. Notifications are not stored: one not yet
+// published or delivered when Hearth stops is lost.
 func (d *Dispatcher) Notify(n Notification) {
 	if n.At.IsZero() {
 		n.At = d.now()
 	}
 	n.At = n.At.UTC()
-	d.out.push(d.prefix+"/notifications", n, false)
+	b, err := json.Marshal(n)
+	if err != nil {
+		d.log.Error("notification not encoded", "err", err) // plain fields: cannot happen
+		return
+	}
+	d.out.pushRaw(d.prefix+"/notifications", b, false)
+	d.enqueueNotification(n, b)
 }

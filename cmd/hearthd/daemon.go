@@ -213,6 +213,15 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 				log.Warn("service allows more attempts than the radio layer needs; retries may hammer a sick network",
 					"service", s.Name, "max_attempts", s.Retry.MaxAttempts, "recommended_max", config.MaxAttempts)
 			}
+		case config.ProtocolWebhook:
+			svc, err := notifyService(s, breakerRand)
+			if err != nil {
+				return nil, err
+			}
+			if svc.Breaker != nil {
+				d.metrics.BreakerState(s.Name, breaker.Closed.String())
+			}
+			services = append(services, svc)
 		case config.ProtocolStatusTopic:
 			if !s.Breaker.Enabled {
 				log.Warn("watched service has its breaker disabled: nothing watches it", "service", s.Name)

@@ -2,12 +2,16 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"runtime/debug"
 	"strings"
 
 	"github.com/hearthd/hearth/config"
+	"github.com/hearthd/hearth/dispatcher"
 	"github.com/hearthd/hearth/health"
 	"github.com/hearthd/hearth/protocols/mqtt"
+	"github.com/hearthd/hearth/protocols/webhook"
+	"github.com/hearthd/hearth/retry"
 )
 
 // watch returns the handler of a watched service's status topic: its
@@ -26,6 +30,29 @@ func (d *daemon) watch(s config.Service) mqtt.Handler {
 				"online_payload", s.OnlinePayload, "offline_payload", s.OfflinePayload)
 		}
 	}
+}
+
+// notifyService builds the dispatcher's notify service of a webhook
+// service: a webhook.Sender on its url, headers and timeout, with its
+// retry policy, budget and breaker, which r draws the breaker's jitter
+// from.
+func notifyService(s config.Service, r retry.Rand) (dispatcher.Service, error) {
+	sender, err := webhook.New(webhook.Options{URL: s.URL, Headers: s.Headers, Timeout: s.Timeout})
+	if err != nil {
+		return dispatcher.Service{}, fmt.Errorf("service %s: %w", s.Name, err)
+	}
+	b := s.Retry.Budget
+	svc := dispatcher.Service{
+		Name:     s.Name,
+		Notifier: sender,
+		Policy:   s.Retry.Policy,
+		Budget:   retry.NewBudget(b.Ratio, b.MinRetries, b.Window),
+		Hold:     s.Breaker.Hold,
+	}
+	if s.Breaker.Enabled {
+		svc.Breaker = breakerOptions(s.Breaker, r)
+	}
+	return svc, nil
 }
 
 // version is hearthd's version as Home Assistant shows it: the module
