@@ -102,7 +102,7 @@ func TestFailedLockNotifiesTheWebhookHonouringRetryAfter(t *testing.T) {
 	if r := h.final("unlock"); r.Status != devices.Failed || r.Reason != devices.ReasonBreakerOpen {
 		t.Fatalf("unlock: %s/%s, want failed/breaker_open", r.Status, r.Reason)
 	}
-	want := `{"title":"front_door: command not carried out","message":"front_door command unlock was not carried out: the circuit breaker of service zigbee is open","severity":"critical","source":"dispatcher","device":"front_door","op_id":"unlock","at":"2026-11-29T19:00:00Z"}`
+	want := `{"title":"front_door: unlock failed","message":"The unlock command to front_door was not carried out (breaker_open): the circuit breaker of service zigbee is open","severity":"critical","source":"dispatcher","device":"front_door","op_id":"unlock","reason":"breaker_open","at":"2026-11-29T19:00:00Z"}`
 	var published string
 	select {
 	case m := <-notes:
