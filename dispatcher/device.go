@@ -851,10 +851,10 @@ func (q *deviceQueue) finish(t *task, status devices.Status, reason devices.Reas
 		q.d.log.Error("store result", "op_id", op.OpID, "err", err)
 	}
 	q.d.log.Info("command ended", "op_id", op.OpID, "device", op.Device, "status", status, "reason", reason, "attempts", op.Attempts)
-	q.d.publishResult(op.Result())
 	if q.d.audited(q.dev.Device) {
-		q.d.audit(endEntry(q.dev.Device, op, now))
+		q.d.audit(endEntry(q.dev.Device, op, now)) // stored before anyone hears of it
 	}
+	q.d.publishResult(op.Result())
 	q.d.alertIfSafetyCritical(q.dev.Device, op)
 }
 

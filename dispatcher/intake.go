@@ -131,6 +131,8 @@ func (d *Dispatcher) admit(batch []Request) {
 			superseded = nil
 		}
 	}
+	// The audit trail is stored before anyone hears of the outcome.
+	d.auditIntake(items, superseded, now)
 
 	for i := range items {
 		it := &items[i]
@@ -171,7 +173,6 @@ func (d *Dispatcher) admit(batch []Request) {
 	for _, op := range superseded {
 		d.publishResult(op.Result())
 	}
-	d.auditIntake(items, superseded, now)
 }
 
 // auditIntake keeps the audit trail of a batch: the acceptance (or
