@@ -209,6 +209,12 @@ type Service struct {
 	// Timeout bounds one POST of a webhook service; its Retry's
 	// AttemptTimeout is set to it. webhook only. Default 10s.
 	Timeout time.Duration
+	// ReadTimeout is how long the fresh read of a safety-critical
+	// device's state before an attempt (a /get for Zigbee2MQTT) waits for
+	// the device's report; without one by then a risky action (unlock,
+	// open a garage door) fails state_unknown with nothing sent. Services
+	// that take commands only. Default 5s.
+	ReadTimeout time.Duration
 	// Retry is how Hearth retries commands sent through the service, or a
 	// webhook service's notifications. A status_topic service takes no
 	// commands and no retry section: its Retry is the zero value.
@@ -322,7 +328,8 @@ func Default() *Config {
 // defaults.
 var protocols = map[string]Service{
 	ProtocolZigbee2MQTT: {
-		BaseTopic: "zigbee2mqtt",
+		BaseTopic:   "zigbee2mqtt",
+		ReadTimeout: 5 * time.Second,
 		Retry: Retry{
 			Policy: retry.Policy{
 				MaxAttempts:    2,

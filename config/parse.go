@@ -147,6 +147,7 @@ func walkService(w *walker, name string, n *yaml.Node, key string) Service {
 		value("url", &s.URL, webhookURL),
 		stringMap("headers", &s.Headers, httpHeader),
 		value("timeout", &s.Timeout, positive),
+		value("read_timeout", &s.ReadTimeout, positive),
 		section("retry", append([]field{
 			value("max_attempts", &s.Retry.MaxAttempts, attempts),
 			value("allow_more_attempts", &s.Retry.AllowMoreAttempts),
@@ -270,6 +271,9 @@ func (w *walker) checkProtocolKeys(key string, s Service) {
 				w.reportf(w.lines[k], k, "only for protocol status_topic, not %s", s.Protocol)
 			}
 		}
+	}
+	if k := join(key, "read_timeout"); !s.Commands() && w.lines[k] != 0 && !w.reported[k] {
+		w.reportf(w.lines[k], k, "only for services that take commands (zigbee2mqtt), not %s: Hearth reads no device through it", s.Protocol)
 	}
 	if s.Protocol != ProtocolWebhook {
 		for _, name := range []string{"url", "headers", "timeout"} {

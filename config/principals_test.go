@@ -2,6 +2,7 @@ package config
 
 import (
 	"testing"
+	"time"
 
 	"github.com/hearthd/hearth/devices"
 )
@@ -88,5 +89,24 @@ func TestPrincipalsErrors(t *testing.T) {
 				t.Errorf("error\n got  %s\n want %s", err, tc.want)
 			}
 		})
+	}
+}
+
+func TestReadTimeout(t *testing.T) {
+	c, err := Parse("hearth.yaml", []byte(z2m+"    read_timeout: 2s\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := c.Service("zigbee"); s.ReadTimeout != 2*time.Second {
+		t.Errorf("read_timeout = %v, want 2s", s.ReadTimeout)
+	}
+	c, _ = Parse("hearth.yaml", []byte(z2m))
+	if s, _ := c.Service("zigbee"); s.ReadTimeout != 5*time.Second {
+		t.Errorf("default read_timeout = %v, want 5s", s.ReadTimeout)
+	}
+	_, err = Parse("hearth.yaml", []byte("services:\n  cloud:\n    protocol: status_topic\n    status_topic: cloud/status\n    read_timeout: 2s\n"))
+	want := `hearth.yaml:5: services.cloud.read_timeout: only for services that take commands (zigbee2mqtt), not status_topic: Hearth reads no device through it`
+	if err == nil || err.Error() != want {
+		t.Errorf("read_timeout on a status_topic service: %v; want %s", err, want)
 	}
 }

@@ -198,11 +198,12 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 			adapters = append(adapters, a)
 			b := s.Retry.Budget
 			svc := dispatcher.Service{
-				Name:   s.Name,
-				Bridge: a,
-				Policy: s.Retry.Policy,
-				Budget: retry.NewBudget(b.Ratio, b.MinRetries, b.Window),
-				Hold:   s.Breaker.Hold,
+				Name:        s.Name,
+				Bridge:      a,
+				Policy:      s.Retry.Policy,
+				Budget:      retry.NewBudget(b.Ratio, b.MinRetries, b.Window),
+				Hold:        s.Breaker.Hold,
+				ReadTimeout: s.ReadTimeout,
 			}
 			if s.Breaker.Enabled {
 				svc.Breaker = breakerOptions(s.Breaker, breakerRand)
