@@ -46,12 +46,12 @@ func decodeResult(t *testing.T, body string) devices.Result {
 }
 
 // A command over HTTP runs like one over MQTT: POST answers 202 with the
-// op_id and its Location, the lock is sent the command and reports it,
-// and GET of the op with ?wait= answers once it succeeded. The result
+// op_id and its Location, the lock is read, sent the UNLOCK and reports
+// it, and GET of the op with ?wait= answers once it succeeded. The result
 // topic says the same.
 func TestHTTPCommandSucceeds(t *testing.T) {
 	h := newHarness(t, harnessOptions{})
-	status, header, body := h.call("POST", "/api/v1/devices/front_door/commands", "", `{"state":"LOCK","op_id":"http-1"}`)
+	status, header, body := h.call("POST", "/api/v1/devices/front_door/commands", "", `{"state":"UNLOCK","op_id":"http-1"}`)
 	if status != http.StatusAccepted {
 		t.Fatalf("POST: %d %s", status, body)
 	}
@@ -64,8 +64,8 @@ func TestHTTPCommandSucceeds(t *testing.T) {
 	}
 	status, _, body = h.call("GET", loc+"?wait=30s", "", "")
 	r := decodeResult(t, body)
-	if status != http.StatusOK || r.Status != devices.Succeeded || r.Attempts != 1 || r.State["state"] != "LOCK" {
-		t.Fatalf("GET ?wait=: %d %s; want 200 succeeded after 1 attempt, state LOCK", status, body)
+	if status != http.StatusOK || r.Status != devices.Succeeded || r.Attempts != 1 || r.State["state"] != "UNLOCK" {
+		t.Fatalf("GET ?wait=: %d %s; want 200 succeeded after 1 attempt, state UNLOCK", status, body)
 	}
 	if set := h.nextSet(); set.Device != "Front Door" {
 		t.Errorf("the set went to %s", set.Device)
@@ -75,7 +75,7 @@ func TestHTTPCommandSucceeds(t *testing.T) {
 	}
 
 	// The same op_id again: answered from the store, nothing sent.
-	status, _, body = h.call("POST", "/api/v1/devices/front_door/commands", "", `{"state":"LOCK","op_id":"http-1"}`)
+	status, _, body = h.call("POST", "/api/v1/devices/front_door/commands", "", `{"state":"UNLOCK","op_id":"http-1"}`)
 	if status != http.StatusOK || decodeResult(t, body).Status != devices.Succeeded {
 		t.Errorf("repeat: %d %s; want 200 succeeded", status, body)
 	}
@@ -94,17 +94,18 @@ principals:
     allow: {"*": ["*"]}
 `
 
-// Once principals are configured (here by the reload path), every API
+// Once principals are configured (here by a SIGHUP's reload), every API
 // request needs a principal's token, a command without one never reaches
-// the dispatcher, health stays open; with the principals gone again the
-// API is open.
+// the dispatcher, a command with one is the principal's (refused 403
+// beyond its allow), health stays open; with the principals gone again
+// the API is open.
 func TestHTTPPrincipals(t *testing.T) {
 	h := newHarness(t, harnessOptions{})
 	withPrincipals, err := config.Parse("test.yaml", []byte(principalsConfig))
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.d.setHTTPPrincipals(withPrincipals)
+	h.d.reload(withPrincipals)
 
 	for _, path := range []string{"/healthz", "/metrics"} {
 		if status, _, body := h.call("GET", path, "", ""); status != http.StatusOK {
@@ -146,7 +147,12 @@ func TestHTTPPrincipals(t *testing.T) {
 		t.Errorf("tablet's command: %s", stored.Status)
 	}
 
-	h.d.setHTTPPrincipals(h.cfg) // no principals: open again
+	status, _, body = h.call("POST", "/api/v1/devices/hall_light/commands", "tablet-token-0123456789", `{"state":"ON","op_id":"tablet-light"}`)
+	if r := decodeResult(t, body); status != http.StatusForbidden || r.Reason != devices.ReasonUnauthorized {
+		t.Errorf("tablet commands the hall light: %d %s; want 403 unauthorized", status, body)
+	}
+
+	h.d.reload(h.cfg) // no principals: open again
 	if status, _, body := h.call("GET", "/api/v1/breakers", "", ""); status != http.StatusOK {
 		t.Errorf("breakers after the principals went: %d %s", status, body)
 	}
