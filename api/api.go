@@ -1,9 +1,12 @@
-// Package api serves Hearth's HTTP API under /api/v1. For now that is the
-// state of every service's circuit breaker (GET /api/v1/breakers); the
-// command and op endpoints of the design are still to come.
+// Package api serves Hearth's HTTP API under /api/v1: commands (POST
+// /api/v1/devices/{device}/commands, GET /api/v1/ops/{op_id}, see
+// RegisterCommands) and the state of every service's circuit breaker (GET
+// /api/v1/breakers, see Register). Authenticate guards all of it with the
+// principals' bearer tokens.
 //
-// It owns the HTTP shapes only: what a breaker is and how its state is
-// kept belong to package dispatcher.
+// It owns the HTTP shapes only: validating, storing and running commands
+// and keeping breakers belong to package dispatcher; it never reads the
+// store but through the small interfaces it declares.
 package api
 
 import (

@@ -172,6 +172,13 @@ type Options struct {
 	// service's breaker, before the new state is published. It runs on
 	// whichever goroutine caused the transition and must not block.
 	OnBreakerChange func(BreakerChange)
+	// OnResult, if set, is called with every result the dispatcher
+	// publishes on <prefix>/<device>/result (accepted, queued, terminal,
+	// rejections and repeats), when it is queued for publishing: a
+	// terminal result's op is stored by then (unless storing failed,
+	// which is logged). It runs on whichever goroutine produced the
+	// result and must not block.
+	OnResult func(devices.Result)
 	// Authorizer, if set, decides which principal may command what; nil
 	// lets everyone command everything (no principals configured).
 	Authorizer Authorizer
@@ -224,6 +231,7 @@ type Dispatcher struct {
 	authz     Authorizer // nil: everyone may command everything
 	auditLog  AuditLog   // nil: no audit trail kept
 	onBreaker func(BreakerChange)
+	onResult  func(devices.Result)
 	clock     clockwork.Clock
 	log       *slog.Logger
 	rand      retry.Rand // safe for concurrent use
@@ -272,6 +280,7 @@ func New(opts Options) (*Dispatcher, error) {
 	}
 	d.onBreaker = opts.OnBreakerChange
 	d.authz, d.auditLog = opts.Authorizer, opts.Audit
+	d.onResult = opts.OnResult
 	d.republishRate = opts.RepublishRate
 	if d.republishRate <= 0 {
 		d.republishRate = DefaultRepublishRate
@@ -570,9 +579,13 @@ func (d *Dispatcher) topic(device, suffix string) string {
 	return d.prefix + "/" + device + "/" + suffix
 }
 
-// publishResult queues r for hearth/<device>/result.
+// publishResult queues r for hearth/<device>/result and hands it to
+// OnResult.
 func (d *Dispatcher) publishResult(r devices.Result) {
 	d.out.push(d.topic(r.Device, "result"), r, false)
+	if d.onResult != nil {
+		d.onResult(r)
+	}
 }
 
 // Notification is a message for people: the payload of

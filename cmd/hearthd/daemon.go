@@ -65,6 +65,14 @@ type daemon struct {
 
 	httpSrv *http.Server
 	httpLn  net.Listener
+	// principals authenticate the HTTP API; results wakes its waits.
+	principals httpPrincipals
+	results    api.Waiter
+	// endHTTP ends every HTTP request's context: stop calls it once the
+	// dispatcher has stopped, so that a POST whose command the stopped
+	// intake will never answer, and a GET waiting for an op, return
+	// before the server shuts down.
+	endHTTP context.CancelFunc
 
 	brokerURL string
 	// beforeStop, if set, runs first in stop: for parts that use the
@@ -260,7 +268,8 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 				d.engine.BreakerState(c.Service, c.To.String(), c.Replay)
 			}
 		},
-		Logger: log.With("component", "dispatcher"),
+		OnResult: d.results.Notify,
+		Logger:   log.With("component", "dispatcher"),
 	})
 	if err != nil {
 		return nil, err
@@ -369,7 +378,16 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 	d.metrics.Register(mux)
 	api.Register(mux, disp)
 	api.RegisterAudit(mux, auditSource{d.store})
-	d.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	api.RegisterCommands(mux, d.commandAPI(dp.clock))
+	d.setHTTPPrincipals(cfg)
+	d.onReload = append(d.onReload, d.setHTTPPrincipals)
+	var httpCtx context.Context
+	httpCtx, d.endHTTP = context.WithCancel(context.Background())
+	d.httpSrv = &http.Server{
+		Handler:           api.Authenticate(&d.principals, mux), // see httpapi.go
+		ReadHeaderTimeout: 10 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return httpCtx },
+	}
 	go func() {
 		defer close(d.httpDone)
 		if err := d.httpSrv.Serve(d.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -396,6 +414,9 @@ func (d *daemon) stop() {
 			if d.engineDone != nil {
 				<-d.engineDone
 			}
+		}
+		if d.endHTTP != nil {
+			d.endHTTP()
 		}
 		if d.stopConn != nil {
 			d.stopConn()

@@ -114,6 +114,8 @@ Try one yourself while this runs (Ctrl-C stops it):
   mosquitto_pub -h %[1]s -p %[2]s -q 1 -t %[3]s/kitchen_light/set -m '{"state":"ON","brightness":200,"op_id":"try-1"}'
   curl -s http://%[4]s/readyz
   curl -s http://%[4]s/api/v1/breakers
+  curl -s -X POST http://%[4]s/api/v1/devices/kitchen_light/commands -d '{"state":"OFF","op_id":"try-2"}'
+  curl -s 'http://%[4]s/api/v1/ops/try-2?wait=30s'
 
 `, host(d.brokerURL), port(d.brokerURL), d.cfg.Prefix, d.httpAddr())
 	return nil
