@@ -415,6 +415,7 @@ func (s Service) withDefaults() Service {
 	if s.BaseTopic == "" {
 		s.BaseTopic = d.BaseTopic
 	}
+	setDefault(&s.ReadTimeout, d.ReadTimeout)
 	r, dr := &s.Retry, d.Retry
 	if s.Protocol == ProtocolWebhook {
 		setDefault(&s.Timeout, d.Timeout)

@@ -299,9 +299,9 @@ func (h *harness) submitAs(principal, device, payload string) {
 	}
 }
 
-// principalsConfig is breakerConfig(true) with a tablet that may lock and
+// tabletConfig is breakerConfig(true) with a tablet that may lock and
 // unlock the front door: grants is its allow list for front_door.
-func principalsConfig(grants string) string {
+func tabletConfig(grants string) string {
 	return breakerConfig(true) + `principals:
   tablet:
     http_token: tablet-token-0123456789
@@ -313,7 +313,7 @@ func principalsConfig(grants string) string {
 // its attempt stops it: failed/unauthorized, nothing sent (no get, no
 // set), audited, and a critical notification names the principal.
 func TestPermissionRevokedBeforeTheAttemptStopsTheCommand(t *testing.T) {
-	h := newHarness(t, harnessOptions{config: principalsConfig("[lock, unlock]")})
+	h := newHarness(t, harnessOptions{config: tabletConfig("[lock, unlock]")})
 	h.settle("front_door")
 	notes := h.notifications()
 	h.openBreaker() // held: the command waits, accepted, for the breaker
@@ -325,7 +325,7 @@ func TestPermissionRevokedBeforeTheAttemptStopsTheCommand(t *testing.T) {
 	if r := h.result("revoked"); r.Status != devices.Queued || r.Reason != devices.ReasonBreakerOpen {
 		t.Fatalf("second result: %s/%s; want queued/breaker_open", r.Status, r.Reason)
 	}
-	next, err := config.Parse("test.yaml", []byte(principalsConfig("[lock]")))
+	next, err := config.Parse("test.yaml", []byte(tabletConfig("[lock]")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -369,7 +369,7 @@ func TestPermissionRevokedBeforeTheAttemptStopsTheCommand(t *testing.T) {
 // reason unauthorized, and so is an unauthenticated one; both are audited
 // and nothing reaches the lock.
 func TestUnauthorizedCommandsAreRejected(t *testing.T) {
-	h := newHarness(t, harnessOptions{config: principalsConfig("[lock]")})
+	h := newHarness(t, harnessOptions{config: tabletConfig("[lock]")})
 	h.settle("front_door")
 	h.submitAs("tablet", "front_door", `{"state":"UNLOCK","op_id":"not-allowed"}`)
 	if r := h.result("not-allowed"); r.Status != devices.Rejected || r.Reason != devices.ReasonUnauthorized {
