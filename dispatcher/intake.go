@@ -256,6 +256,7 @@ func (d *Dispatcher) validate(req Request, now time.Time) (devices.Op, *deviceQu
 	op := devices.Op{
 		OpID:       cmd.OpID,
 		Device:     req.Device,
+		Principal:  req.Principal,
 		Target:     cmd.Target,
 		AcceptedAt: now,
 		IssuedAt:   cmd.IssuedAt,
