@@ -122,7 +122,14 @@ type harnessOptions struct {
 	// simOnFakeClock runs the simulator's latency and reconnect delays on
 	// the harness's fake clock instead of the real one.
 	simOnFakeClock bool
+	// simLogin and automationLogin are the credentials the simulator and
+	// the automation client connect with: a config with principals needs
+	// them. The zero value sends none.
+	simLogin, automationLogin login
 }
+
+// login is an MQTT username and password.
+type login struct{ username, password string }
 
 func newHarness(t testing.TB, o harnessOptions) *harness {
 	t.Helper()
@@ -162,9 +169,11 @@ func newHarness(t testing.TB, o harnessOptions) *harness {
 	waitClosed(t, h.d.conn.Up(), "hearthd connected")
 
 	simOpts := simulator.Options{
-		Broker:  h.d.brokerURL,
-		Devices: simDevices(cfg),
-		Faults:  o.faults,
+		Broker:   h.d.brokerURL,
+		Username: o.simLogin.username,
+		Password: o.simLogin.password,
+		Devices:  simDevices(cfg),
+		Faults:   o.faults,
 		OnSet: func(e simulator.SetEvent) {
 			h.sets <- e
 			h.traffic <- "set " + e.Device + " " + string(e.Payload)
@@ -196,6 +205,8 @@ func newHarness(t testing.TB, o harnessOptions) *harness {
 	h.client = paho.NewClient(paho.NewClientOptions().
 		AddBroker(h.d.brokerURL).
 		SetClientID("automation-" + strings.ReplaceAll(t.Name(), "/", "-")).
+		SetUsername(o.automationLogin.username).
+		SetPassword(o.automationLogin.password).
 		SetOrderMatters(true))
 	mustToken(t, h.client.Connect())
 	mustToken(t, h.client.Subscribe("hearth/+/result", 1, func(_ paho.Client, m paho.Message) {
