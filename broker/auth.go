@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"log/slog"
 	"net"
+	"slices"
 	"sync"
 	"time"
 
@@ -255,6 +256,9 @@ func (a *authenticator) OnWill(cl *mqtt.Client, will mqtt.Will) (mqtt.Will, erro
 // with username unless it is "". It never changes props itself, which the
 // packet may share.
 func (a *authenticator) stamp(props []packets.UserProperty, username string) []packets.UserProperty {
+	if username == "" && !slices.ContainsFunc(props, func(p packets.UserProperty) bool { return p.Key == a.stampKey }) {
+		return props // the common case without Users: nothing to do
+	}
 	out := make([]packets.UserProperty, 0, len(props)+1)
 	for _, p := range props {
 		if p.Key != a.stampKey {
