@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"log/slog"
+	"maps"
 	"net"
 	"slices"
 	"sync"
@@ -30,8 +31,9 @@ type authenticator struct {
 	guard    *guard
 	stampKey string
 	deny     func(username, topic string) bool
-	logins   *throttledLog // refused logins
-	denials  *throttledLog // refused publishes
+	owners   map[string]string // client ID → the only username that may use it
+	logins   *throttledLog     // refused logins
+	denials  *throttledLog     // refused publishes
 	log      *slog.Logger
 
 	mu sync.RWMutex
@@ -60,9 +62,10 @@ func newAuthenticator(srv *mqtt.Server, g *guard, opts Options, log *slog.Logger
 		guard:    g,
 		stampKey: opts.StampUsernameProperty,
 		deny:     opts.DenyPublish,
+		owners:   maps.Clone(opts.ClientIDOwners),
 		log:      log,
 		logins:   &throttledLog{clock: g.clock, log: log, msg: "embedded broker refused a login: bad username or password"},
-		denials:  &throttledLog{clock: g.clock, log: log, msg: "embedded broker refused a publish: not authorized"},
+		denials:  &throttledLog{clock: g.clock, log: log, msg: "embedded broker refused a publish or CONNECT: not authorized"},
 		users:    hashUsers(opts.Users),
 		clients:  map[net.Conn]*login{},
 	}
@@ -111,15 +114,18 @@ func (a *authenticator) admits(username string, password [sha256.Size]byte) bool
 
 // OnConnect admits a CONNECT, or refuses it with CONNACK "bad username or
 // password" (0x86 to MQTT 5, 0x04 to 3.1.1), or, for a will on a topic
-// DenyPublish denies, "not authorized" (0x87 / 0x05).
+// DenyPublish denies or a client ID reserved to another user, "not
+// authorized" (0x87 / 0x05).
 func (a *authenticator) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 	c := pk.Connect
 	l := &login{cl: cl, username: string(c.Username), password: sha256.Sum256(c.Password)}
 	willDenied := a.deny != nil && c.WillFlag && a.deny(l.username, c.WillTopic)
+	owner, reserved := a.owners[cl.ID]
+	idDenied := reserved && owner != l.username
 	a.mu.Lock()
 	enforced := len(a.users) > 0
 	l.verified = enforced && c.UsernameFlag && a.admits(l.username, l.password)
-	admitted := !enforced || (l.verified && !willDenied)
+	admitted := !enforced || (l.verified && !willDenied && !idDenied)
 	if admitted {
 		a.clients[cl.Net.Conn] = l
 	}
@@ -142,7 +148,11 @@ func (a *authenticator) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 		a.guard.refuse(cl, a.guard.clock.Now(), RefusedCredentials, func() { writeConnack(cl, code) })
 		return errRefused
 	}
-	a.denials.warn("username", printable(l.username), "topic", printable(c.WillTopic), "remote", cl.Net.Remote, "what", "will")
+	if idDenied {
+		a.denials.warn("username", printable(l.username), "client_id", printable(cl.ID), "remote", cl.Net.Remote, "what", "reserved client ID")
+	} else {
+		a.denials.warn("username", printable(l.username), "topic", printable(c.WillTopic), "remote", cl.Net.Remote, "what", "will")
+	}
 	code := packets.Err3NotAuthorized.Code // 0x05
 	if v5 {
 		code = packets.ErrNotAuthorized.Code // 0x87

@@ -404,3 +404,30 @@ func values(m map[string]string) []string {
 }
 
 func itoa(n int) string { return slog.IntValue(n).String() }
+
+// A client ID reserved to a user cannot be taken by another: its CONNECT
+// is refused with 0x87 and the owner stays connected.
+func TestClientIDOwnersKeepOthersOffAReservedClientID(t *testing.T) {
+	b := startBroker(t, Options{Listen: "127.0.0.1:0", ClientIDOwners: map[string]string{"hearthd-1": "hearthd"},
+		Users: map[string]string{"hearthd": "internal-password", "bridge": "bridge-password"}})
+	owner := dialV5(t, b, "hearthd-1", creds{"hearthd", "internal-password"})
+	owner.subscribe(t, "own")
+	for _, v5 := range []bool{true, false} {
+		want := byte(0x05)
+		if v5 {
+			want = notAuthorized
+		}
+		if r := connectAs(b, "hearthd-1", v5, creds{"bridge", "bridge-password"}); r.err != nil || r.code != want {
+			t.Errorf("another user with the reserved client ID (MQTT 5: %v): CONNACK %#x, %v; want %#x", v5, r.code, r.err, want)
+		}
+	}
+	owner.publish(t, "own", nil)
+	if m := recv(t, owner.msgs); m.Topic != "own" {
+		t.Errorf("the owner received %s; want its own message: it stays connected", m.Topic)
+	}
+	select {
+	case <-owner.gone:
+		t.Error("the owner was disconnected")
+	default:
+	}
+}

@@ -145,6 +145,13 @@ type Options struct {
 	// logged like refused logins. It is called concurrently, on the
 	// publisher's connection, and must be fast; topic is never a filter.
 	DenyPublish func(username, topic string) bool
+	// ClientIDOwners reserves client identifiers to a username: while
+	// Users is not empty, a CONNECT with one of these client IDs and
+	// another username is refused with CONNACK 0x87 "not authorized"
+	// (0x05 to 3.1.1), since MQTT lets a CONNECT with a connected client's
+	// ID throw that client off: no other user can take over the session
+	// of the daemon's own client.
+	ClientIDOwners map[string]string
 }
 
 // ConnectEvent is one CONNECT and the broker's decision.
@@ -173,7 +180,8 @@ const (
 	// RefusedCredentials: Options.Users does not admit the username and
 	// password, or the CONNECT had no username.
 	RefusedCredentials = "credentials"
-	// RefusedNotAuthorized: Options.DenyPublish denied the will's topic.
+	// RefusedNotAuthorized: Options.DenyPublish denied the will's topic, or
+	// Options.ClientIDOwners reserves the client ID to another username.
 	RefusedNotAuthorized = "not_authorized"
 	// RefusedOther: mochi refused the CONNECT itself, such as for a bad
 	// protocol version or an invalid client identifier.

@@ -136,6 +136,7 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 			// nothing denied.
 			Users:                 brokerUsers(cfg, d.internalPassword),
 			StampUsernameProperty: usernameProperty,
+			ClientIDOwners:        map[string]string{clientID: config.InternalUsername},
 			DenyPublish: func(username, topic string) bool {
 				return d.mqttAuth.Load().denies(username, topic)
 			},

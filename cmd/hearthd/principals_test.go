@@ -37,7 +37,8 @@ var (
 // With principals, the op of a command carries the principal whose MQTT
 // client published it, from the embedded broker's stamp: a property the
 // publisher forged is replaced by the stamp of its real username, and a
-// broker user's command has no principal. An anonymous client is refused.
+// broker user's command has no principal. An anonymous client is refused,
+// and so is another user with hearthd's own client ID.
 func TestCommandsCarryThePrincipalThatPublishedThem(t *testing.T) {
 	h := newHarness(t, harnessOptions{config: principalsConfig, simLogin: bridgeLogin, automationLogin: tabletLogin})
 
@@ -52,6 +53,14 @@ func TestCommandsCarryThePrincipalThatPublishedThem(t *testing.T) {
 	bridge := h.v5Client("bridge-client", bridgeLogin)
 	bridge.command(t, "front_door", `{"state":"LOCK","op_id":"from-bridge"}`, forged)
 	h.expectPrincipal("from-bridge", "")
+
+	thief := paho.NewClient(paho.NewClientOptions().AddBroker(h.d.brokerURL).SetClientID(defaultClientID(h.cfg.DataDir)).
+		SetUsername(bridgeLogin.username).SetPassword(bridgeLogin.password).
+		SetProtocolVersion(4).SetAutoReconnect(false).SetConnectRetry(false))
+	if tok := thief.Connect(); !tok.WaitTimeout(eventWait) || tok.(*paho.ConnectToken).ReturnCode() != 0x05 {
+		t.Errorf("a bridge user with hearthd's client ID: return code %d; want 5 (not authorized): it must not take hearthd's session over",
+			tok.(*paho.ConnectToken).ReturnCode())
+	}
 
 	anon := paho.NewClient(paho.NewClientOptions().AddBroker(h.d.brokerURL).SetClientID("anonymous").
 		SetProtocolVersion(4).SetAutoReconnect(false).SetConnectRetry(false))
