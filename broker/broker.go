@@ -5,8 +5,11 @@
 // Hearth itself connects to it as an ordinary MQTT client, exactly as it
 // would to an external broker.
 //
-// For now every client that the accept guard lets in may use every topic;
-// authentication and ACLs come with later work.
+// Without Options.Users every client that the accept guard lets in is
+// admitted; with it, only a client that connects with a known username and
+// its password (see SetUsers). Options.StampUsernameProperty tells
+// subscribers who published each message, and Options.DenyPublish keeps an
+// authenticated client off topics; subscriptions are never restricted.
 package broker
 
 import (
@@ -21,7 +24,6 @@ import (
 
 	"github.com/jonboulle/clockwork"
 	mqtt "github.com/mochi-mqtt/server/v2"
-	"github.com/mochi-mqtt/server/v2/hooks/auth"
 	"github.com/mochi-mqtt/server/v2/listeners"
 	"github.com/mochi-mqtt/server/v2/packets"
 )
@@ -46,10 +48,11 @@ type Options struct {
 	// MaxPacketSize bounds one MQTT packet in bytes; 0 means
 	// DefaultMaxPacketSize.
 	MaxPacketSize uint32
-	// Logger receives the broker's own warnings and errors, and a summary
-	// of the CONNECTs the accept guard refused at most once per second;
-	// its informational lines (every connect and disconnect) are left out.
-	// nil discards them.
+	// Logger receives the broker's own warnings and errors, a summary of
+	// the CONNECTs the accept guard refused at most once per second, the
+	// refused logins and publishes of Users and DenyPublish, and the
+	// clients SetUsers disconnects; mochi's informational lines (every
+	// connect and disconnect) are left out. nil discards them.
 	Logger *slog.Logger
 
 	// MaxConnectRate is how many CONNECTs the broker accepts per second, a
@@ -109,6 +112,46 @@ type Options struct {
 	// unless told SetProtocolVersion(4), answers a refused 3.1.1 CONNECT
 	// at once with a second one as MQTT 3.1.
 	OnConnect func(ConnectEvent)
+
+	// Users, when not empty, is who may connect: username → password. A
+	// CONNECT without a username, with an unknown one or with the wrong
+	// password is refused with CONNACK 0x86 "bad username or password"
+	// (MQTT 5) or 0x04 "bad user name or password" (3.1.1), and logged as
+	// a warning naming the username and remote address, never the
+	// password, at most once per second (Clock) with a count of the
+	// refusals in between. Passwords are compared in constant time. Empty
+	// admits every client, verifying nobody. SetUsers replaces it while
+	// the broker runs. A refused CONNECT has passed the accept guard: it
+	// spends a token of MaxConnectRate.
+	Users map[string]string
+	// StampUsernameProperty, when set, is the key of an MQTT 5 user
+	// property that tells subscribers who published a message: from every
+	// PUBLISH and will a client sends, the broker removes every user
+	// property with this key (a client cannot forge it) and, when the
+	// client's username and password were verified against Users, adds one
+	// with that username, after the client's own properties. Messages of
+	// MQTT 3.1.1 clients are stamped alike: mochi forwards user properties
+	// to MQTT 5 subscribers whatever the publisher's version (3.1.1
+	// subscribers receive no properties at all). A retained message keeps
+	// the stamp of whoever published it.
+	StampUsernameProperty string
+	// DenyPublish, if set, is asked for every PUBLISH, and at CONNECT for
+	// the will, of a client whose username and password were verified
+	// against Users (never while Users is empty): true refuses it. A
+	// refused PUBLISH reaches nobody and is not retained; at QoS 1 an
+	// MQTT 5 client gets PUBACK 0x87 "not authorized", a 3.1.1 client a
+	// plain PUBACK (3.1.1 cannot refuse one). A CONNECT whose will is
+	// denied is refused with CONNACK 0x87 (0x05 to 3.1.1). Refusals are
+	// logged like refused logins. It is called concurrently, on the
+	// publisher's connection, and must be fast; topic is never a filter.
+	DenyPublish func(username, topic string) bool
+	// ClientIDOwners reserves client identifiers to a username: while
+	// Users is not empty, a CONNECT with one of these client IDs and
+	// another username is refused with CONNACK 0x87 "not authorized"
+	// (0x05 to 3.1.1), since MQTT lets a CONNECT with a connected client's
+	// ID throw that client off: no other user can take over the session
+	// of the daemon's own client.
+	ClientIDOwners map[string]string
 }
 
 // ConnectEvent is one CONNECT and the broker's decision.
@@ -120,8 +163,9 @@ type ConnectEvent struct {
 	ClientID string
 	// Accepted reports whether the client was let in.
 	Accepted bool
-	// Refusal says why a CONNECT was refused: RefusedRate or
-	// RefusedMaxConnections; "" when accepted. A CONNECT refused for
+	// Refusal says why a CONNECT was refused: RefusedRate,
+	// RefusedMaxConnections, RefusedCredentials or RefusedNotAuthorized;
+	// "" when accepted. A CONNECT refused for
 	// another reason, such as an unsupported protocol version, is
 	// reported with RefusedOther when its CONNACK is sent.
 	Refusal string
@@ -133,6 +177,12 @@ const (
 	RefusedRate = "rate"
 	// RefusedMaxConnections: Options.MaxConnections clients were connected.
 	RefusedMaxConnections = "max_connections"
+	// RefusedCredentials: Options.Users does not admit the username and
+	// password, or the CONNECT had no username.
+	RefusedCredentials = "credentials"
+	// RefusedNotAuthorized: Options.DenyPublish denied the will's topic, or
+	// Options.ClientIDOwners reserves the client ID to another username.
+	RefusedNotAuthorized = "not_authorized"
 	// RefusedOther: mochi refused the CONNECT itself, such as for a bad
 	// protocol version or an invalid client identifier.
 	RefusedOther = "other"
@@ -144,6 +194,7 @@ type Broker struct {
 	addr  string
 	pipe  *pipeListener
 	guard *guard
+	auth  *authenticator
 
 	closeOnce sync.Once
 	closeErr  error
@@ -175,6 +226,7 @@ func Start(opts Options) (*Broker, error) {
 		Logger:       logger,
 	})
 	b := &Broker{srv: srv, pipe: newPipeListener(), guard: newGuard(srv, opts)}
+	b.auth = newAuthenticator(srv, b.guard, opts, b.guard.log.log)
 	var tcp net.Listener
 	if opts.Listen != "" {
 		var err error
@@ -189,20 +241,23 @@ func Start(opts Options) (*Broker, error) {
 		}
 		b.pipe.Close()
 		b.guard.stop()
+		b.auth.stop()
 		return nil, fmt.Errorf("embedded broker: %w", err)
 	}
-	if err := srv.AddHook(new(auth.AllowHook), nil); err != nil {
-		return fail(err)
-	}
+	// The guard decides first, so that a flood is refused before any
+	// password is checked.
 	if err := srv.AddHook(b.guard, nil); err != nil {
 		return fail(err)
 	}
+	if err := srv.AddHook(b.auth, nil); err != nil {
+		return fail(err)
+	}
 	if tcp != nil {
-		if err := srv.AddListener(guarded{listeners.NewNet(tcpListenerID, tcp), b.guard}); err != nil {
+		if err := srv.AddListener(guarded{listeners.NewNet(tcpListenerID, tcp), b.guard, b.auth}); err != nil {
 			return fail(err)
 		}
 	}
-	if err := srv.AddListener(guarded{listeners.NewNet(pipeListenerID, b.pipe), b.guard}); err != nil {
+	if err := srv.AddListener(guarded{listeners.NewNet(pipeListenerID, b.pipe), b.guard, b.auth}); err != nil {
 		return fail(err)
 	}
 	if err := srv.Serve(); err != nil {
@@ -239,6 +294,16 @@ func (b *Broker) URL() string {
 	}
 	return "tcp://" + b.addr
 }
+
+// SetUsers replaces Options.Users, who may connect, while the broker
+// runs: from then on CONNECTs are checked against users, and every
+// connected client that users would not admit with the username and
+// password it connected with (its user removed, its password changed,
+// authentication turned on) is disconnected, with DISCONNECT 0x87 "not
+// authorized" to MQTT 5 clients. An empty users admits everyone again.
+// Clients are stamped and checked by DenyPublish by the table in force
+// when they publish. The broker keeps no reference to users.
+func (b *Broker) SetUsers(users map[string]string) { b.auth.setUsers(users) }
 
 // DialPipe returns an in-memory connection to the broker (net.Pipe handed
 // to an in-memory listener), as if dialled over TCP but without a file
@@ -280,6 +345,7 @@ func (b *Broker) close() error {
 	b.guard.endAll()
 	err := b.srv.Close()
 	b.guard.stop()
+	b.auth.stop()
 	return err
 }
 

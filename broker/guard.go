@@ -15,9 +15,10 @@ import (
 	"golang.org/x/time/rate"
 )
 
-// errRefused is what the guard's OnConnect hook returns for a CONNECT it
-// refused, after writing the CONNACK; mochi then closes the connection.
-var errRefused = errors.New("connect refused by the accept guard")
+// errRefused is what the guard's and the authenticator's OnConnect hooks
+// return for a CONNECT they refused, after writing the CONNACK; mochi then
+// closes the connection.
+var errRefused = errors.New("connect refused")
 
 // guard is the broker's accept guard: a mochi hook that decides each
 // CONNECT by MaxConnections and MaxConnectRate, after mochi's own checks
@@ -150,25 +151,33 @@ func (g *guard) OnConnect(cl *mqtt.Client, _ packets.Packet) error {
 	default:
 		g.slots[cl.Net.Conn] = now
 	}
-	if refusal != "" {
-		g.refusing[cl] = struct{}{}
-	}
 	g.mu.Unlock()
 	if refusal == "" {
 		return nil // reported in OnSessionEstablish, once authenticated
 	}
 
 	g.log.add(refusal)
-	g.report(ConnectEvent{At: now, ClientID: cl.ID, Refusal: refusal})
 	code := packets.ErrServerBusy // 0x89
 	if cl.Properties.ProtocolVersion < 5 {
 		code = packets.ErrServerUnavailable // 0x88, sent to 3.1.1 as 0x03
 	}
-	g.srv.SendConnack(cl, code, false, nil) // an error closes the connection anyway
+	// An error writing the CONNACK closes the connection anyway.
+	g.refuse(cl, now, refusal, func() { g.srv.SendConnack(cl, code, false, nil) })
+	return errRefused
+}
+
+// refuse reports the refusal of cl's CONNECT, decided at at, and writes
+// its CONNACK with send, so that OnPacketSent knows that CONNACK for a
+// refusal already reported.
+func (g *guard) refuse(cl *mqtt.Client, at time.Time, refusal string, send func()) {
+	g.mu.Lock()
+	g.refusing[cl] = struct{}{}
+	g.mu.Unlock()
+	g.report(ConnectEvent{At: at, ClientID: cl.ID, Refusal: refusal})
+	send()
 	g.mu.Lock()
 	delete(g.refusing, cl)
 	g.mu.Unlock()
-	return errRefused
 }
 
 // takesOver reports whether cl takes over the session of a client that
@@ -235,6 +244,7 @@ func (g *guard) stop() { g.log.stop() }
 type guarded struct {
 	listeners.Listener
 	g *guard
+	a *authenticator
 }
 
 func (l guarded) Serve(establish listeners.EstablishFn) {
@@ -246,6 +256,7 @@ func (l guarded) Serve(establish listeners.EstablishFn) {
 		defer l.g.served(conn)
 		err := establish(id, conn)
 		l.g.release(conn)
+		l.a.forget(conn)
 		if errors.Is(err, errRefused) {
 			return nil
 		}

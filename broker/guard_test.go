@@ -350,12 +350,28 @@ func (a attempt) busyCode() byte {
 // paho.mqtt.golang for 3.1.1. A refusal is not an error: it is a non-zero
 // code.
 func connect(b *Broker, id string, v5 bool) attempt {
+	return connectAs(b, id, v5, creds{})
+}
+
+// creds are the username and password of a CONNECT; each is sent only if
+// not empty.
+type creds struct{ username, password string }
+
+// connectAs connects as connect does, with credentials.
+func connectAs(b *Broker, id string, v5 bool, cr creds) attempt {
 	a := attempt{id: id, v5: v5}
 	if !v5 {
 		// Version 4 (3.1.1) said outright: otherwise paho.mqtt.golang
 		// answers a refusal with a second CONNECT, as MQTT 3.1.
-		c := paho.NewClient(paho.NewClientOptions().AddBroker(b.URL()).SetClientID(id).SetProtocolVersion(4).
-			SetAutoReconnect(false).SetConnectRetry(false).SetConnectTimeout(eventWait))
+		o := paho.NewClientOptions().AddBroker(b.URL()).SetClientID(id).SetProtocolVersion(4).
+			SetAutoReconnect(false).SetConnectRetry(false).SetConnectTimeout(eventWait)
+		if cr.username != "" {
+			o.SetUsername(cr.username)
+		}
+		if cr.password != "" {
+			o.SetPassword(cr.password)
+		}
+		c := paho.NewClient(o)
 		tok := c.Connect()
 		if !tok.WaitTimeout(eventWait) {
 			a.err = errors.New("no CONNACK")
@@ -375,7 +391,9 @@ func connect(b *Broker, id string, v5 bool) attempt {
 	c := paho5.NewClient(paho5.ClientConfig{Conn: conn})
 	ctx, cancel := context.WithTimeout(context.Background(), eventWait)
 	defer cancel()
-	ca, err := c.Connect(ctx, &paho5.Connect{ClientID: id, KeepAlive: 30, CleanStart: true})
+	ca, err := c.Connect(ctx, &paho5.Connect{ClientID: id, KeepAlive: 30, CleanStart: true,
+		UsernameFlag: cr.username != "", Username: cr.username,
+		PasswordFlag: cr.password != "", Password: []byte(cr.password)})
 	if ca == nil {
 		a.err = err
 		conn.Close()

@@ -15,6 +15,13 @@ import (
 // commented lines between its BEGIN and END markers, uncommented.
 func sampleExample(t *testing.T) []byte {
 	t.Helper()
+	return sampleBlock(t, "worked example")
+}
+
+// sampleBlock returns the commented lines of configs/hearth.yaml between
+// "# ----- BEGIN <name>" and "# ----- END <name>", uncommented.
+func sampleBlock(t *testing.T, name string) []byte {
+	t.Helper()
 	data, err := os.ReadFile("../configs/hearth.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -24,10 +31,10 @@ func sampleExample(t *testing.T) []byte {
 	found := false
 	for i, line := range strings.Split(string(data), "\n") {
 		switch {
-		case strings.HasPrefix(line, "# ----- BEGIN worked example"):
+		case strings.HasPrefix(line, "# ----- BEGIN "+name):
 			in, found = true, true
 			continue
-		case strings.HasPrefix(line, "# ----- END worked example"):
+		case strings.HasPrefix(line, "# ----- END "+name):
 			if !in {
 				t.Fatalf("line %d: END before BEGIN", i+1)
 			}
@@ -39,10 +46,10 @@ func sampleExample(t *testing.T) []byte {
 		case strings.HasPrefix(line, "# "):
 			out.WriteString(strings.TrimPrefix(line, "# ") + "\n")
 		default:
-			t.Fatalf("configs/hearth.yaml:%d: a line of the worked example is not commented out: %q", i+1, line)
+			t.Fatalf("configs/hearth.yaml:%d: a line of the %s is not commented out: %q", i+1, name, line)
 		}
 	}
-	t.Fatalf("worked example not found (BEGIN %v) in configs/hearth.yaml", found)
+	t.Fatalf("%s not found (BEGIN %v) in configs/hearth.yaml", name, found)
 	return nil
 }
 
@@ -97,5 +104,40 @@ func TestSampleWorkedExample(t *testing.T) {
 	}
 	if !reflect.DeepEqual(c.Automations, want) {
 		t.Errorf("worked example automations:\ngot  %s\nwant %s", show(c.Automations), show(want))
+	}
+}
+
+// TestSamplePrincipalsExample keeps the commented principals example of
+// the sample valid and meaning what its comments say.
+func TestSamplePrincipalsExample(t *testing.T) {
+	c, err := Parse("configs/hearth.yaml (principals example)", sampleBlock(t, "principals example"))
+	if err != nil {
+		t.Fatalf("Parse(principals example) error:\n%v", err)
+	}
+	if !c.Authentication() || len(c.Principals) != 2 {
+		t.Fatalf("principals = %+v; want wall_tablet and home_assistant", c.Principals)
+	}
+	if want := []BrokerUser{{"zigbee2mqtt", "change-me-zigbee"}}; !reflect.DeepEqual(c.MQTT.Users, want) {
+		t.Errorf("mqtt.users = %+v; want %+v", c.MQTT.Users, want)
+	}
+	tablet, _ := c.Principal("wall_tablet")
+	if tablet.MQTTUsername != "tablet" || tablet.MQTTPassword != "change-me-tablet" || tablet.HTTPToken == "" {
+		t.Errorf("wall_tablet = %+v", tablet)
+	}
+	for _, tc := range []struct {
+		device, action string
+		want           bool
+	}{
+		{"hall_light", devices.ActionOn, true},
+		{"front_door", devices.ActionLock, true},
+		{"front_door", devices.ActionUnlock, false},
+		{"hall_light", devices.ActionSet, false},
+	} {
+		if got := tablet.Allow.Allows(tc.device, tc.action); got != tc.want {
+			t.Errorf("wall_tablet Allows(%s, %s) = %v; want %v, as the comment says", tc.device, tc.action, got, tc.want)
+		}
+	}
+	if ha, _ := c.Principal("home_assistant"); !ha.Allow.Allows("front_door", devices.ActionUnlock) {
+		t.Errorf("home_assistant may not unlock the front door; want everything allowed")
 	}
 }

@@ -68,6 +68,7 @@ func (h *harness) watch(topics ...string) <-chan paho.Message {
 	got := make(chan paho.Message, 256)
 	c := paho.NewClient(paho.NewClientOptions().AddBroker(h.d.brokerURL).
 		SetClientID(fmt.Sprintf("watch-%d", time.Now().UnixNano())).SetOrderMatters(true).
+		SetUsername(h.watchLogin.username).SetPassword(h.watchLogin.password).
 		SetAutoReconnect(false)) // a broker the test stops takes it along
 	mustToken(h.t, c.Connect())
 	h.t.Cleanup(func() { c.Disconnect(0) })

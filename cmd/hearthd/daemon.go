@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -75,6 +76,12 @@ type daemon struct {
 	endHTTP context.CancelFunc
 
 	brokerURL string
+	// internalPassword is the password Hearth connects to its embedded
+	// broker with, as config.InternalUsername; drawn at every start.
+	internalPassword string
+	// mqttAuth maps the embedded broker's usernames to principals and
+	// keeps principals off the topics of bridges; see setPrincipals.
+	mqttAuth atomic.Pointer[mqttAuth]
 	// beforeStop, if set, runs first in stop: for parts that use the
 	// embedded broker from outside, such as the demo's simulator.
 	beforeStop func()
@@ -112,8 +119,16 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 	if clientID == "" {
 		clientID = defaultClientID(cfg.DataDir)
 	}
+	d.mqttAuth.Store(newMQTTAuth(cfg))
+	d.onReload = append(d.onReload, d.setPrincipals)
 	d.brokerURL = cfg.MQTT.URL
+	username, password := cfg.MQTT.Username, cfg.MQTT.Password
 	if d.brokerURL == "" {
+		// Hearth connects to its own broker with its own credentials,
+		// with or without principals, so that a reload that adds
+		// principals keeps it connected.
+		d.internalPassword = newInternalPassword()
+		username, password = config.InternalUsername, d.internalPassword
 		d.broker, err = broker.Start(broker.Options{
 			Listen:         cfg.MQTT.Listen,
 			MaxConnectRate: cfg.MQTT.MaxConnectRate,
@@ -129,6 +144,15 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 			// reconnects included) until the test moved time on.
 			Clock:  clockwork.NewRealClock(),
 			Logger: log.With("component", "broker"),
+			// Without principals the table is empty and the broker
+			// admits everyone, verifying nobody: nothing is stamped and
+			// nothing denied.
+			Users:                 brokerUsers(cfg, d.internalPassword),
+			StampUsernameProperty: usernameProperty,
+			ClientIDOwners:        map[string]string{clientID: config.InternalUsername},
+			DenyPublish: func(username, topic string) bool {
+				return d.mqttAuth.Load().denies(username, topic)
+			},
 		})
 		if err != nil {
 			return nil, fmt.Errorf("%w (choose another address with -mqtt-listen or mqtt.listen, or use an external broker with -mqtt-url)", err)
@@ -150,8 +174,8 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 	d.conn = mqtt.New(mqtt.Options{
 		URL:       d.brokerURL,
 		ClientID:  clientID,
-		Username:  cfg.MQTT.Username,
-		Password:  cfg.MQTT.Password,
+		Username:  username,
+		Password:  password,
 		TLS:       tlsConf,
 		KeepAlive: cfg.MQTT.KeepAlive,
 		Reconnect: cfg.MQTT.Reconnect,
@@ -301,6 +325,11 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 	// Subscriptions are registered before the first connect, which makes
 	// them: the intake, then every bridge.
 	intake := newIntake(cfg.Prefix, disp, log)
+	if d.broker != nil {
+		// Only the embedded broker's stamp can be trusted: on an
+		// external broker anyone can set the property.
+		intake.principal = func(m mqtt.Message) string { return d.mqttAuth.Load().principal(m) }
+	}
 	if err := d.conn.SubscribeManualAck(context.Background(), cfg.Prefix+"/+/set", 1, intake.handle); err != nil {
 		return nil, err
 	}

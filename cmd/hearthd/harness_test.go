@@ -88,13 +88,16 @@ func (floorRand) Int64N(int64) int64 { return 0 }
 // temp dir, a fake clock, simulated Zigbee2MQTT devices and an MQTT client
 // playing the automation.
 type harness struct {
-	t       testing.TB
-	cfg     *config.Config
-	clock   *clockwork.FakeClock
-	d       *daemon
-	sim     *simulator.Sim
-	stopSim func()
-	client  paho.Client
+	t testing.TB
+	// watchLogin is what watch's clients log in with: the simulator's
+	// (a broker user, which may read every topic).
+	watchLogin login
+	cfg        *config.Config
+	clock      *clockwork.FakeClock
+	d          *daemon
+	sim        *simulator.Sim
+	stopSim    func()
+	client     paho.Client
 
 	results chan devices.Result
 	backlog []devices.Result
@@ -122,7 +125,14 @@ type harnessOptions struct {
 	// simOnFakeClock runs the simulator's latency and reconnect delays on
 	// the harness's fake clock instead of the real one.
 	simOnFakeClock bool
+	// simLogin and automationLogin are the credentials the simulator and
+	// the automation client connect with: a config with principals needs
+	// them. The zero value sends none.
+	simLogin, automationLogin login
 }
+
+// login is an MQTT username and password.
+type login struct{ username, password string }
 
 func newHarness(t testing.TB, o harnessOptions) *harness {
 	t.Helper()
@@ -142,12 +152,13 @@ func newHarness(t testing.TB, o harnessOptions) *harness {
 	cfg.DataDir = o.dataDir
 	cfg.MQTT.URL = o.brokerURL
 	h := &harness{
-		t:       t,
-		cfg:     cfg,
-		clock:   o.clock,
-		results: make(chan devices.Result, 256),
-		sets:    make(chan simulator.SetEvent, 4096),
-		traffic: make(chan string, 4096),
+		t:          t,
+		cfg:        cfg,
+		clock:      o.clock,
+		results:    make(chan devices.Result, 256),
+		sets:       make(chan simulator.SetEvent, 4096),
+		traffic:    make(chan string, 4096),
+		watchLogin: o.simLogin,
 	}
 	if o.rand == nil {
 		o.rand = ceilingRand{}
@@ -162,9 +173,11 @@ func newHarness(t testing.TB, o harnessOptions) *harness {
 	waitClosed(t, h.d.conn.Up(), "hearthd connected")
 
 	simOpts := simulator.Options{
-		Broker:  h.d.brokerURL,
-		Devices: simDevices(cfg),
-		Faults:  o.faults,
+		Broker:   h.d.brokerURL,
+		Username: o.simLogin.username,
+		Password: o.simLogin.password,
+		Devices:  simDevices(cfg),
+		Faults:   o.faults,
 		OnSet: func(e simulator.SetEvent) {
 			h.sets <- e
 			h.traffic <- "set " + e.Device + " " + string(e.Payload)
@@ -196,6 +209,8 @@ func newHarness(t testing.TB, o harnessOptions) *harness {
 	h.client = paho.NewClient(paho.NewClientOptions().
 		AddBroker(h.d.brokerURL).
 		SetClientID("automation-" + strings.ReplaceAll(t.Name(), "/", "-")).
+		SetUsername(o.automationLogin.username).
+		SetPassword(o.automationLogin.password).
 		SetOrderMatters(true))
 	mustToken(t, h.client.Connect())
 	mustToken(t, h.client.Subscribe("hearth/+/result", 1, func(_ paho.Client, m paho.Message) {

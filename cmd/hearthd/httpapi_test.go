@@ -83,8 +83,9 @@ func TestHTTPCommandSucceeds(t *testing.T) {
 }
 
 // principalsConfig is testConfig with two principals, as a reload would
-// read it.
-const principalsConfig = testConfig + `
+// read it, and the simulated bridge as a broker user: principals turn on
+// authentication at the embedded broker.
+var principalsConfig = strings.Replace(testConfig, "mqtt:\n", "mqtt:\n  users:\n    zigbee2mqtt: {password: bridge-password}\n", 1) + `
 principals:
   tablet:
     http_token: tablet-token-0123456789
@@ -100,7 +101,7 @@ principals:
 // beyond its allow), health stays open; with the principals gone again
 // the API is open.
 func TestHTTPPrincipals(t *testing.T) {
-	h := newHarness(t, harnessOptions{})
+	h := newHarness(t, harnessOptions{simLogin: bridgeLogin, automationLogin: bridgeLogin})
 	withPrincipals, err := config.Parse("test.yaml", []byte(principalsConfig))
 	if err != nil {
 		t.Fatal(err)

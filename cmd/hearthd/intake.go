@@ -17,6 +17,10 @@ type intake struct {
 	prefix string
 	disp   *dispatcher.Dispatcher
 	log    *slog.Logger
+	// principal names the principal that published a message; nil when
+	// the broker cannot say (an external one): every command is then
+	// unauthenticated.
+	principal func(mqtt.Message) string
 }
 
 func newIntake(prefix string, disp *dispatcher.Dispatcher, log *slog.Logger) *intake {
@@ -34,11 +38,16 @@ func (in *intake) handle(m mqtt.Message) {
 		m.Ack()
 		return
 	}
+	principal := ""
+	if in.principal != nil {
+		principal = in.principal(m)
+	}
 	err := in.disp.Submit(context.Background(), dispatcher.Request{
-		Device:   device,
-		Payload:  m.Payload,
-		Retained: m.Retained,
-		Done:     func(devices.Result) { m.Ack() },
+		Device:    device,
+		Payload:   m.Payload,
+		Retained:  m.Retained,
+		Principal: principal,
+		Done:      func(devices.Result) { m.Ack() },
 	})
 	if err != nil {
 		// Shutting down: the command was not accepted and is not acked.

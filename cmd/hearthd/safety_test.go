@@ -299,10 +299,12 @@ func (h *harness) submitAs(principal, device, payload string) {
 	}
 }
 
-// tabletConfig is breakerConfig(true) with a tablet that may lock and
-// unlock the front door: grants is its allow list for front_door.
+// tabletConfig is breakerConfig(true) with a tablet that may command the
+// front door (grants is its allow list for front_door), and the simulated
+// bridges as a broker user: principals turn on authentication at the
+// embedded broker (the harness logs in with bridgeLogin).
 func tabletConfig(grants string) string {
-	return breakerConfig(true) + `principals:
+	return strings.Replace(breakerConfig(true), "mqtt:\n", "mqtt:\n  users:\n    zigbee2mqtt: {password: bridge-password}\n", 1) + `principals:
   tablet:
     http_token: tablet-token-0123456789
     allow: {front_door: ` + grants + `}
@@ -313,7 +315,7 @@ func tabletConfig(grants string) string {
 // its attempt stops it: failed/unauthorized, nothing sent (no get, no
 // set), audited, and a critical notification names the principal.
 func TestPermissionRevokedBeforeTheAttemptStopsTheCommand(t *testing.T) {
-	h := newHarness(t, harnessOptions{config: tabletConfig("[lock, unlock]")})
+	h := newHarness(t, harnessOptions{simLogin: bridgeLogin, automationLogin: bridgeLogin, config: tabletConfig("[lock, unlock]")})
 	h.settle("front_door")
 	notes := h.notifications()
 	h.openBreaker() // held: the command waits, accepted, for the breaker
@@ -369,7 +371,7 @@ func TestPermissionRevokedBeforeTheAttemptStopsTheCommand(t *testing.T) {
 // reason unauthorized, and so is an unauthenticated one; both are audited
 // and nothing reaches the lock.
 func TestUnauthorizedCommandsAreRejected(t *testing.T) {
-	h := newHarness(t, harnessOptions{config: tabletConfig("[lock]")})
+	h := newHarness(t, harnessOptions{simLogin: bridgeLogin, automationLogin: bridgeLogin, config: tabletConfig("[lock]")})
 	h.settle("front_door")
 	h.submitAs("tablet", "front_door", `{"state":"UNLOCK","op_id":"not-allowed"}`)
 	if r := h.result("not-allowed"); r.Status != devices.Rejected || r.Reason != devices.ReasonUnauthorized {

@@ -63,6 +63,21 @@ type Message struct {
 	Retained  bool
 	Duplicate bool // the DUP flag: a redelivery of a QoS 1 message
 	ack       func()
+	user      paho.UserProperties
+}
+
+// UserProperty returns the value of the message's MQTT 5 user property
+// named key, and whether it has one. With several of that name it returns
+// the last: a broker that adds a property (such as the embedded broker's
+// stamp of the publisher's username, broker.Options.StampUsernameProperty)
+// appends it after the publisher's own.
+func (m Message) UserProperty(key string) (string, bool) {
+	for i := len(m.user) - 1; i >= 0; i-- {
+		if m.user[i].Key == key {
+			return m.user[i].Value, true
+		}
+	}
+	return "", false
 }
 
 // Ack acknowledges the message to the broker (PUBACK for QoS 1). Handlers
@@ -301,6 +316,9 @@ func (c *Conn) route(client *paho.Client) func(paho.PublishReceived) (bool, erro
 			})
 		}
 		m := Message{Topic: p.Topic, Payload: p.Payload, QoS: p.QoS, Retained: p.Retain, Duplicate: p.Duplicate(), ack: ack}
+		if p.Properties != nil {
+			m.user = p.Properties.User
+		}
 		c.mu.Lock()
 		var matches []subscription
 		for _, s := range c.subs {

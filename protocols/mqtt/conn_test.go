@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eclipse/paho.golang/paho"
 	"github.com/jonboulle/clockwork"
 	mochi "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
@@ -780,5 +781,52 @@ func TestConnNetworkCutsAreNotAClientIDConflict(t *testing.T) {
 		}
 		fc.Advance(time.Second) // the normal backoff, not ConflictBackoff
 		waitChan(t, connects, fmt.Sprintf("cut %d: reconnect", cut))
+	}
+}
+
+// A message's user properties are read by key, the last of a repeated key
+// winning; a message without them (from an MQTT 3.1.1 publisher) has none.
+func TestMessageUserProperty(t *testing.T) {
+	b := startBroker(t)
+	in := newInbox()
+	r := runConn(t, b.url(), Options{}, func(c *Conn) {
+		if err := c.Subscribe(context.Background(), "props/#", 1, in.handler); err != nil {
+			t.Fatal(err)
+		}
+	})
+	r.waitUp(t)
+
+	conn, err := net.Dial("tcp", b.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub := paho.NewClient(paho.ClientConfig{Conn: conn})
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	if _, err := pub.Connect(ctx, &paho.Connect{ClientID: "v5-publisher", KeepAlive: 30, CleanStart: true}); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { pub.Disconnect(&paho.Disconnect{}); <-pub.Done() }()
+	props := paho.UserProperties{{Key: "who", Value: "first"}, {Key: "other", Value: "x"}, {Key: "who", Value: "last"}}
+	if _, err := pub.Publish(ctx, &paho.Publish{Topic: "props/v5", QoS: 1, Payload: []byte("p"),
+		Properties: &paho.PublishProperties{User: props}}); err != nil {
+		t.Fatal(err)
+	}
+	m := in.next(t)
+	if v, ok := m.UserProperty("who"); v != "last" || !ok {
+		t.Errorf(`UserProperty("who") = %q, %v; want "last", true`, v, ok)
+	}
+	if v, ok := m.UserProperty("other"); v != "x" || !ok {
+		t.Errorf(`UserProperty("other") = %q, %v; want "x", true`, v, ok)
+	}
+	if v, ok := m.UserProperty("absent"); v != "" || ok {
+		t.Errorf(`UserProperty("absent") = %q, %v; want "", false`, v, ok)
+	}
+
+	newClient(t, b.url()).publish(t, "props/v3", false, "p")
+	if m := in.next(t); m.Topic != "props/v3" {
+		t.Fatalf("got %s; want props/v3", m.Topic)
+	} else if v, ok := m.UserProperty("who"); ok {
+		t.Errorf(`from MQTT 3.1.1: UserProperty("who") = %q, true; want none`, v)
 	}
 }
