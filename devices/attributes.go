@@ -37,6 +37,12 @@ var schemas = map[Class]map[string]attr{
 		"position": {min: 0, max: 100, integer: true},
 		"tilt":     {min: 0, max: 100, integer: true},
 	},
+	// A thermostat's heating setpoints in °C, as Zigbee2MQTT's climate
+	// exposes name them (a radiator valve reports the one it has).
+	Climate: {
+		"current_heating_setpoint":  {min: 5, max: 35},
+		"occupied_heating_setpoint": {min: 5, max: 35},
+	},
 }
 
 // isParameter reports whether an attribute says how to reach a state rather

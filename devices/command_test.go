@@ -294,9 +294,18 @@ func TestParseCommandAttributes(t *testing.T) {
 	})
 }
 
+// A thermostat takes its heating setpoints (°C, 5–35, halves allowed).
+func TestParseCommandClimate(t *testing.T) {
+	runParseCases(t, []parseCase{
+		{name: "setpoint", class: Climate, payload: `{"current_heating_setpoint":21.5}`, want: Command{Target: Target{"current_heating_setpoint": 21.5}}},
+		{name: "setpoint too high", class: Climate, payload: `{"current_heating_setpoint":40}`, reason: ReasonOutOfRange},
+		{name: "no state", class: Climate, payload: `ON`, reason: ReasonUnknownAttribute},
+	})
+}
+
 func TestParseCommandClassesWithoutSchemaAreUnsupported(t *testing.T) {
 	var cases []parseCase
-	for _, c := range []Class{Climate, Valve, Alarm, Sensor, Class("toaster"), Class("")} {
+	for _, c := range []Class{Valve, Alarm, Sensor, Class("toaster"), Class("")} {
 		cases = append(cases,
 			parseCase{name: string(c) + " plain", class: c, payload: "ON", reason: ReasonUnsupported},
 			parseCase{name: string(c) + " object", class: c, payload: `{"state":"ON"}`, reason: ReasonUnsupported},

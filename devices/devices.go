@@ -69,6 +69,9 @@ type Device struct {
 	// property although its class does not say so (a garage door on a
 	// cover); see Device.SafetyCritical and Risky.
 	Safety Safety
+	// Sleep is how the device sleeps; the zero value is a device that is
+	// always listening (mains-powered, or a router).
+	Sleep Sleep
 }
 
 // ValidID reports whether id can be a device ID: a non-empty MQTT topic
