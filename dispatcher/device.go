@@ -937,3 +937,7 @@ func onlineWord(online bool) string {
 	}
 	return "offline"
 }
+
+// nodeStatus takes a node status of the device for its awake lease; see
+// Dispatcher.NodeStatus.
+func (q *deviceQueue) nodeStatus(status devices.NodeStatus) {}

@@ -32,6 +32,25 @@ func (d *Dispatcher) Availability(device string, online bool) {
 	}
 }
 
+// NodeStatus takes what a bridge that knows its nodes' sleep (Z-Wave JS
+// UI) says of a device: alive and awake mean online (awake also begins an
+// awake lease of a sleepy device), dead means offline, asleep ends the
+// awake lease at once without making the device offline: a sleeping node
+// is reachable at its next wake. Unknown devices are ignored.
+func (d *Dispatcher) NodeStatus(device string, status devices.NodeStatus) {
+	q, ok := d.devices[device]
+	if !ok {
+		return
+	}
+	switch status {
+	case devices.NodeAlive, devices.NodeAwake:
+		q.availability(true)
+	case devices.NodeDead:
+		q.availability(false)
+	}
+	q.nodeStatus(status)
+}
+
 // BridgeState takes a bridge's own online state. An offline bridge opens
 // the service's circuit breaker; back online, a probe decides. Commands
 // through an offline bridge without a breaker wait for it (costing no
