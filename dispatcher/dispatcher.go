@@ -91,6 +91,15 @@ type Authorizer interface {
 	Authorize(principal string, dev devices.Device, target devices.Target) error
 }
 
+// DeadLetters keeps the dead-letter store: every accepted command that
+// ended without success and will never be attempted again (expired,
+// failed, or superseded before it reached a sleeping device), for an
+// operator to look at.
+type DeadLetters interface {
+	// AddDeadLetters stores ops, terminal, durably.
+	AddDeadLetters(ops ...devices.Op) error
+}
+
 // AuditLog keeps the audit trail of safety-critical commands.
 type AuditLog interface {
 	// AppendAudit stores entries durably, in order, assigning each its
@@ -185,6 +194,10 @@ type Options struct {
 	// Audit, if set, receives the audit trail of every safety-critical
 	// command (devices.AuditEntry).
 	Audit AuditLog
+	// DeadLetters, if set, receives every command that ended expired or
+	// failed, and every command to a sleepy device superseded before it
+	// was sent.
+	DeadLetters DeadLetters
 	// RepublishRate is how many retained mirrors (a device's state or
 	// availability) per second are published again after each
 	// (re)connect; 0 means DefaultRepublishRate.
