@@ -299,9 +299,14 @@ type Budget struct {
 type Device struct {
 	devices.Device
 	// TTL is the device's default command TTL: its own ttl from the file,
-	// or else Defaults.TTL.
+	// or else its wake_interval when it is sleepy, or else Defaults.TTL.
 	TTL time.Duration
 }
+
+// DefaultAwakeWindow is a sleepy device's awake_window when the file
+// gives none: 10 s, about how long a Z-Wave node listens after its
+// wake-up notification before it is sent back to sleep.
+const DefaultAwakeWindow = 10 * time.Second
 
 // Default returns the configuration of an empty file: every default, no
 // services and no devices.

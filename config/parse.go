@@ -224,9 +224,27 @@ func walkDevice(w *walker, id string, n *yaml.Node, key string) Device {
 		value("address", &d.Address, topicLevels),
 		value("ttl", &d.TTL, ttl),
 		value("safety", &safety, safetyLevel),
+		value("sleepy", &d.Sleep.Sleepy),
+		value("wake_interval", &d.Sleep.WakeInterval, ttl),
+		value("awake_window", &d.Sleep.AwakeWindow, positive),
 	)
 	if safety == "critical" {
 		d.Safety = devices.SafetyCritical
+	}
+	wkey, akey := join(key, "wake_interval"), join(key, "awake_window")
+	switch {
+	case d.Sleep.Sleepy && d.Sleep.WakeInterval == 0 && !w.reported[wkey]:
+		w.reportf(w.lines[join(key, "sleepy")], wkey, "missing: a sleepy device needs its wake-up (or check-in) interval, such as 5m")
+	case !d.Sleep.Sleepy && w.lines[wkey] != 0:
+		w.reportf(w.lines[wkey], wkey, "only for a sleepy device: add sleepy: true")
+	case !d.Sleep.Sleepy && w.lines[akey] != 0:
+		w.reportf(w.lines[akey], akey, "only for a sleepy device: add sleepy: true")
+	}
+	if d.Sleep.Sleepy && d.Sleep.AwakeWindow == 0 {
+		d.Sleep.AwakeWindow = DefaultAwakeWindow
+	}
+	if d.Sleep.Sleepy && d.Sleep.AwakeWindow > d.Sleep.WakeInterval && d.Sleep.WakeInterval > 0 && !w.reported[akey] {
+		w.reportf(w.lines[akey], akey, "%s is longer than wake_interval %s: the device would never sleep", fmtDuration(d.Sleep.AwakeWindow), fmtDuration(d.Sleep.WakeInterval))
 	}
 	if k := join(key, "class"); d.Class == "" && !w.reported[k] && !w.reported[key] {
 		w.reportf(w.lines[key], k, "missing (known: %s)", classNames())
@@ -418,6 +436,9 @@ func (c *Config) checkDevices(w *walker) {
 		}
 		if d.Address == "" {
 			d.Address = d.ID
+		}
+		if d.TTL == 0 && d.Sleep.Sleepy {
+			d.TTL = d.Sleep.WakeInterval // a command is worth one wake
 		}
 		if d.TTL == 0 {
 			d.TTL = c.Defaults.TTL

@@ -110,3 +110,28 @@ func TestReadTimeout(t *testing.T) {
 		t.Errorf("read_timeout on a status_topic service: %v; want %s", err, want)
 	}
 }
+
+func TestSleepyDevices(t *testing.T) {
+	c, err := Parse("hearth.yaml", []byte(z2m+"devices:\n  radiator:\n    class: climate\n    sleepy: true\n    wake_interval: 5m\n  door_sensor:\n    class: climate\n    sleepy: true\n    wake_interval: 1h\n    awake_window: 30s\n    ttl: 10m\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := c.Device("radiator")
+	if want := (devices.Sleep{Sleepy: true, WakeInterval: 5 * time.Minute, AwakeWindow: DefaultAwakeWindow}); r.Sleep != want || r.TTL != 5*time.Minute {
+		t.Errorf("radiator: sleep %+v, ttl %v; want %+v and the wake interval as TTL", r.Sleep, r.TTL, want)
+	}
+	d, _ := c.Device("door_sensor")
+	if d.Sleep.AwakeWindow != 30*time.Second || d.TTL != 10*time.Minute {
+		t.Errorf("door_sensor: awake window %v, ttl %v; want 30s and its own ttl 10m", d.Sleep.AwakeWindow, d.TTL)
+	}
+	for _, tc := range []struct{ yaml, want string }{
+		{"devices:\n  r:\n    class: climate\n    sleepy: true\n", `hearth.yaml:7: devices.r.wake_interval: missing: a sleepy device needs its wake-up (or check-in) interval, such as 5m`},
+		{"devices:\n  r:\n    class: climate\n    wake_interval: 5m\n", `hearth.yaml:7: devices.r.wake_interval: only for a sleepy device: add sleepy: true`},
+		{"devices:\n  r:\n    class: climate\n    sleepy: true\n    wake_interval: 10s\n    awake_window: 1m\n", `hearth.yaml:9: devices.r.awake_window: 1m is longer than wake_interval 10s: the device would never sleep`},
+	} {
+		_, err := Parse("hearth.yaml", []byte(z2m+tc.yaml))
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("error %v; want %s", err, tc.want)
+		}
+	}
+}
