@@ -179,6 +179,13 @@ const (
 	// reach the target (a lock's lock_state jammed or not_fully_locked):
 	// the command fails at once, with no automatic retry.
 	ReasonJammed Reason = "jammed"
+	// ReasonAsleep (with status queued): the device is a sleepy one and
+	// asleep; the command waits for its next wake.
+	ReasonAsleep Reason = "asleep"
+	// ReasonUnverified: a command to a sleepy device was sent at a wake,
+	// but no report confirmed it before its TTL ran out: it may or may not
+	// have been applied, so it is not succeeded.
+	ReasonUnverified Reason = "unverified"
 )
 
 // Result is one message on hearth/<device>/result: where a command stands.

@@ -30,6 +30,11 @@ type deviceQueue struct {
 
 	state     map[string]any // last reported state, merged
 	available *bool          // last availability, nil if never reported
+
+	// A sleepy device's awake lease (see sleepy.go): it listens until
+	// awakeUntil; woke is closed at every wake signal, then replaced.
+	awakeUntil time.Time
+	woke       chan struct{}
 }
 
 // task is an accepted op inside its device queue.
@@ -61,7 +66,7 @@ type confirmation struct {
 }
 
 func newDeviceQueue(d *Dispatcher, dev Device, svc *Service) *deviceQueue {
-	return &deviceQueue{d: d, dev: dev, svc: svc, wake: make(chan struct{}, 1)}
+	return &deviceQueue{d: d, dev: dev, svc: svc, wake: make(chan struct{}, 1), woke: make(chan struct{})}
 }
 
 // supersede ends every waiting or running command of the device whose
@@ -153,7 +158,11 @@ func (q *deviceQueue) run(ctx context.Context) {
 				return
 			}
 		}
-		q.execute(ctx, t)
+		if q.dev.Sleep.Sleepy {
+			q.executeSleepy(ctx, t)
+		} else {
+			q.execute(ctx, t)
+		}
 		q.mu.Lock()
 		q.current = nil
 		q.mu.Unlock()
@@ -854,6 +863,9 @@ func (q *deviceQueue) finish(t *task, status devices.Status, reason devices.Reas
 	if q.d.audited(q.dev.Device) {
 		q.d.audit(endEntry(q.dev.Device, op, now)) // stored before anyone hears of it
 	}
+	if status == devices.Failed || status == devices.Expired {
+		q.d.deadLetter(op)
+	}
 	q.d.publishResult(op.Result())
 	q.d.alertIfSafetyCritical(q.dev.Device, op)
 }
@@ -870,6 +882,9 @@ func (q *deviceQueue) report(state map[string]any, retained bool) {
 	}
 	maps.Copy(q.state, state)
 	mirror := maps.Clone(q.state)
+	if !retained {
+		q.wokeLocked(now) // any message from the device: it is awake
+	}
 	if t := q.current; t != nil && t.check != nil && !t.ended && !retained {
 		maps.Copy(t.check.seen, state)
 		signal(t.check.news)
@@ -906,6 +921,9 @@ func (q *deviceQueue) satisfied(target devices.Target, seen map[string]any) bool
 func (q *deviceQueue) availability(online bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if online && q.available != nil && !*q.available {
+		q.wokeLocked(q.d.now()) // back from offline: a wake signal
+	}
 	q.available = &online
 	q.d.out.pushRaw(q.d.topic(q.dev.ID, "availability"), []byte(onlineWord(online)), true)
 }
@@ -937,7 +955,3 @@ func onlineWord(online bool) string {
 	}
 	return "offline"
 }
-
-// nodeStatus takes a node status of the device for its awake lease; see
-// Dispatcher.NodeStatus.
-func (q *deviceQueue) nodeStatus(status devices.NodeStatus) {}

@@ -243,6 +243,7 @@ type Dispatcher struct {
 	journal   Journal
 	authz     Authorizer // nil: everyone may command everything
 	auditLog  AuditLog   // nil: no audit trail kept
+	dead      DeadLetters // nil: no dead-letter store
 	onBreaker func(BreakerChange)
 	onResult  func(devices.Result)
 	clock     clockwork.Clock
@@ -292,7 +293,7 @@ func New(opts Options) (*Dispatcher, error) {
 		d.prefix = "hearth"
 	}
 	d.onBreaker = opts.OnBreakerChange
-	d.authz, d.auditLog = opts.Authorizer, opts.Audit
+	d.authz, d.auditLog, d.dead = opts.Authorizer, opts.Audit, opts.DeadLetters
 	d.onResult = opts.OnResult
 	d.republishRate = opts.RepublishRate
 	if d.republishRate <= 0 {

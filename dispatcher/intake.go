@@ -131,8 +131,10 @@ func (d *Dispatcher) admit(batch []Request) {
 			superseded = nil
 		}
 	}
-	// The audit trail is stored before anyone hears of the outcome.
+	// The audit trail and the dead letters are stored before anyone hears
+	// of the outcome.
 	d.auditIntake(items, superseded, now)
+	d.deadLetterIntake(items, superseded, now)
 
 	for i := range items {
 		it := &items[i]
