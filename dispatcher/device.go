@@ -474,9 +474,8 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 func (q *deviceQueue) recheck(t *task, op devices.Op, now time.Time) bool {
 	d, dev := q.d, q.dev.Device
 	if err := d.authorize(dev, op.Principal, op.Target); err != nil {
-		if d.audited(dev) {
-			d.audit(checkEntry(dev, op, devices.CheckAuthorization, false, err.Error(), now))
-		}
+		// Every refusal is audited, whatever the device (as at intake).
+		d.audit(checkEntry(dev, op, devices.CheckAuthorization, false, err.Error(), now))
 		q.finish(t, devices.Failed, devices.ReasonUnauthorized,
 			fmt.Sprintf("not authorized at attempt %d: %v; nothing was sent", op.Attempts+1, err), nil)
 		return false
@@ -860,7 +859,7 @@ func (q *deviceQueue) finish(t *task, status devices.Status, reason devices.Reas
 		q.d.log.Error("store result", "op_id", op.OpID, "err", err)
 	}
 	q.d.log.Info("command ended", "op_id", op.OpID, "device", op.Device, "status", status, "reason", reason, "attempts", op.Attempts)
-	if q.d.audited(q.dev.Device) {
+	if q.d.audited(q.dev.Device) || reason == devices.ReasonUnauthorized {
 		q.d.audit(endEntry(q.dev.Device, op, now)) // stored before anyone hears of it
 	}
 	if status == devices.Failed || status == devices.Expired {

@@ -31,7 +31,7 @@ func (c *cli) audit(args []string) error {
 		fmt.Fprintf(c.stderr, "usage: hearthctl audit [flags]\n\nThe audit trail of safety-critical commands: each check before each\nattempt and its result, each send, and the outcome.\n\nflags:\n")
 		fs.PrintDefaults()
 	}
-	if err := parseFlags(fs, args); err != nil {
+	if err := c.parseFlags(fs, args); err != nil {
 		return err
 	}
 	paging := false

@@ -22,7 +22,7 @@ func (c *cli) breakers(args []string) error {
 		fmt.Fprintf(c.stderr, "usage: hearthctl breakers [-json]\n\nThe circuit breaker of every service that has one, in config order.\n\nflags:\n")
 		fs.PrintDefaults()
 	}
-	if err := parseFlags(fs, args); err != nil {
+	if err := c.parseFlags(fs, args); err != nil {
 		return err
 	}
 	var answer struct {

@@ -88,7 +88,7 @@ var commands = []struct {
 func (c *cli) run(args []string) int {
 	fs := flag.NewFlagSet("hearthctl", flag.ContinueOnError)
 	fs.SetOutput(c.stderr)
-	fs.StringVar(&c.addr, "addr", defaultAddr, "hearthd's HTTP address (`URL`)")
+	fs.StringVar(&c.addr, "addr", defaultAddr, "hearthd's HTTP address (`URL`; default $HEARTH_ADDR, else "+defaultAddr+")")
 	fs.StringVar(&c.token, "token", "", "bearer `token` for the API (default $HEARTH_TOKEN)")
 	fs.Usage = func() {
 		fmt.Fprintf(c.stderr, "usage: hearthctl [-addr URL] [-token T] <command> [flags]\n\ncommands:\n")
@@ -107,9 +107,10 @@ func (c *cli) run(args []string) int {
 	if c.token == "" {
 		c.token = c.getenv("HEARTH_TOKEN")
 	}
-	c.addr = strings.TrimRight(c.addr, "/")
-	if !strings.Contains(c.addr, "://") {
-		c.addr = "http://" + c.addr
+	addrSet := false
+	fs.Visit(func(f *flag.Flag) { addrSet = addrSet || f.Name == "addr" })
+	if env := c.getenv("HEARTH_ADDR"); env != "" && !addrSet {
+		c.addr = env
 	}
 	if fs.NArg() == 0 {
 		fs.Usage()
@@ -142,10 +143,13 @@ func (c *cli) run(args []string) int {
 	return exitUsage
 }
 
-// parseFlags parses a subcommand's flags: -h is flag.ErrHelp, a flag
-// mistake (already printed by flag) is errFlags, and a positional argument
-// is a usageError.
-func parseFlags(fs *flag.FlagSet, args []string) error {
+// parseFlags parses a subcommand's flags, which take -addr and -token as
+// well (after the command, as people type them): -h is flag.ErrHelp, a
+// flag mistake (already printed by flag) is errFlags, and a positional
+// argument is a usageError.
+func (c *cli) parseFlags(fs *flag.FlagSet, args []string) error {
+	fs.StringVar(&c.addr, "addr", c.addr, "hearthd's HTTP address (`URL`), as before the command")
+	fs.StringVar(&c.token, "token", c.token, "bearer `token` for the API, as before the command")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
@@ -163,6 +167,10 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 // with an error (quoting the server's "error"), or answered something
 // that is not what v expects.
 func (c *cli) get(path string, query url.Values, v any) error {
+	c.addr = strings.TrimRight(c.addr, "/")
+	if !strings.Contains(c.addr, "://") {
+		c.addr = "http://" + c.addr
+	}
 	u := c.addr + path
 	if len(query) > 0 {
 		u += "?" + query.Encode()

@@ -306,3 +306,19 @@ func TestBreakersPrintsATable(t *testing.T) {
 		t.Errorf("-json: exit %d, stdout\n%s\nwant\n%s", code, stdout, wantJSON)
 	}
 }
+
+// -addr and -token work after the command too, as people type them, and
+// HEARTH_ADDR stands in for -addr.
+func TestAddrAndTokenAfterTheCommand(t *testing.T) {
+	srv := newServer(t, "s3cret", trail()...)
+	if code, _, stderr := hearthctl("audit", "-addr", srv.URL, "-token", "s3cret"); code != 0 {
+		t.Errorf("audit -addr URL -token T: exit %d, stderr %q; want 0", code, stderr)
+	}
+	t.Setenv("HEARTH_ADDR", srv.URL)
+	if code, _, stderr := hearthctl("-token", "s3cret", "breakers"); code != 0 {
+		t.Errorf("HEARTH_ADDR: exit %d, stderr %q; want 0", code, stderr)
+	}
+	if code, _, _ := hearthctl("-addr", "127.0.0.1:1", "-token", "s3cret", "breakers"); code != 1 {
+		t.Errorf("-addr wins over HEARTH_ADDR: exit %d; want 1 (nothing listens on port 1)", code)
+	}
+}

@@ -81,7 +81,7 @@ func runDemo(ctx context.Context, d *daemon, out io.Writer, log *slog.Logger) er
 	run := time.Now().Format("150405") + "-" + strconv.Itoa(rand.IntN(1000))
 	steps := []struct{ device, payload, note string }{
 		{"hall_light", `{"state":"ON","brightness":128,"op_id":"demo-` + run + `-1"}`, "turn a light on at half brightness"},
-		{"front_door", `{"state":"LOCK","op_id":"demo-` + run + `-2"}`, "lock the front door (confirmed from lock_state)"},
+		{"front_door", `{"state":"UNLOCK","op_id":"demo-` + run + `-2"}`, "unlock the front door (its state read first, then confirmed from lock_state)"},
 		{"living_blinds", `{"position":40,"op_id":"demo-` + run + `-3"}`, "open the blinds to 40%"},
 		{"hall_light", `{"state":"TOGGLE","op_id":"demo-` + run + `-4"}`, "a relative command: refused"},
 		{"hall_light", `{"state":"ON","brightness":128,"op_id":"demo-` + run + `-1"}`, "the first command again, same op_id: answered from the store, not sent again"},

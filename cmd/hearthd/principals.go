@@ -57,7 +57,7 @@ func (a *authorizer) Authorize(principal string, dev devices.Device, target devi
 		return fmt.Errorf("principal %q is not configured (any more)", principal)
 	}
 	if action := devices.Action(dev, target); !g.Allows(dev.ID, action) {
-		return fmt.Errorf("principal %q may not %s %s", principal, action, dev.ID)
+		return fmt.Errorf("principal %q may not %s %s (action %s)", principal, verb(action), dev.ID, action)
 	}
 	return nil
 }
@@ -95,4 +95,15 @@ func (d *daemon) reloadFrom(load func() (*config.Config, error), log *slog.Logge
 		return
 	}
 	d.reload(next)
+}
+
+// verb says an action as a verb for a sentence: "turn on", "unlock".
+func verb(action string) string {
+	switch action {
+	case devices.ActionOn, devices.ActionOff:
+		return "turn " + action
+	case devices.ActionSet:
+		return "set"
+	}
+	return action
 }

@@ -429,3 +429,35 @@ func TestRestartWithAnUnlockPendingReadsBeforeAnySend(t *testing.T) {
 		t.Errorf("pending after restart: %s/%s after %d attempts, state %v (%s); want succeeded after 2", op.Status, op.Reason, op.Attempts, op.State, op.Detail)
 	}
 }
+
+// A permission revoked before the attempt at a command to a device that is
+// not safety-critical is audited too: the failed check and the end.
+func TestRevokedCommandToAnyDeviceIsAudited(t *testing.T) {
+	h := newHarness(t, harnessOptions{simLogin: bridgeLogin, automationLogin: bridgeLogin, config: tabletConfig("[lock], sw00: [on]")})
+	h.settle("sw00")
+	h.openBreaker()
+	h.submitAs("tablet", "sw00", `{"state":"ON","op_id":"sw-revoked"}`)
+	h.result("sw-revoked") // accepted
+	h.result("sw-revoked") // queued: the breaker holds it
+	next, err := config.Parse("test.yaml", []byte(tabletConfig("[lock]")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.d.reload(next)
+	h.bridgeState("zigbee2mqtt", true)
+	if r := h.await(func(r devices.Result) bool { return r.OpID == "sw-revoked" && r.Status.Terminal() }, "sw-revoked's end"); r.Status != devices.Failed || r.Reason != devices.ReasonUnauthorized {
+		t.Errorf("sw-revoked: %s/%s; want failed/unauthorized", r.Status, r.Reason)
+	}
+	trail, err := h.d.store.Audit(store.AuditQuery{OpID: "sw-revoked"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range trail {
+		got = append(got, fmt.Sprintf("%s %s %v %s", e.Event, e.Check, e.Passed, e.Reason))
+	}
+	want := []string{"check authorization false ", "ended  false unauthorized"}
+	if !slices.Equal(got, want) {
+		t.Errorf("audit trail %q; want %q", got, want)
+	}
+}
