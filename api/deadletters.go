@@ -63,16 +63,15 @@ type DeadLetterPage struct {
 // knows.
 var deadLetterParams = []string{"device", "status", "reason", "after", "since", "limit", "newest"}
 
-// deadLetterStatuses are the statuses a dead letter can have: the
-// terminal ones but succeeded.
-var deadLetterStatuses = []devices.Status{devices.Failed, devices.Expired, devices.Superseded, devices.Rejected}
+// deadLetterStatuses are the statuses a dead letter can have.
+var deadLetterStatuses = []devices.Status{devices.Failed, devices.Expired, devices.Superseded}
 
 // RegisterDeadLetters adds GET /api/v1/deadletters to mux: the dead-letter
 // store, commands that ended without success and will never be attempted
 // again (devices.DeadLetter), read from src.
 //
-// Query parameters, each at most once: device, status (failed, expired,
-// superseded or rejected), reason (exact matches), after (a Seq: dead
+// Query parameters, each at most once: device, status (failed, expired
+// or superseded), reason (exact matches), after (a Seq: dead
 // letters after it), since (RFC 3339: dead letters whose op ended at or
 // after it), limit (1 to 1000; default 100), newest (true: the last limit
 // dead letters rather than the first after the cursor). The answer is 200
@@ -117,7 +116,7 @@ func parseDeadLetterQuery(v url.Values) (DeadLetterQuery, error) {
 	q.Device = v.Get("device")
 	if s := v.Get("status"); s != "" {
 		if !slices.Contains(deadLetterStatuses, devices.Status(s)) {
-			return q, fmt.Errorf("status: %q is not a dead letter's status (failed, expired, superseded or rejected)", s)
+			return q, fmt.Errorf("status: %q is not a dead letter's status (failed, expired or superseded)", s)
 		}
 		q.Status = devices.Status(s)
 	}

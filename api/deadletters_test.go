@@ -128,7 +128,7 @@ func TestDeadLetterQueryParametersSelect(t *testing.T) {
 		{"newest=1&device=thermostat&limit=2", []uint64{2, 4}, 4},
 		{"newest=false&limit=2", []uint64{1, 2}, 2},
 		{"after=4", []uint64{}, 4},
-		{"status=rejected&after=2", []uint64{}, 2},
+		{"status=expired&after=2", []uint64{}, 2},
 	}
 	for _, tt := range tests {
 		code, body := getDeadLetters(t, srv, tt.query)
@@ -193,9 +193,10 @@ func TestDeadLettersPageForwardThroughNextAfter(t *testing.T) {
 func TestDeadLetterBadParameterIs400NamingIt(t *testing.T) {
 	srv, _ := deadLetterServer(t, sleepyDay()...)
 	tests := []struct{ query, err string }{
-		{"status=succeeded", `status: "succeeded" is not a dead letter's status (failed, expired, superseded or rejected)`},
-		{"status=queued", `status: "queued" is not a dead letter's status (failed, expired, superseded or rejected)`},
-		{"status=FAILED", `status: "FAILED" is not a dead letter's status (failed, expired, superseded or rejected)`},
+		{"status=succeeded", `status: "succeeded" is not a dead letter's status (failed, expired or superseded)`},
+		{"status=rejected", `status: "rejected" is not a dead letter's status (failed, expired or superseded)`},
+		{"status=queued", `status: "queued" is not a dead letter's status (failed, expired or superseded)`},
+		{"status=FAILED", `status: "FAILED" is not a dead letter's status (failed, expired or superseded)`},
 		{"after=-1", `after: "-1" is not a seq (a whole number, 0 or more)`},
 		{"since=yesterday", `since: "yesterday" is not an RFC 3339 time such as 2026-11-29T19:00:00Z`},
 		{"limit=0", `limit: "0" is not a number from 1 to 1000`},

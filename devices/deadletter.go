@@ -16,8 +16,8 @@ import "encoding/json"
 type DeadLetter struct {
 	// Seq orders dead letters as they were stored; the store assigns it.
 	Seq uint64
-	// Op is the command as it ended: its Status is terminal and not
-	// Succeeded, UpdatedAt is when it ended.
+	// Op is the command as it ended: its Status is Failed, Expired or
+	// Superseded, UpdatedAt is when it ended.
 	Op
 }
 

@@ -35,8 +35,9 @@ const (
 // (see devices.DeadLetter's JSON). Nothing is deduplicated: an op added
 // twice is there twice.
 //
-// An op with an empty OpID, a status that is not terminal or is
-// Succeeded, a zero UpdatedAt (which PruneDeadLetters and
+// An op with an empty OpID, a status other than Failed, Expired or
+// Superseded (an op not ended, one that succeeded, or one Rejected, which
+// was never accepted), a zero UpdatedAt (which PruneDeadLetters and
 // DeadLetterQuery.Since go by), or a Target or State that JSON cannot
 // encode fails the whole call before anything is queued, with an error
 // naming the op_id. With no ops it stores nothing. After Close it returns
@@ -210,8 +211,8 @@ func encodeDeadLetter(op devices.Op) ([]byte, error) {
 		return nil, fmt.Errorf("empty op_id")
 	case !op.Status.Terminal():
 		return nil, fmt.Errorf("status %q is not terminal", op.Status)
-	case op.Status == devices.Succeeded:
-		return nil, fmt.Errorf("status succeeded is not a dead letter")
+	case op.Status != devices.Failed && op.Status != devices.Expired && op.Status != devices.Superseded:
+		return nil, fmt.Errorf("status %s is not a dead letter's (failed, expired or superseded)", op.Status)
 	case op.UpdatedAt.IsZero():
 		return nil, fmt.Errorf("zero updated_at")
 	}

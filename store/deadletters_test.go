@@ -280,7 +280,8 @@ func TestAddDeadLettersRefusesWhatIsNoDeadLetterAndStoresNothing(t *testing.T) {
 	}{
 		{[]devices.Op{good, newOp("pending")}, `add dead letter 1 (op "pending"): status "accepted" is not terminal`},
 		{[]devices.Op{deadOp("queued", "thermostat", devices.Queued, "", 0)}, `add dead letter 0 (op "queued"): status "queued" is not terminal`},
-		{[]devices.Op{deadOp("done", "thermostat", devices.Succeeded, "", 0), good}, `add dead letter 0 (op "done"): status succeeded is not a dead letter`},
+		{[]devices.Op{deadOp("done", "thermostat", devices.Succeeded, "", 0), good}, `add dead letter 0 (op "done"): status succeeded is not a dead letter's (failed, expired or superseded)`},
+		{[]devices.Op{good, deadOp("refused", "thermostat", devices.Rejected, devices.ReasonUnauthorized, 0)}, `add dead letter 1 (op "refused"): status rejected is not a dead letter's (failed, expired or superseded)`},
 		{[]devices.Op{good, deadOp("", "thermostat", devices.Failed, devices.ReasonTimeout, 0)}, `add dead letter 1 (op ""): empty op_id`},
 		{[]devices.Op{noTime}, `add dead letter 0 (op "no-time"): zero updated_at`},
 		{[]devices.Op{good, good, unencodable}, `add dead letter 2 (op "nan"): encode: json: error calling MarshalJSON for type devices.DeadLetter: json: unsupported value: NaN`},

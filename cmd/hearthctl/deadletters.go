@@ -25,7 +25,7 @@ func (c *cli) deadLetters(args []string) error {
 	fs := flag.NewFlagSet("hearthctl deadletters", flag.ContinueOnError)
 	fs.SetOutput(c.stderr)
 	device := fs.String("device", "", "only the dead letters of this `device`")
-	status := fs.String("status", "", "only those that ended with this `status`: failed, expired, superseded or rejected")
+	status := fs.String("status", "", "only those that ended with this `status`: failed, expired or superseded")
 	reason := fs.String("reason", "", "only those that ended with this `reason` (timeout, ttl_elapsed, newer_command, …)")
 	since := fs.String("since", "", "only those that ended at or after this `time`: RFC 3339 (2026-11-29T19:00:00Z), or a duration back from now (90m, 24h, 7d)")
 	limit := fs.Int("limit", 100, "at most `N` dead letters (1 to 1000)")
