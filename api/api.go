@@ -1,8 +1,10 @@
 // Package api serves Hearth's HTTP API under /api/v1: commands (POST
 // /api/v1/devices/{device}/commands, GET /api/v1/ops/{op_id}, see
-// RegisterCommands) and the state of every service's circuit breaker (GET
-// /api/v1/breakers, see Register). Authenticate guards all of it with the
-// principals' bearer tokens.
+// RegisterCommands), the state of every service's circuit breaker (GET
+// /api/v1/breakers, see Register), the audit trail (GET /api/v1/audit, see
+// RegisterAudit) and the dead-letter store (GET /api/v1/deadletters, see
+// RegisterDeadLetters). Authenticate guards all of it with the principals'
+// bearer tokens.
 //
 // It owns the HTTP shapes only: validating, storing and running commands
 // and keeping breakers belong to package dispatcher; it never reads the

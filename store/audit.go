@@ -107,7 +107,7 @@ func (s *Store) Audit(q AuditQuery) ([]devices.AuditEntry, error) {
 			k, v = c.Last()
 			next = c.Prev
 		} else {
-			k, v = c.Seek(auditKey(q.After + 1))
+			k, v = c.Seek(seqKey(q.After + 1))
 			next = c.Next
 			if q.After == ^uint64(0) {
 				k = nil // no Seq is after the largest
@@ -163,7 +163,7 @@ func (s *Store) PruneAudit(before time.Time) (int, error) {
 				At time.Time `json:"at"`
 			}
 			if err := json.Unmarshal(v, &head); err != nil {
-				return fmt.Errorf("decode audit entry %s: %w", auditKeyName(k), err)
+				return fmt.Errorf("decode audit entry %s: %w", seqKeyName(k), err)
 			}
 			if head.At.Before(before) {
 				doomed = append(doomed, bytes.Clone(k))
@@ -175,7 +175,7 @@ func (s *Store) PruneAudit(before time.Time) (int, error) {
 		}
 		for _, k := range doomed {
 			if err := audit.Delete(k); err != nil {
-				return fmt.Errorf("delete audit entry %s: %w", auditKeyName(k), err)
+				return fmt.Errorf("delete audit entry %s: %w", seqKeyName(k), err)
 			}
 		}
 		n = len(doomed)
@@ -207,37 +207,22 @@ func (b buckets) putAudit(body []byte) error {
 	if err != nil {
 		return fmt.Errorf("assign seq to audit entry: %w", err)
 	}
-	if err := b.audit.Put(auditKey(seq), withSeq(body, seq)); err != nil {
+	if err := b.audit.Put(seqKey(seq), withSeq(body, seq)); err != nil {
 		return fmt.Errorf("save audit entry %d: %w", seq, err)
 	}
 	return nil
 }
 
-// auditKey is an audit entry's key: its Seq, 8 bytes big-endian, so that
-// keys sort in Seq order.
-func auditKey(seq uint64) []byte {
-	return binary.BigEndian.AppendUint64(make([]byte, 0, 8), seq)
-}
-
-// auditKeyName names a key in errors: its Seq, or its bytes in hex if it
-// is not 8 bytes long.
-func auditKeyName(k []byte) string {
-	if len(k) != 8 {
-		return fmt.Sprintf("with key %x", k)
-	}
-	return fmt.Sprintf("seq %d", binary.BigEndian.Uint64(k))
-}
-
 func decodeAudit(k, v []byte) (devices.AuditEntry, error) {
 	var e devices.AuditEntry
 	if len(k) != 8 {
-		return e, fmt.Errorf("decode audit entry %s: key is not an 8-byte seq", auditKeyName(k))
+		return e, fmt.Errorf("decode audit entry %s: key is not an 8-byte seq", seqKeyName(k))
 	}
 	if err := json.Unmarshal(v, &e); err != nil {
-		return e, fmt.Errorf("decode audit entry %s: %w", auditKeyName(k), err)
+		return e, fmt.Errorf("decode audit entry %s: %w", seqKeyName(k), err)
 	}
 	if seq := binary.BigEndian.Uint64(k); e.Seq != seq {
-		return e, fmt.Errorf("decode audit entry %s: record says seq %d", auditKeyName(k), e.Seq)
+		return e, fmt.Errorf("decode audit entry %s: record says seq %d", seqKeyName(k), e.Seq)
 	}
 	return e, nil
 }

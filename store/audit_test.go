@@ -116,7 +116,7 @@ func TestAuditRecordsAreJSONWithSeqFirstUnderBigEndianSeqKeys(t *testing.T) {
 		if want := []string{"0000000000000001", "0000000000000002"}; !reflect.DeepEqual(keys, want) {
 			t.Errorf("audit keys = %v, want %v", keys, want)
 		}
-		v := tx.Bucket(bucketAudit).Get(auditKey(2))
+		v := tx.Bucket(bucketAudit).Get(seqKey(2))
 		if want := `{"seq":2,"at":"2026-11-29T19:00:00.123456789+01:00","event":"sent",`; !bytes.HasPrefix(v, []byte(want)) || bytes.Count(v, []byte(`"seq"`)) != 1 {
 			t.Errorf("record 2 = %s, want JSON starting %s with one seq", v, want)
 		}
@@ -320,10 +320,10 @@ func TestCorruptAuditRecordIsAnErrorNamingItsSeq(t *testing.T) {
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketAudit)
-		if err := b.Put(auditKey(2), []byte(`{"seq":2,"at":`)); err != nil {
+		if err := b.Put(seqKey(2), []byte(`{"seq":2,"at":`)); err != nil {
 			return err
 		}
-		return b.Put(auditKey(3), []byte(`{"seq":7,"at":"2026-11-29T19:00:00Z","event":"ended"}`))
+		return b.Put(seqKey(3), []byte(`{"seq":7,"at":"2026-11-29T19:00:00Z","event":"ended"}`))
 	})
 	if err != nil {
 		t.Fatal(err)

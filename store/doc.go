@@ -1,20 +1,22 @@
 // Package store is Hearth's durable record: every accepted command (a
 // devices.Op) with its pending index, the last confirmed state of every
 // device, the terminal ops kept so that the same op_id sent again
-// returns the stored result, and the audit trail of safety-critical
-// commands (devices.AuditEntry). It keeps them in one bbolt file,
-// hearth.db, in the data directory.
+// returns the stored result, the audit trail of safety-critical
+// commands (devices.AuditEntry) and the dead-letter store of commands that
+// ended without success (devices.DeadLetter). It keeps them in one bbolt
+// file, hearth.db, in the data directory.
 //
 // The package owns the file, its buckets and the encoding; callers see a
 // few verbs. Ops are written with Save and read with Lookup and Pending;
 // device states with SaveState and States; audit entries with AppendAudit
-// and Audit; retention is PruneTerminal and PruneAudit.
+// and Audit; dead letters with AddDeadLetters and DeadLetters; retention is
+// PruneTerminal, PruneAudit and PruneDeadLetters.
 // It never decides what a status means beyond devices.Status.Terminal, and
 // it imports nothing of Hearth's but devices.
 //
 // # Durability and group commit
 //
-// Save, SaveState and AppendAudit return only after their transaction is
+// Save, SaveState, AppendAudit and AddDeadLetters return only after their transaction is
 // committed and fsync'd (bbolt's NoSync is false), which is what
 // DESIGN.md's "nothing accepted is lost" asks for. One writer goroutine
 // owns every write: it takes all requests waiting at that moment, applies
@@ -50,10 +52,13 @@
 // with ErrLocked after Options.LockTimeout. On Linux this holds within one
 // process too, because flock is per open file description.
 //
-// The audit trail is append-only: entries are never changed, only pruned
-// by age (PruneAudit), and their Seqs are never reused.
+// The audit trail and the dead-letter store are append-only: entries are
+// never changed, only pruned by age (PruneAudit, PruneDeadLetters), and
+// their Seqs are never reused. A dead letter is a copy of its op: pruning
+// or saving the op does not touch it.
 //
-// PruneTerminal reads every op and PruneAudit every audit entry; run them
-// now and then, not per command. bbolt reuses the pages it frees but never
+// PruneTerminal reads every op, PruneAudit every audit entry and
+// PruneDeadLetters every dead letter; run them now and then, not per
+// command. bbolt reuses the pages it frees but never
 // shrinks the file.
 package store

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -33,12 +34,14 @@ var (
 
 // Buckets. Keys of ops are op_id bytes; keys of pending are the 8-byte
 // big-endian Seq followed by the op_id, with empty values; keys of states
-// are device IDs; keys of audit are the entry's 8-byte big-endian Seq.
+// are device IDs; keys of audit and deadletters are the entry's 8-byte
+// big-endian Seq.
 var (
-	bucketOps     = []byte("ops")
-	bucketPending = []byte("pending")
-	bucketStates  = []byte("states")
-	bucketAudit   = []byte("audit")
+	bucketOps         = []byte("ops")
+	bucketPending     = []byte("pending")
+	bucketStates      = []byte("states")
+	bucketAudit       = []byte("audit")
+	bucketDeadLetters = []byte("deadletters")
 )
 
 // Options configures Open. Every zero value has a documented default.
@@ -83,13 +86,14 @@ type hooks struct {
 	closing func()
 }
 
-// request is one Save, SaveState or AppendAudit call waiting for the
-// writer. Its records are already encoded, so applying it can fail only on
+// request is one Save, SaveState, AppendAudit or AddDeadLetters call
+// waiting for the writer. Its records are already encoded, so applying it can fail only on
 // bbolt's own errors.
 type request struct {
 	ops   []encodedOp
 	state *encodedState
 	audit [][]byte   // audit entries' JSON without their seq, in order
+	dead  [][]byte   // dead letters' JSON without their seq, in order
 	done  chan error // buffered: the writer never blocks on a caller
 }
 
@@ -118,7 +122,7 @@ func open(dir string, opts Options, h hooks) (*Store, error) {
 		return nil, openError(dir, path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, name := range [][]byte{bucketOps, bucketPending, bucketStates, bucketAudit} {
+		for _, name := range [][]byte{bucketOps, bucketPending, bucketStates, bucketAudit, bucketDeadLetters} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return fmt.Errorf("bucket %s: %w", name, err)
 			}
@@ -246,6 +250,11 @@ func (s *Store) commit(group []*request) error {
 					return err
 				}
 			}
+			for _, body := range r.dead {
+				if err := b.putDeadLetter(body); err != nil {
+					return err
+				}
+			}
 		}
 		return nil
 	})
@@ -264,7 +273,7 @@ func (s *Store) view(fn func(b buckets) error) error {
 
 // buckets are the store's buckets within one transaction.
 type buckets struct {
-	ops, pending, states, audit *bolt.Bucket
+	ops, pending, states, audit, dead *bolt.Bucket
 }
 
 // txBuckets returns the store's buckets in tx.
@@ -274,5 +283,22 @@ func txBuckets(tx *bolt.Tx) buckets {
 		pending: tx.Bucket(bucketPending),
 		states:  tx.Bucket(bucketStates),
 		audit:   tx.Bucket(bucketAudit),
+		dead:    tx.Bucket(bucketDeadLetters),
 	}
+}
+
+// seqKey is the key of a record in a bucket kept in Seq order (audit,
+// deadletters): its Seq, 8 bytes big-endian, so that keys sort in Seq
+// order.
+func seqKey(seq uint64) []byte {
+	return binary.BigEndian.AppendUint64(make([]byte, 0, 8), seq)
+}
+
+// seqKeyName names a key in errors: its Seq, or its bytes in hex if it
+// is not 8 bytes long.
+func seqKeyName(k []byte) string {
+	if len(k) != 8 {
+		return fmt.Sprintf("with key %x", k)
+	}
+	return fmt.Sprintf("seq %d", binary.BigEndian.Uint64(k))
 }

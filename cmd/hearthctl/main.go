@@ -1,9 +1,11 @@
 // Command hearthctl is the operator's CLI over hearthd's HTTP API: it
-// reads the audit trail of safety-critical commands (GET /api/v1/audit)
-// and the circuit breakers (GET /api/v1/breakers) and prints them as
-// tables, or as JSON lines for scripts.
+// reads the audit trail of safety-critical commands (GET /api/v1/audit),
+// the dead-letter store (GET /api/v1/deadletters) and the circuit breakers
+// (GET /api/v1/breakers) and prints them as tables, or as JSON lines for
+// scripts.
 //
 //	hearthctl [-addr http://127.0.0.1:8080] [-token T] audit [-device D] [-op OPID] [-principal P] [-since 24h] [-limit N] [-after SEQ] [-json]
+//	hearthctl [-addr ...] [-token T] deadletters [-device D] [-status S] [-reason R] [-since 24h] [-limit N] [-after SEQ] [-json]
 //	hearthctl [-addr ...] [-token T] breakers [-json]
 //
 // The token, if any (-token, or the HEARTH_TOKEN environment variable), is
@@ -83,6 +85,7 @@ var commands = []struct {
 }{
 	{"audit", "the audit trail of safety-critical commands (GET /api/v1/audit)", (*cli).audit},
 	{"breakers", "the circuit breaker of every service (GET /api/v1/breakers)", (*cli).breakers},
+	{"deadletters", "commands that ended expired, failed or superseded (GET /api/v1/deadletters)", (*cli).deadLetters},
 }
 
 func (c *cli) run(args []string) int {
@@ -93,7 +96,7 @@ func (c *cli) run(args []string) int {
 	fs.Usage = func() {
 		fmt.Fprintf(c.stderr, "usage: hearthctl [-addr URL] [-token T] <command> [flags]\n\ncommands:\n")
 		for _, cmd := range commands {
-			fmt.Fprintf(c.stderr, "  %-9s %s\n", cmd.name, cmd.summary)
+			fmt.Fprintf(c.stderr, "  %-12s %s\n", cmd.name, cmd.summary)
 		}
 		fmt.Fprintf(c.stderr, "\n'hearthctl <command> -h' shows a command's flags.\n\nflags:\n")
 		fs.PrintDefaults()

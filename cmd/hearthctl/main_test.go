@@ -24,6 +24,14 @@ func (a storeAudit) Audit(q api.AuditQuery) ([]devices.AuditEntry, error) {
 	return a.s.Audit(store.AuditQuery(q))
 }
 
+// storeDeadLetters adapts a real store to api.DeadLetterSource, as
+// hearthd does.
+type storeDeadLetters struct{ s *store.Store }
+
+func (a storeDeadLetters) DeadLetters(q api.DeadLetterQuery) ([]devices.DeadLetter, error) {
+	return a.s.DeadLetters(store.DeadLetterQuery(q))
+}
+
 // breakerList is a fixed list of breakers; hearthd's tests read a real
 // dispatcher's.
 type breakerList []dispatcher.BreakerStatus
@@ -53,12 +61,13 @@ func trail() []devices.AuditEntry {
 }
 
 // server is hearthd's API over a real store in a temp dir holding
-// entries. If token is not empty, it answers 401 to requests without
+// entries (and whatever a test adds to store). If token is not empty, it answers 401 to requests without
 // "Authorization: Bearer <token>", as hearthd's bearer-token auth does.
 type server struct {
 	*httptest.Server
-	mu   sync.Mutex
-	auth []string // the Authorization header of every request
+	store *store.Store
+	mu    sync.Mutex
+	auth  []string // the Authorization header of every request
 }
 
 func newServer(t *testing.T, token string, entries ...devices.AuditEntry) *server {
@@ -77,7 +86,8 @@ func newServer(t *testing.T, token string, entries ...devices.AuditEntry) *serve
 		{Service: "cloud", State: "open", Since: t0, Until: t0.Add(30 * time.Second), Offline: true, Bridge: "offline", Trips: 2, Watched: true},
 	})
 	api.RegisterAudit(mux, storeAudit{s})
-	srv := &server{}
+	api.RegisterDeadLetters(mux, storeDeadLetters{s})
+	srv := &server{store: s}
 	srv.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		srv.mu.Lock()
 		srv.auth = append(srv.auth, r.Header.Get("Authorization"))

@@ -280,6 +280,7 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 		Publisher:     d.conn,
 		Authorizer:    d.authz,
 		Audit:         d.store,
+		DeadLetters:   d.store,
 		Clock:         dp.clock,
 		Rand:          dp.rand,
 		RepublishRate: cfg.MQTT.RepublishRate,
@@ -407,6 +408,7 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 	d.metrics.Register(mux)
 	api.Register(mux, disp)
 	api.RegisterAudit(mux, auditSource{d.store})
+	api.RegisterDeadLetters(mux, deadLetterSource{d.store})
 	api.RegisterCommands(mux, d.commandAPI(dp.clock))
 	d.setHTTPPrincipals(cfg)
 	d.onReload = append(d.onReload, d.setHTTPPrincipals)
@@ -480,8 +482,9 @@ const (
 	pruneEvery  = time.Hour
 )
 
-// prune deletes ended commands older than opRetention and audit entries
-// older than auditRetention (by the injected clock) every pruneEvery of
+// prune deletes ended commands older than opRetention, audit entries
+// older than auditRetention and dead letters older than
+// deadLetterRetention (by the injected clock) every pruneEvery of
 // real time, until ctx ends; start prunes once before the dispatcher takes
 // commands, so that an op_id past retention is never answered from the
 // store.
@@ -500,10 +503,12 @@ func (d *daemon) prune(ctx context.Context, clock clockwork.Clock) {
 	}
 }
 
-// pruneOnce deletes ended commands older than opRetention and audit
-// entries older than auditRetention now.
+// pruneOnce deletes ended commands older than opRetention, audit
+// entries older than auditRetention and dead letters older than
+// deadLetterRetention now.
 func (d *daemon) pruneOnce(clock clockwork.Clock) {
 	d.pruneAudit(clock)
+	d.pruneDeadLetters(clock)
 	n, err := d.store.PruneTerminal(clock.Now().Add(-opRetention))
 	if err != nil {
 		d.log.Error("prune ended commands", "err", err)

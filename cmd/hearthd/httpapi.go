@@ -11,7 +11,8 @@ import (
 
 // How the HTTP server is composed (start): one mux holds /healthz,
 // /readyz, /metrics and every API route (api.Register, api.RegisterAudit,
-// api.RegisterCommands, and any route added later under /api/), and
+// api.RegisterDeadLetters, api.RegisterCommands, and any route added later
+// under /api/), and
 // api.Authenticate wraps the whole mux, so every path under /api/ needs a
 // principal's bearer token once principals are configured, whoever
 // registered it, while health and metrics stay open.

@@ -1,0 +1,38 @@
+package main
+
+import (
+	"time"
+
+	"github.com/jonboulle/clockwork"
+
+	"github.com/hearthd/hearth/api"
+	"github.com/hearthd/hearth/devices"
+	"github.com/hearthd/hearth/store"
+)
+
+// deadLetterRetention is how long the dead-letter store keeps a command
+// after it ended: older dead letters are deleted on pruneEvery's schedule,
+// with the audit trail and the ended commands. 90 days, as the audit
+// trail: long enough to see what a battery device missed over a season.
+const deadLetterRetention = 90 * 24 * time.Hour
+
+// deadLetterSource serves the store's dead letters to the API
+// (api.DeadLetterSource).
+type deadLetterSource struct{ s *store.Store }
+
+// DeadLetters converts the API's query to the store's: the two types have
+// the same fields, which this conversion keeps true at compile time.
+func (a deadLetterSource) DeadLetters(q api.DeadLetterQuery) ([]devices.DeadLetter, error) {
+	return a.s.DeadLetters(store.DeadLetterQuery(q))
+}
+
+// pruneDeadLetters deletes dead letters older than deadLetterRetention
+// now.
+func (d *daemon) pruneDeadLetters(clock clockwork.Clock) {
+	n, err := d.store.PruneDeadLetters(clock.Now().Add(-deadLetterRetention))
+	if err != nil {
+		d.log.Error("prune dead letters", "err", err)
+	} else if n > 0 {
+		d.log.Info("pruned dead letters", "count", n, "older_than", deadLetterRetention)
+	}
+}

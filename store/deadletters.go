@@ -1,0 +1,255 @@
+package store
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+
+	"github.com/hearthd/hearth/devices"
+)
+
+// Limits of one DeadLetters call, in entries.
+const (
+	// DefaultDeadLetterLimit is the number of dead letters DeadLetters
+	// returns when DeadLetterQuery.Limit is 0.
+	DefaultDeadLetterLimit = 100
+	// MaxDeadLetterLimit is the most dead letters one DeadLetters call
+	// returns; a larger DeadLetterQuery.Limit is lowered to it.
+	MaxDeadLetterLimit = 1000
+)
+
+// AddDeadLetters stores ops in the dead-letter store, durably and in
+// order: when it returns nil they are committed and fsync'd, through the
+// same group commit as Save. Each becomes a devices.DeadLetter whose Seq
+// is one more than the last dead letter's ever stored in this data
+// directory (bbolt's bucket sequence, which survives restarts and
+// pruning); the ops of one call get consecutive Seqs and are committed
+// together or not at all. The op is kept as given, its own Seq included
+// (see devices.DeadLetter's JSON). Nothing is deduplicated: an op added
+// twice is there twice.
+//
+// An op with an empty OpID, a status other than Failed, Expired or
+// Superseded (an op not ended, one that succeeded, or one Rejected, which
+// was never accepted), a zero UpdatedAt (which PruneDeadLetters and
+// DeadLetterQuery.Since go by), or a Target or State that JSON cannot
+// encode fails the whole call before anything is queued, with an error
+// naming the op_id. With no ops it stores nothing. After Close it returns
+// ErrClosed. *Store satisfies dispatcher.DeadLetters with it.
+func (s *Store) AddDeadLetters(ops ...devices.Op) error {
+	r := &request{dead: make([][]byte, 0, len(ops))}
+	for i, op := range ops {
+		body, err := encodeDeadLetter(op)
+		if err != nil {
+			return fmt.Errorf("add dead letter %d (op %q): %w", i, op.OpID, err)
+		}
+		r.dead = append(r.dead, body)
+	}
+	if len(r.dead) == 0 {
+		return s.openErr()
+	}
+	return s.submit(r)
+}
+
+// DeadLetterQuery selects dead letters. Zero fields select everything: the
+// filters are exact matches combined with AND.
+type DeadLetterQuery struct {
+	// Device, if set, keeps dead letters of that device.
+	Device string
+	// Status and Reason, if set, keep dead letters whose op ended with
+	// them.
+	Status devices.Status
+	Reason devices.Reason
+	// After is a Seq cursor: only dead letters with Seq > After are
+	// returned. Pass the last Seq of one page to get the next.
+	After uint64
+	// Since, if not zero, keeps dead letters whose op's UpdatedAt (when
+	// it ended) is at or after it.
+	Since time.Time
+	// Limit is the most dead letters returned: 0 means
+	// DefaultDeadLetterLimit (100), above MaxDeadLetterLimit (1000) means
+	// MaxDeadLetterLimit, negative is an error.
+	Limit int
+	// Newest returns the last Limit matching dead letters instead of the
+	// first Limit after the cursor.
+	Newest bool
+}
+
+// DeadLetters returns the dead letters matching q, in ascending Seq order
+// (at most q.Limit of them, see DeadLetterQuery.Limit): the first matching
+// ones with Seq > q.After, or with q.Newest the last ones. An empty result
+// is nil.
+//
+// A client pages forward by passing the last returned Seq as the next
+// query's After, until a page comes back shorter than the limit; since the
+// store only appends, paging forward never skips or repeats a dead letter,
+// and polling with the last Seq picks up new ones as they are added.
+//
+// It reads in one read-only transaction and scans from the cursor, so
+// filters cost a scan of the entries they skip. A record that does not
+// decode is an error naming its Seq. After Close it returns ErrClosed.
+func (s *Store) DeadLetters(q DeadLetterQuery) ([]devices.DeadLetter, error) {
+	limit := q.Limit
+	switch {
+	case limit < 0:
+		return nil, fmt.Errorf("dead letter query: negative limit %d", limit)
+	case limit == 0:
+		limit = DefaultDeadLetterLimit
+	case limit > MaxDeadLetterLimit:
+		limit = MaxDeadLetterLimit
+	}
+	var out []devices.DeadLetter
+	err := s.view(func(b buckets) error {
+		c := b.dead.Cursor()
+		var k, v []byte
+		var next func() ([]byte, []byte)
+		if q.Newest {
+			k, v = c.Last()
+			next = c.Prev
+		} else {
+			k, v = c.Seek(seqKey(q.After + 1))
+			next = c.Next
+			if q.After == ^uint64(0) {
+				k = nil // no Seq is after the largest
+			}
+		}
+		for ; k != nil && len(out) < limit; k, v = next() {
+			d, err := decodeDeadLetter(k, v)
+			if err != nil {
+				return err
+			}
+			if d.Seq <= q.After {
+				break // only when walking back (Newest)
+			}
+			if q.matches(d) {
+				out = append(out, d)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if q.Newest {
+		slices.Reverse(out)
+	}
+	return out, nil
+}
+
+func (q DeadLetterQuery) matches(d devices.DeadLetter) bool {
+	return (q.Device == "" || d.Device == q.Device) &&
+		(q.Status == "" || d.Status == q.Status) &&
+		(q.Reason == "" || d.Reason == q.Reason) &&
+		(q.Since.IsZero() || !d.UpdatedAt.Before(q.Since))
+}
+
+// PruneDeadLetters deletes the dead letters whose op's UpdatedAt is
+// before before and returns how many it deleted. Seqs are never reused.
+// It reads every dead letter, in one read-write transaction of its own, so
+// run it now and then (hearthd does, hourly), not per command. A record
+// that does not decode is an error naming its Seq, and nothing is
+// deleted. After Close it returns ErrClosed.
+func (s *Store) PruneDeadLetters(before time.Time) (int, error) {
+	if err := s.openErr(); err != nil {
+		return 0, err
+	}
+	var n int
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		dead := tx.Bucket(bucketDeadLetters)
+		var doomed [][]byte
+		err := dead.ForEach(func(k, v []byte) error {
+			var head struct {
+				UpdatedAt time.Time `json:"updated_at"`
+			}
+			if err := json.Unmarshal(v, &head); err != nil {
+				return fmt.Errorf("decode dead letter %s: %w", seqKeyName(k), err)
+			}
+			if head.UpdatedAt.Before(before) {
+				doomed = append(doomed, bytes.Clone(k))
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for _, k := range doomed {
+			if err := dead.Delete(k); err != nil {
+				return fmt.Errorf("delete dead letter %s: %w", seqKeyName(k), err)
+			}
+		}
+		n = len(doomed)
+		return nil
+	})
+	if errors.Is(err, berrors.ErrDatabaseNotOpen) {
+		return 0, ErrClosed
+	}
+	if err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+// Encoding. A dead letter is stored as devices.DeadLetter's JSON, "seq"
+// first. The caller's goroutine encodes it with Seq 0 and cuts that seq
+// off; the writer draws the Seq and prefixes it (withSeq), as for audit
+// entries.
+
+// zeroSeq is how devices.DeadLetter's JSON starts when its Seq is 0.
+var zeroSeq = []byte(`{"seq":0,`)
+
+// encodeDeadLetter checks op and returns its dead letter's JSON without
+// "seq".
+func encodeDeadLetter(op devices.Op) ([]byte, error) {
+	switch {
+	case op.OpID == "":
+		return nil, fmt.Errorf("empty op_id")
+	case !op.Status.Terminal():
+		return nil, fmt.Errorf("status %q is not terminal", op.Status)
+	case op.Status != devices.Failed && op.Status != devices.Expired && op.Status != devices.Superseded:
+		return nil, fmt.Errorf("status %s is not a dead letter's (failed, expired or superseded)", op.Status)
+	case op.UpdatedAt.IsZero():
+		return nil, fmt.Errorf("zero updated_at")
+	}
+	b, err := json.Marshal(devices.DeadLetter{Op: op})
+	if err != nil {
+		return nil, fmt.Errorf("encode: %w", err)
+	}
+	if !bytes.HasPrefix(b, zeroSeq) {
+		return nil, fmt.Errorf("encode: JSON does not start with %s", zeroSeq)
+	}
+	b[len(zeroSeq)-1] = '{'
+	return b[len(zeroSeq)-1:], nil
+}
+
+// putDeadLetter stores one encoded dead letter under the next Seq of the
+// deadletters bucket, in the writer's transaction.
+func (b buckets) putDeadLetter(body []byte) error {
+	seq, err := b.dead.NextSequence()
+	if err != nil {
+		return fmt.Errorf("assign seq to dead letter: %w", err)
+	}
+	if err := b.dead.Put(seqKey(seq), withSeq(body, seq)); err != nil {
+		return fmt.Errorf("save dead letter %d: %w", seq, err)
+	}
+	return nil
+}
+
+func decodeDeadLetter(k, v []byte) (devices.DeadLetter, error) {
+	var d devices.DeadLetter
+	if len(k) != 8 {
+		return d, fmt.Errorf("decode dead letter %s: key is not an 8-byte seq", seqKeyName(k))
+	}
+	if err := json.Unmarshal(v, &d); err != nil {
+		return d, fmt.Errorf("decode dead letter %s: %w", seqKeyName(k), err)
+	}
+	if seq := binary.BigEndian.Uint64(k); d.Seq != seq {
+		return d, fmt.Errorf("decode dead letter %s: record says seq %d", seqKeyName(k), d.Seq)
+	}
+	return d, nil
+}
