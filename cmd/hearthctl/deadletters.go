@@ -35,7 +35,7 @@ func (c *cli) deadLetters(args []string) error {
 		fmt.Fprintf(c.stderr, "usage: hearthctl deadletters [flags]\n\nThe dead-letter store: commands that ended expired or failed, or were\nsuperseded before they reached a sleeping device, and will never be\nattempted again.\n\nflags:\n")
 		fs.PrintDefaults()
 	}
-	if err := parseFlags(fs, args); err != nil {
+	if err := c.parseFlags(fs, args); err != nil {
 		return err
 	}
 	paging := false

@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -9,6 +11,7 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/hearthd/hearth/devices"
+	"github.com/hearthd/hearth/store"
 )
 
 // sleepyConfig is testConfig with a sleepy radiator thermostat that wakes
@@ -143,10 +146,16 @@ func TestSleepyStaleCommandsAreNeverDelivered(t *testing.T) {
 	if r := h.final("t20"); r.Status != devices.Succeeded || r.Attempts != 1 {
 		t.Errorf("t20: %s/%s after %d attempts; want succeeded after 1", r.Status, r.Reason, r.Attempts)
 	}
-	for id, want := range map[string]devices.Status{"t21": devices.Superseded, "t18": devices.Expired} {
-		if op, _, _ := h.d.store.Lookup(id); op.Status != want || op.Attempts != 0 {
-			t.Errorf("stored %s: %s after %d attempts; want %s after 0", id, op.Status, op.Attempts, want)
-		}
+	dead, err := h.d.store.DeadLetters(store.DeadLetterQuery{Device: "radiator"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, dl := range dead {
+		got = append(got, fmt.Sprintf("%s %s %d", dl.OpID, dl.Status, dl.Attempts))
+	}
+	if want := []string{"t21 superseded 0", "t18 expired 0"}; !slices.Equal(got, want) {
+		t.Errorf("dead letters %q; want %q", got, want)
 	}
 }
 
