@@ -168,7 +168,8 @@ func statusOf(r devices.Result) int {
 }
 
 func (c *commands) get(w http.ResponseWriter, r *http.Request) {
-	if _, ok := principalOf(r); !ok {
+	principal, ok := principalOf(r)
+	if !ok {
 		c.notAuthenticated(w, r)
 		return
 	}
@@ -198,6 +199,11 @@ func (c *commands) get(w http.ResponseWriter, r *http.Request) {
 	case !found:
 		writeError(w, http.StatusNotFound, "unknown_op", "no command with op_id "+strconv.Quote(opID)+
 			" is stored (rejected commands never are; ended ones are kept for 7 days)")
+		return
+	case principal != "" && op.Principal != principal:
+		// As the intake answers a repeated op_id: who unlocked what is
+		// not another principal's to read.
+		writeError(w, http.StatusForbidden, "unauthorized", "op_id "+strconv.Quote(opID)+" belongs to a command of another principal")
 		return
 	}
 	if wait > 0 && !op.Status.Terminal() {

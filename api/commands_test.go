@@ -314,7 +314,7 @@ func TestStatusOf(t *testing.T) {
 
 // pending is a lock command accepted and not yet ended.
 func pending(opID string) devices.Op {
-	return devices.Op{OpID: opID, Device: "front_door", Target: devices.Target{"state": "UNLOCK"},
+	return devices.Op{OpID: opID, Device: "front_door", Target: devices.Target{"state": "UNLOCK"}, Principal: "tablet",
 		AcceptedAt: t0, Deadline: t0.Add(time.Minute), Status: devices.Accepted, UpdatedAt: t0}
 }
 
@@ -323,10 +323,15 @@ func succeeded(op devices.Op) devices.Op {
 	return op
 }
 
-// GET of an unknown op, or with a bad wait, is answered at once.
+// GET of an unknown op, of another principal's op, or with a bad wait, is
+// answered at once.
 func TestGetOpRefused(t *testing.T) {
 	f := newFixture(t, twoPrincipals)
 	f.save(pending("p-1"))
+	if r := f.do("GET", "/api/v1/ops/p-1?wait=5s", "home-assistant-token-fedcba98", ""); r.status != 403 ||
+		r.body != `{"error":"unauthorized","detail":"op_id \"p-1\" belongs to a command of another principal"}`+"\n" {
+		t.Errorf("another principal's op: %d %s; want 403 unauthorized", r.status, r.body)
+	}
 	for _, tc := range []struct {
 		path   string
 		status int

@@ -46,19 +46,16 @@ func Action(d Device, target Target) string {
 			return ActionUnlock
 		}
 	case Cover:
-		switch state {
-		case "OPEN":
+		// A target that names both is named by what it may do at worst:
+		// {"state":"CLOSE","position":100} opens the door, as Risky says.
+		p, hasPosition := number(target["position"])
+		switch {
+		case state == "OPEN" || (hasPosition && p > 0):
 			return ActionOpen
-		case "CLOSE":
+		case state == "CLOSE" || hasPosition:
 			return ActionClose
-		case "STOP":
+		case state == "STOP":
 			return ActionStop
-		}
-		if p, ok := number(target["position"]); ok {
-			if p > 0 {
-				return ActionOpen
-			}
-			return ActionClose
 		}
 	case Valve:
 		switch state {

@@ -197,6 +197,7 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 	)
 	q.mu.Lock()
 	resumed := t.op.Attempts > 0 // after a restart: the outcome is unknown
+	sends := t.op.Attempts       // sends that may have reached the device
 	q.mu.Unlock()
 	// A safety-critical command resumed after a restart is resolved by a
 	// fresh read of the state before anything else: its last send may or
@@ -341,6 +342,24 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 				}
 				continue // the TTL passed during the read: the loop ends it
 			}
+			// The read took time: the permission and the deadline
+			// are checked again at the moment of the send.
+			if !q.authorizedNow(t) {
+				q.release(permit, breaker.Canceled)
+				return
+			}
+			if !d.now().Before(op.Deadline) {
+				q.release(permit, breaker.Canceled)
+				continue // the loop ends it expired
+			}
+		}
+		// A risky action reaches the device at most MaxRiskyAttempts
+		// times, resends after a lost connection included: each may
+		// unlock the door.
+		if risky && sends >= MaxRiskyAttempts {
+			q.release(permit, breaker.Canceled)
+			q.giveUp(t, op, retry.Decision{Reason: retry.GiveUpAttempts}, failure, MaxRiskyAttempts)
+			return
 		}
 
 		// Record the attempt before sending: after a crash, a stored
@@ -376,6 +395,9 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 		linkUp, linkGen := svc.link.watch()
 		heard := svc.link.heard.Load()
 		c, sent, err := q.send(ctx, t)
+		if sent && (err == nil || !notSent(err)) {
+			sends++
+		}
 		switch {
 		case !sent:
 			q.release(permit, breaker.Canceled) // t ended first, or shutting down

@@ -150,9 +150,32 @@ func (d *Dispatcher) resume(pending []devices.Op) {
 	if err := d.journal.Save(ended...); err != nil {
 		d.log.Error("store resumed commands", "err", err)
 	}
+	// As finish does for a running command: the audit trail and the dead
+	// letters first, then the result, then the alert.
+	var dead []devices.Op
+	for _, op := range ended {
+		var dev devices.Device
+		q, known := d.devices[op.Device]
+		if known {
+			dev = q.dev.Device
+		}
+		if known && d.audited(dev) {
+			d.audit(endEntry(dev, op, now))
+		}
+		switch {
+		case op.Status == devices.Failed, op.Status == devices.Expired:
+			dead = append(dead, op)
+		case op.Status == devices.Superseded && known && dev.Sleep.Sleepy && op.Attempts == 0:
+			dead = append(dead, op)
+		}
+	}
+	d.deadLetter(dead...)
 	for _, op := range ended {
 		d.log.Info("command ended", "op_id", op.OpID, "device", op.Device, "status", op.Status, "reason", op.Reason)
 		d.publishResult(op.Result())
+		if q, known := d.devices[op.Device]; known {
+			d.alertIfSafetyCritical(q.dev.Device, op)
+		}
 	}
 }
 

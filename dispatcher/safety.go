@@ -112,3 +112,21 @@ func (d *Dispatcher) alertIfSafetyCritical(dev devices.Device, op devices.Op) {
 		Reason:    string(op.Reason),
 	})
 }
+
+// authorizedNow checks again, at the moment of a send after a fresh read,
+// that t's principal may still send it; a refusal is audited and ends t
+// failed/unauthorized. It reports whether the send may go.
+func (q *deviceQueue) authorizedNow(t *task) bool {
+	d, dev := q.d, q.dev.Device
+	q.mu.Lock()
+	op := t.op
+	q.mu.Unlock()
+	err := d.authorize(dev, op.Principal, op.Target)
+	if err == nil {
+		return true
+	}
+	d.audit(checkEntry(dev, op, devices.CheckAuthorization, false, err.Error(), d.now()))
+	q.finish(t, devices.Failed, devices.ReasonUnauthorized,
+		fmt.Sprintf("not authorized any more after the state read before attempt %d: %v; nothing was sent", op.Attempts+1, err), nil)
+	return false
+}

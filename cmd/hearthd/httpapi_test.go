@@ -134,9 +134,12 @@ func TestHTTPPrincipals(t *testing.T) {
 	if status, _, _ := h.call("GET", "/api/v1/ops/"+opID, "", ""); status != http.StatusUnauthorized {
 		t.Errorf("GET the op without a token: %d", status)
 	}
-	status, _, body = h.call("GET", "/api/v1/ops/"+opID+"?wait=30s", "phone-token-0123456789ab", "")
+	if status, _, body := h.call("GET", "/api/v1/ops/"+opID, "phone-token-0123456789ab", ""); status != http.StatusForbidden {
+		t.Errorf("GET the tablet's op with phone's token: %d %s; want 403", status, body)
+	}
+	status, _, body = h.call("GET", "/api/v1/ops/"+opID+"?wait=30s", "tablet-token-0123456789", "")
 	if status != http.StatusOK || decodeResult(t, body).Status != devices.Succeeded {
-		t.Errorf("GET the op with phone's token: %d %s", status, body)
+		t.Errorf("GET the op with tablet's token: %d %s", status, body)
 	}
 	for _, id := range []string{"anon-1", "anon-2"} {
 		if _, found, _ := h.d.store.Lookup(id); found {
