@@ -126,7 +126,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	var devs []simulator.Device
 	names := map[string]string{} // device ID → friendly_name
-	nodeIDs := map[string]int{} // per zwavejs service: the last node ID given
+	nodeIDs := map[string]int{}  // per zwavejs service: the last node ID given
 	for _, dev := range cfg.Devices {
 		svc, ok := cfg.Service(dev.Service)
 		if !ok || (svc.Protocol != config.ProtocolZigbee2MQTT && svc.Protocol != config.ProtocolZWaveJS) {
