@@ -27,6 +27,7 @@ var allowed = map[string][]string{
 	"simulator":             {"devices"},
 	"protocols/mqtt":        {"retry"},
 	"protocols/zigbee2mqtt": {"devices", "protocols/mqtt"},
+	"protocols/zwavejs":     {"devices", "protocols/mqtt"},
 	"protocols/webhook":     {},
 }
 

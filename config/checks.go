@@ -146,6 +146,14 @@ func topicRoot(s string) error {
 	return topicLevels(s)
 }
 
+// topicLevel checks one MQTT topic level: topicLevels without '/'.
+func topicLevel(s string) error {
+	if strings.Contains(s, "/") {
+		return fmt.Errorf("%q contains '/'; it must be one topic level", s)
+	}
+	return topicLevels(s)
+}
+
 // topicLevels checks a part of an MQTT topic: one or more non-empty levels
 // separated by '/', without the wildcards '+' and '#' or control
 // characters.

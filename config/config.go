@@ -12,6 +12,12 @@ import (
 // bridge, reached over MQTT under its base topic.
 const ProtocolZigbee2MQTT = "zigbee2mqtt"
 
+// ProtocolZWaveJS is the protocol of a service that is Z-Wave JS UI's MQTT
+// gateway, reached over MQTT under its prefix (base_topic) and, for its
+// API, its MQTT name (gateway_name). A device's address on it is the node
+// as the gateway names it in topics: "<node>" or "<location>/<node>".
+const ProtocolZWaveJS = "zwavejs"
+
 // ProtocolStatusTopic is the protocol of a service that Hearth does not
 // command but whose health it watches: the service (a cloud presence
 // service, say) publishes OnlinePayload or OfflinePayload on StatusTopic,
@@ -183,12 +189,19 @@ type Service struct {
 	// '_' and '-'.
 	Name string
 	// Protocol is how Hearth talks to the service. Required:
-	// ProtocolZigbee2MQTT, ProtocolStatusTopic or ProtocolWebhook.
+	// ProtocolZigbee2MQTT, ProtocolZWaveJS, ProtocolStatusTopic or
+	// ProtocolWebhook.
 	Protocol string
 	// BaseTopic is the bridge's MQTT base topic. Default per protocol:
-	// "zigbee2mqtt" for zigbee2mqtt, Zigbee2MQTT's own default; none for
-	// status_topic and webhook, which take no base_topic.
+	// "zigbee2mqtt" for zigbee2mqtt and "zwave" for zwavejs, the bridges'
+	// own defaults; none for status_topic and webhook, which take no
+	// base_topic.
 	BaseTopic string
+	// GatewayName is a zwavejs gateway's MQTT name, the <name> of its
+	// <base_topic>/_CLIENTS/ZWAVE_GATEWAY-<name> topics (its status and
+	// API): one topic level. zwavejs only. Default "zwave-js-ui", Z-Wave
+	// JS UI's default.
+	GatewayName string
 	// StatusTopic is the MQTT topic (no wildcards) on which a status_topic
 	// service says whether it is up. Required for status_topic, and only
 	// for it.
@@ -346,6 +359,23 @@ var protocols = map[string]Service{
 		},
 		Breaker: defaultBreaker,
 	},
+	// Z-Wave routes and retransmits each frame and Z-Wave JS holds
+	// commands for sleeping nodes: 2 attempts, as Zigbee.
+	ProtocolZWaveJS: {
+		BaseTopic:   "zwave",
+		GatewayName: "zwave-js-ui",
+		ReadTimeout: 5 * time.Second,
+		Retry: Retry{
+			Policy: retry.Policy{
+				MaxAttempts:    2,
+				AttemptTimeout: 5 * time.Second,
+				Backoff:        retry.Backoff{Base: time.Second, Multiplier: 2, Cap: 10 * time.Second},
+				MaxRetryAfter:  retry.DefaultMaxRetryAfter,
+			},
+			Budget: Budget{Ratio: retry.DefaultBudgetRatio, MinRetries: retry.DefaultBudgetMinRetries, Window: retry.DefaultBudgetWindow},
+		},
+		Breaker: defaultBreaker,
+	},
 	// A status_topic service has a breaker like any other and no retry
 	// policy: Hearth sends it nothing.
 	ProtocolStatusTopic: {
@@ -383,7 +413,7 @@ var defaultBreaker = Breaker{
 }
 
 // protocolNames lists the known protocols, sorted, for error messages.
-var protocolNames = []string{ProtocolStatusTopic, ProtocolWebhook, ProtocolZigbee2MQTT}
+var protocolNames = []string{ProtocolStatusTopic, ProtocolWebhook, ProtocolZigbee2MQTT, ProtocolZWaveJS}
 
 // Commands reports whether Hearth sends commands through s: whether
 // devices may name it as their service.
@@ -419,6 +449,9 @@ func (s Service) withDefaults() Service {
 	}
 	if s.BaseTopic == "" {
 		s.BaseTopic = d.BaseTopic
+	}
+	if s.GatewayName == "" {
+		s.GatewayName = d.GatewayName
 	}
 	setDefault(&s.ReadTimeout, d.ReadTimeout)
 	r, dr := &s.Retry, d.Retry

@@ -141,6 +141,7 @@ func walkService(w *walker, name string, n *yaml.Node, key string) Service {
 	w.mapping(n, key,
 		value("protocol", &s.Protocol, knownProtocol),
 		value("base_topic", &s.BaseTopic, topicRoot),
+		value("gateway_name", &s.GatewayName, topicLevel),
 		value("status_topic", &s.StatusTopic, topicLevels),
 		value("online_payload", &s.OnlinePayload, notEmpty),
 		value("offline_payload", &s.OfflinePayload, notEmpty),
@@ -291,7 +292,10 @@ func (w *walker) checkProtocolKeys(key string, s Service) {
 		}
 	}
 	if k := join(key, "read_timeout"); !s.Commands() && w.lines[k] != 0 && !w.reported[k] {
-		w.reportf(w.lines[k], k, "only for services that take commands (zigbee2mqtt), not %s: Hearth reads no device through it", s.Protocol)
+		w.reportf(w.lines[k], k, "only for services that take commands (zigbee2mqtt, zwavejs), not %s: Hearth reads no device through it", s.Protocol)
+	}
+	if k := join(key, "gateway_name"); s.Protocol != ProtocolZWaveJS && w.lines[k] != 0 && !w.reported[k] {
+		w.reportf(w.lines[k], k, "only for protocol zwavejs, not %s", s.Protocol)
 	}
 	if s.Protocol != ProtocolWebhook {
 		for _, name := range []string{"url", "headers", "timeout"} {
@@ -452,6 +456,9 @@ func (c *Config) checkDevices(w *walker) {
 		}
 		if s, _ := c.Service(d.Service); s.Protocol == ProtocolZigbee2MQTT && endsInNumber(d.Address) {
 			w.reportf(line, join(key, "address"), "%q ends in '/' and a number, which Zigbee2MQTT does not allow in a friendly_name", d.Address)
+			continue
+		} else if s.Protocol == ProtocolZWaveJS && (strings.Count(d.Address, "/") > 1 || strings.HasPrefix(d.Address, "_")) {
+			w.reportf(line, join(key, "address"), "%q is not a Z-Wave JS UI node: write <node> or <location>/<node>, as the gateway names the node in its topics", d.Address)
 			continue
 		}
 		k := [2]string{d.Service, d.Address}

@@ -1,7 +1,8 @@
 // Package simulator plays the device side of Hearth's bridges so that Hearth
 // can be tested end to end against a real MQTT broker.
 //
-// This package owns the Zigbee2MQTT (Z2M) side: a [Sim] acts as one Z2M
+// This package owns the Zigbee2MQTT (Z2M) side and the Z-Wave JS UI side
+// (below): a [Sim] acts as one Z2M
 // bridge per base topic and as every device behind it. It follows the topic
 // layout and payloads documented by Zigbee2MQTT ("MQTT Topics and Messages"
 // and the "exposes" of the light, switch, lock and cover classes):
@@ -63,6 +64,43 @@
 // lock_state jammed with state UNLOCK; a device named in Faults.EchoOnly
 // does not move either, and answers a set with an echo of its attributes
 // only (Zigbee2MQTT's optimistic echo), never with lock_state.
+//
+// # Z-Wave JS UI
+//
+// A device with Protocol ProtocolZWaveJS is a Z-Wave node behind a
+// simulated Z-Wave JS UI MQTT gateway (ValueID topics with node names,
+// JSON time-value payloads {"time":<ms>,"value":…}, values and statuses
+// retained), one per prefix and gateway name, as documented in Z-Wave JS
+// UI's "Using MQTT" guide and gateway settings:
+//
+//	<prefix>/_CLIENTS/ZWAVE_GATEWAY-<name>/status          {"time","value":true}; false as will and on stop; retained
+//	<prefix>/<node>/status                                 {"time","value","status":"Alive"|"Awake"|"Asleep"|"Dead","nodeId"}; retained
+//	<prefix>/<node>/<cc>/<endpoint>/<property>[/<key>]     a value; retained
+//	.../set                                                 a write: {"value":…} or the plain JSON value
+//	<prefix>/_CLIENTS/ZWAVE_GATEWAY-<name>/api/<api>/set   pollValue {"args":[<valueId>]}, refreshValues {"args":[<nodeId>]}
+//
+// Values by class: lock 98/0/targetMode and currentMode (255 secured, 0,
+// 1, 16, 17, 32, 33 unsecured; SetLockMode forces any mode, such as
+// LockModeUnknown); switch 37/0/targetValue and currentValue (booleans);
+// light and cover 38/0/targetValue and currentValue (0–99; a write of 255
+// restores the last level); climate 67/0/setpoint/1 (°C, no target). A
+// write is echoed on the target value at once, as the gateway does when
+// it takes it (for a sleeping node too), and the current value follows
+// after Faults.Latency once the node applied it. A jammed lock (Faults.Jam)
+// reports 113/0/Access_Control/Lock_state 11 (Lock jammed) and does not
+// move; an EchoOnly node echoes the target and never moves. An API call is
+// answered on its topic without /set with {"success","message","origin"}.
+//
+// # Sleepy devices
+//
+// A device with a WakeInterval is asleep from the start, wakes every
+// WakeInterval on Options.Clock (Sim.Wake wakes it at once) and stays
+// awake for AwakeWindow. A sleeping Z-Wave node's writes and polls wait
+// in the gateway's wake-up queue (SetEvent.Queued); at the wake its status
+// becomes Awake, the queue is applied in order and reported, and after the
+// window it is Asleep. A sleeping Zigbee2MQTT device drops sets and gets
+// (ReasonAsleep: a parent buffers for seconds only), checks in with its
+// full state at each wake and applies sets while awake.
 //
 // # Caveats
 //

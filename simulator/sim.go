@@ -55,6 +55,23 @@ type Device struct {
 	// LinkQuality, if above 0, is reported as "linkquality" (0–255) with
 	// every state, as Z2M does. 0 omits it.
 	LinkQuality int
+	// Protocol is ProtocolZigbee2MQTT ("" means it) or ProtocolZWaveJS.
+	// For a Z-Wave node, Name is its address in the gateway's topics,
+	// "<node name>" or "<location>/<node name>", BaseTopic the gateway's
+	// MQTT prefix ("" means DefaultZWavePrefix), and Class may also be
+	// ClassClimate. See zwave.go's documentation in the package doc.
+	Protocol string
+	// NodeID is a Z-Wave node's numeric ID (1–4000), unique per gateway;
+	// required for a Z-Wave node, unused otherwise.
+	NodeID int
+	// GatewayName is the Z-Wave JS UI gateway's MQTT name; "" means
+	// DefaultZWaveGatewayName. Nodes with the same prefix and gateway name
+	// share one gateway and one MQTT connection.
+	GatewayName string
+	// WakeInterval, if above 0, makes the device sleepy: asleep from the
+	// start, it wakes every WakeInterval (on Options.Clock) and stays
+	// awake for AwakeWindow, which must be above 0 and below it.
+	WakeInterval, AwakeWindow time.Duration
 }
 
 // Faults are the misbehaviours the sim injects; the zero value injects none.
@@ -148,6 +165,9 @@ type SetEvent struct {
 	// Dropped is true if no state report follows this set; Reason says why.
 	Dropped bool
 	Reason  string
+	// Queued is true for a write to a sleeping Z-Wave node: the gateway
+	// holds it in its wake-up queue and applies it at the node's next wake.
+	Queued bool
 	// At is when the set was received, on Options.Clock.
 	At time.Time
 }
@@ -185,6 +205,8 @@ type Sim struct {
 	reconnect          Backoff
 	bridges            []*bridge
 	devices            map[string]*device // by friendly name
+	gateways           []*gateway         // Z-Wave JS UI gateways
+	nodes              map[string]*node   // Z-Wave nodes by address
 
 	ran   atomic.Bool
 	ready chan struct{}
@@ -233,6 +255,9 @@ type device struct {
 	jammed    bool // its bolt jams (Faults.Jam)
 	echoOnly  bool // echoes sets without moving (Faults.EchoOnly)
 	delivered int  // sets that reached the DropFirst stage
+	asleep    bool // a sleepy end device between its wakes
+
+	kick chan struct{} // Wake; nil for a device that does not sleep
 }
 
 // New validates opts and returns a Sim ready to Run.
@@ -268,6 +293,7 @@ func New(opts Options) (*Sim, error) {
 		rand:      opts.Rand,
 		reconnect: opts.Reconnect,
 		devices:   make(map[string]*device, len(opts.Devices)),
+		nodes:     map[string]*node{},
 		ready:     make(chan struct{}),
 	}
 	if s.clock == nil {
@@ -285,7 +311,24 @@ func New(opts Options) (*Sim, error) {
 	}
 
 	byBase := map[string]*bridge{}
+	byGateway := map[string]*gateway{}
 	for i, d := range opts.Devices {
+		if d.WakeInterval < 0 || (d.WakeInterval > 0 && (d.AwakeWindow <= 0 || d.AwakeWindow >= d.WakeInterval)) {
+			return nil, fmt.Errorf("simulator: Devices[%d] %q: AwakeWindow %v must be above 0 and below WakeInterval %v", i, d.Name, d.AwakeWindow, d.WakeInterval)
+		}
+		switch d.Protocol {
+		case ProtocolZWaveJS:
+			if err := s.newNode(i, d, byGateway); err != nil {
+				return nil, err
+			}
+			continue
+		case "", ProtocolZigbee2MQTT:
+		default:
+			return nil, fmt.Errorf("simulator: Devices[%d] %q: unknown protocol %q (want %s or %s)", i, d.Name, d.Protocol, ProtocolZigbee2MQTT, ProtocolZWaveJS)
+		}
+		if _, dup := s.nodes[d.Name]; dup {
+			return nil, fmt.Errorf("simulator: Devices[%d]: friendly name %q is used twice", i, d.Name)
+		}
 		if err := checkFriendlyName(d.Name); err != nil {
 			return nil, fmt.Errorf("simulator: Devices[%d]: friendly name %q %w", i, d.Name, err)
 		}
@@ -317,6 +360,10 @@ func New(opts Options) (*Sim, error) {
 			availTopic: d.BaseTopic + "/" + d.Name + "/availability",
 			state:      initialState(d.Class),
 			online:     true,
+			asleep:     d.WakeInterval > 0,
+		}
+		if d.WakeInterval > 0 {
+			dev.kick = make(chan struct{}, 1)
 		}
 		dev.out.init()
 		s.devices[d.Name] = dev
@@ -324,6 +371,10 @@ func New(opts Options) (*Sim, error) {
 		b.order = append(b.order, dev)
 	}
 	for _, name := range f.Offline {
+		if n := s.nodes[name]; n != nil {
+			n.online = false
+			continue
+		}
 		d := s.devices[name]
 		if d == nil {
 			return nil, fmt.Errorf("simulator: Faults.Offline names %q, which is not in Devices", name)
@@ -331,6 +382,10 @@ func New(opts Options) (*Sim, error) {
 		d.online = false
 	}
 	for _, name := range f.IgnoreGets {
+		if n := s.nodes[name]; n != nil {
+			n.deaf = true
+			continue
+		}
 		d := s.devices[name]
 		if d == nil {
 			return nil, fmt.Errorf("simulator: Faults.IgnoreGets names %q, which is not in Devices", name)
@@ -338,6 +393,13 @@ func New(opts Options) (*Sim, error) {
 		d.deaf = true
 	}
 	for _, name := range f.Jam {
+		if n := s.nodes[name]; n != nil {
+			if n.Class != ClassLock {
+				return nil, fmt.Errorf("simulator: Faults.Jam names %q, a %s; only locks jam", name, n.Class)
+			}
+			n.jammed = true
+			continue
+		}
 		d := s.devices[name]
 		if d == nil {
 			return nil, fmt.Errorf("simulator: Faults.Jam names %q, which is not in Devices", name)
@@ -348,6 +410,10 @@ func New(opts Options) (*Sim, error) {
 		d.jammed = true
 	}
 	for _, name := range f.EchoOnly {
+		if n := s.nodes[name]; n != nil {
+			n.echoOnly = true
+			continue
+		}
 		d := s.devices[name]
 		if d == nil {
 			return nil, fmt.Errorf("simulator: Faults.EchoOnly names %q, which is not in Devices", name)
@@ -356,11 +422,17 @@ func New(opts Options) (*Sim, error) {
 	}
 	for i, b := range s.bridges {
 		b.clientID = clientID
-		if len(s.bridges) > 1 {
+		if len(s.bridges)+len(s.gateways) > 1 {
 			b.clientID = clientID + "-" + strconv.Itoa(i)
 		}
 	}
-	s.readyLeft = len(s.bridges)
+	for i, gw := range s.gateways {
+		gw.clientID = clientID
+		if len(s.bridges)+len(s.gateways) > 1 {
+			gw.clientID = clientID + "-" + strconv.Itoa(len(s.bridges)+i)
+		}
+	}
+	s.readyLeft = len(s.bridges) + len(s.gateways)
 	return s, nil
 }
 
@@ -386,6 +458,24 @@ func (s *Sim) Run(ctx context.Context) error {
 	for _, b := range s.bridges {
 		wg.Go(func() { s.serve(ctx, b) })
 	}
+	for _, n := range s.nodes {
+		wg.Go(func() { s.deliverNode(ctx, n) })
+		if n.WakeInterval > 0 {
+			wg.Go(func() {
+				s.sleepCycle(ctx, n.WakeInterval, n.AwakeWindow, n.kick, func() { s.wakeNode(n) }, func() { s.sleepNode(n) })
+			})
+		}
+	}
+	for _, d := range s.devices {
+		if d.WakeInterval > 0 {
+			wg.Go(func() {
+				s.sleepCycle(ctx, d.WakeInterval, d.AwakeWindow, d.kick, func() { s.checkIn(d) }, func() { s.doze(d) })
+			})
+		}
+	}
+	for _, gw := range s.gateways {
+		wg.Go(func() { s.serveGateway(ctx, gw) })
+	}
 	wg.Wait()
 	return nil
 }
@@ -394,6 +484,13 @@ func (s *Sim) Run(ctx context.Context) error {
 // availability if its bridge is connected. An offline device ignores sets
 // and gets, and reports still waiting on Faults.Latency are lost.
 func (s *Sim) SetOnline(name string, online bool) error {
+	if n := s.nodes[name]; n != nil {
+		s.mu.Lock()
+		n.online = online
+		s.mu.Unlock()
+		s.publishStatus(n) // Dead, or back Alive (Asleep, Awake)
+		return nil
+	}
 	d := s.devices[name]
 	if d == nil {
 		return fmt.Errorf("%w: %q", ErrUnknownDevice, name)
@@ -431,6 +528,18 @@ func (s *Sim) SetBridgeOnline(base string, online, announce bool) error {
 	if base == "" {
 		base = DefaultBaseTopic
 	}
+	if j := slices.IndexFunc(s.gateways, func(gw *gateway) bool { return gw.prefix == base }); j >= 0 {
+		gw := s.gateways[j]
+		s.mu.Lock()
+		gw.down = !online
+		gw.announced = !online && announce
+		now := s.clock.Now()
+		s.mu.Unlock()
+		if online || announce {
+			gw.publish(gw.client+"/status", true, timeValue(now, online))
+		}
+		return nil
+	}
 	i := slices.IndexFunc(s.bridges, func(b *bridge) bool { return b.base == base })
 	if i < 0 {
 		return fmt.Errorf("%w: base topic %q", ErrUnknownBridge, base)
@@ -454,6 +563,13 @@ func (s *Sim) SetBridgeOnline(base string, online, announce bool) error {
 // State returns a copy of a device's current state (without linkquality),
 // or nil for an unknown name.
 func (s *Sim) State(name string) map[string]any {
+	if n := s.nodes[name]; n != nil {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		st := maps.Clone(n.values)
+		delete(st, "last_level")
+		return st
+	}
 	d := s.devices[name]
 	if d == nil {
 		return nil
@@ -465,6 +581,11 @@ func (s *Sim) State(name string) map[string]any {
 
 // Sets returns how many sets a device has received, dropped ones included.
 func (s *Sim) Sets(name string) int {
+	if n := s.nodes[name]; n != nil {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return n.sets
+	}
 	d := s.devices[name]
 	if d == nil {
 		return 0
@@ -649,6 +770,8 @@ func (s *Sim) set(d *device, topic string, payload []byte, retained bool) {
 		ev.Reason = ReasonBridgeOffline
 	case !d.online:
 		ev.Reason = ReasonOffline
+	case d.asleep:
+		ev.Reason = ReasonAsleep // a parent buffers for seconds only: lost
 	default:
 		d.delivered++
 		if d.delivered <= s.faults.DropFirst {
@@ -714,6 +837,8 @@ func (s *Sim) get(d *device, topic string, payload []byte) {
 		ev.Reason = ReasonBridgeOffline
 	case !d.online:
 		ev.Reason = ReasonOffline
+	case d.asleep:
+		ev.Reason = ReasonAsleep
 	case d.deaf:
 		ev.Reason = ReasonIgnoreGets
 	default:
@@ -848,8 +973,28 @@ func await(ctx context.Context, t mqtt.Token) error {
 
 // report is one state report waiting in a device's outbox.
 type report struct {
+	topic   string // a Z-Wave value's topic; unused for Zigbee2MQTT
 	payload []byte
 	due     time.Time
+}
+
+// checkIn wakes a sleepy Zigbee2MQTT device: it checks in with its full
+// state, and applies sets until it dozes off again.
+func (s *Sim) checkIn(d *device) {
+	s.mu.Lock()
+	d.asleep = false
+	if d.online {
+		d.out.push(report{payload: d.report(), due: s.clock.Now()})
+	}
+	s.mu.Unlock()
+	s.log.Info("device checked in", "device", d.Name)
+}
+
+func (s *Sim) doze(d *device) {
+	s.mu.Lock()
+	d.asleep = true
+	s.mu.Unlock()
+	s.log.Info("device asleep", "device", d.Name)
 }
 
 // outbox is a device's unbounded FIFO of reports, drained by one deliver

@@ -47,6 +47,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -125,9 +126,10 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	var devs []simulator.Device
 	names := map[string]string{} // device ID → friendly_name
+	nodeIDs := map[string]int{}  // per zwavejs service: the last node ID given
 	for _, dev := range cfg.Devices {
 		svc, ok := cfg.Service(dev.Service)
-		if !ok || svc.Protocol != config.ProtocolZigbee2MQTT {
+		if !ok || (svc.Protocol != config.ProtocolZigbee2MQTT && svc.Protocol != config.ProtocolZWaveJS) {
 			continue
 		}
 		name := dev.Address
@@ -135,7 +137,12 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 			name = dev.ID
 		}
 		names[dev.ID] = name
-		devs = append(devs, simulator.Device{Name: name, Class: string(dev.Class), BaseTopic: svc.BaseTopic})
+		sd := simulator.Device{Name: name, Class: string(dev.Class), BaseTopic: svc.BaseTopic}
+		if svc.Protocol == config.ProtocolZWaveJS {
+			sd.Protocol, sd.GatewayName = simulator.ProtocolZWaveJS, svc.GatewayName
+			sd.NodeID = zwaveNodeID(name, nodeIDs, svc.Name)
+		}
+		devs = append(devs, sd)
 	}
 	var off []string
 	for _, id := range strings.Split(*offline, ",") {
@@ -184,4 +191,20 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 // should: exponential backoff with full jitter, base 250 ms, cap 30 s.
 func simReconnect(n int, prev time.Duration, r simulator.Rand) time.Duration {
 	return retry.Backoff{Base: 250 * time.Millisecond, Multiplier: 2, Cap: 30 * time.Second}.Delay(n, prev, r)
+}
+
+// zwaveNodeID is the node ID of a simulated Z-Wave node: the node level of
+// its address when that is a number (the gateway's topics without node
+// names), else the next free ID of its service from 100 up, above those a
+// config names by number.
+func zwaveNodeID(address string, last map[string]int, service string) int {
+	node := address[strings.LastIndexByte(address, '/')+1:]
+	if n, err := strconv.Atoi(node); err == nil && n > 0 {
+		return n
+	}
+	if last[service] < 100 {
+		last[service] = 100
+	}
+	last[service]++
+	return last[service]
 }

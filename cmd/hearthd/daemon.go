@@ -30,6 +30,7 @@ import (
 	"github.com/hearthd/hearth/health"
 	"github.com/hearthd/hearth/protocols/mqtt"
 	"github.com/hearthd/hearth/protocols/zigbee2mqtt"
+	"github.com/hearthd/hearth/protocols/zwavejs"
 	"github.com/hearthd/hearth/retry"
 	"github.com/hearthd/hearth/store"
 )
@@ -210,8 +211,31 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 		breakerRand = sharedRand{}
 	}
 	var services []dispatcher.Service
-	var adapters []*zigbee2mqtt.Adapter
+	// adapters are started once the dispatcher exists: each subscribes to
+	// its bridge's topics and feeds sink.
+	var adapters []func(ctx context.Context, sink reports) error
 	var watched []config.Service
+	// bridgeService is the dispatcher's service of a bridge adapter.
+	bridgeService := func(s config.Service, bridge dispatcher.Bridge) {
+		b := s.Retry.Budget
+		svc := dispatcher.Service{
+			Name:        s.Name,
+			Bridge:      bridge,
+			Policy:      s.Retry.Policy,
+			Budget:      retry.NewBudget(b.Ratio, b.MinRetries, b.Window),
+			Hold:        s.Breaker.Hold,
+			ReadTimeout: s.ReadTimeout,
+		}
+		if s.Breaker.Enabled {
+			svc.Breaker = breakerOptions(s.Breaker, breakerRand)
+			d.metrics.BreakerState(s.Name, breaker.Closed.String())
+		}
+		services = append(services, svc)
+		if s.Retry.MaxAttempts > config.MaxAttempts {
+			log.Warn("service allows more attempts than the radio layer needs; retries may hammer a sick network",
+				"service", s.Name, "max_attempts", s.Retry.MaxAttempts, "recommended_max", config.MaxAttempts)
+		}
+	}
 	for _, s := range cfg.Services {
 		var devs []devices.Device
 		for _, dev := range cfg.Devices {
@@ -227,25 +251,18 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 				Devices:   devs,
 				Logger:    log.With("component", "zigbee2mqtt", "service", s.Name),
 			})
-			adapters = append(adapters, a)
-			b := s.Retry.Budget
-			svc := dispatcher.Service{
-				Name:        s.Name,
-				Bridge:      a,
-				Policy:      s.Retry.Policy,
-				Budget:      retry.NewBudget(b.Ratio, b.MinRetries, b.Window),
-				Hold:        s.Breaker.Hold,
-				ReadTimeout: s.ReadTimeout,
-			}
-			if s.Breaker.Enabled {
-				svc.Breaker = breakerOptions(s.Breaker, breakerRand)
-				d.metrics.BreakerState(s.Name, breaker.Closed.String())
-			}
-			services = append(services, svc)
-			if s.Retry.MaxAttempts > config.MaxAttempts {
-				log.Warn("service allows more attempts than the radio layer needs; retries may hammer a sick network",
-					"service", s.Name, "max_attempts", s.Retry.MaxAttempts, "recommended_max", config.MaxAttempts)
-			}
+			adapters = append(adapters, func(ctx context.Context, sink reports) error { return a.Start(ctx, sink) })
+			bridgeService(s, a)
+		case config.ProtocolZWaveJS:
+			a := zwavejs.New(d.conn, zwavejs.Options{
+				Service:     s.Name,
+				BaseTopic:   s.BaseTopic,
+				GatewayName: s.GatewayName,
+				Devices:     devs,
+				Logger:      log.With("component", "zwavejs", "service", s.Name),
+			})
+			adapters = append(adapters, func(ctx context.Context, sink reports) error { return a.Start(ctx, sink) })
+			bridgeService(s, a)
 		case config.ProtocolWebhook:
 			svc, err := notifyService(s, breakerRand)
 			if err != nil {
@@ -335,8 +352,8 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 		return nil, err
 	}
 	sink := reports{Dispatcher: disp, engine: d.engine}
-	for _, a := range adapters {
-		if err := a.Start(context.Background(), sink); err != nil {
+	for _, start := range adapters {
+		if err := start(context.Background(), sink); err != nil {
 			return nil, err
 		}
 	}

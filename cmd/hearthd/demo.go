@@ -237,16 +237,33 @@ func printUntilFinal(ctx context.Context, out io.Writer, results <-chan devices.
 // (a motion sensor, say) are left to whoever publishes their reports.
 var simulated = map[devices.Class]bool{devices.Light: true, devices.Switch: true, devices.Lock: true, devices.Cover: true}
 
-// simDevices lists the configured Zigbee2MQTT devices of the classes the
-// simulator plays.
+// simDevices lists the configured Zigbee2MQTT devices and Z-Wave JS UI
+// nodes of the classes the simulator plays (climate: Z-Wave only). A node
+// whose address does not end in its number gets an ID from 100 up.
 func simDevices(cfg *config.Config) []simulator.Device {
 	var out []simulator.Device
+	nodeIDs := map[string]int{}
 	for _, dev := range cfg.Devices {
 		svc, ok := cfg.Service(dev.Service)
-		if !ok || svc.Protocol != config.ProtocolZigbee2MQTT || !simulated[dev.Class] {
+		if !ok {
 			continue
 		}
-		out = append(out, simulator.Device{Name: address(cfg, dev.ID), Class: string(dev.Class), BaseTopic: svc.BaseTopic})
+		sd := simulator.Device{Name: address(cfg, dev.ID), Class: string(dev.Class), BaseTopic: svc.BaseTopic}
+		switch {
+		case svc.Protocol == config.ProtocolZigbee2MQTT && simulated[dev.Class]:
+		case svc.Protocol == config.ProtocolZWaveJS && (simulated[dev.Class] || dev.Class == devices.Climate):
+			sd.Protocol, sd.GatewayName = simulator.ProtocolZWaveJS, svc.GatewayName
+			node := sd.Name[strings.LastIndexByte(sd.Name, '/')+1:]
+			if n, err := strconv.Atoi(node); err == nil && n > 0 {
+				sd.NodeID = n
+			} else {
+				nodeIDs[svc.Name] = max(nodeIDs[svc.Name], 100) + 1
+				sd.NodeID = nodeIDs[svc.Name]
+			}
+		default:
+			continue
+		}
+		out = append(out, sd)
 	}
 	return out
 }

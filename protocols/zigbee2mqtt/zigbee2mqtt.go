@@ -37,6 +37,13 @@ const DefaultBaseTopic = "zigbee2mqtt"
 // more application attempts only add load to a mesh that is struggling.
 const DefaultMaxAttempts = 2
 
+// Transport is what Zigbee already does for Hearth: the MAC and APS layers
+// retry each frame (radio retries) and Zigbee2MQTT publishes a device's
+// state after a change; a parent buffers messages for a sleeping end device
+// for seconds only, which is no wake-up queue. Its DefaultAttempts is 2,
+// DefaultMaxAttempts.
+var Transport = devices.Transport{RadioRetries: true, WakeUpQueue: false, ReportsState: true}
+
 // Sink receives what the bridge reports. The dispatcher implements it.
 type Sink interface {
 	// Report passes a state report of device (Hearth's device ID);

@@ -309,3 +309,12 @@ func TestAdapterLiveReportPublishedRetainedIsNotOldNews(t *testing.T) {
 		t.Errorf("Sink got %+v, want %+v", got, want)
 	}
 }
+
+func TestTransportDefaultAttemptsIsDefaultMaxAttempts(t *testing.T) {
+	if got := Transport.DefaultAttempts(); got != DefaultMaxAttempts {
+		t.Errorf("Transport.DefaultAttempts() = %d, want DefaultMaxAttempts %d", got, DefaultMaxAttempts)
+	}
+	if Transport.WakeUpQueue {
+		t.Errorf("Transport.WakeUpQueue = true; a Zigbee parent buffers for seconds only")
+	}
+}

@@ -1,0 +1,172 @@
+package main
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/hearthd/hearth/config"
+	"github.com/hearthd/hearth/devices"
+	"github.com/hearthd/hearth/protocols/zigbee2mqtt"
+	"github.com/hearthd/hearth/protocols/zwavejs"
+	"github.com/hearthd/hearth/simulator"
+)
+
+// zwaveConfig is a Z-Wave JS UI service with a lock and a switch, its
+// retry policy that of testConfig.
+const zwaveConfig = `
+mqtt:
+  listen: 127.0.0.1:0
+  reconnect: {base: 10ms, cap: 100ms}
+http:
+  listen: 127.0.0.1:0
+defaults:
+  ttl: 60s
+services:
+  zwave:
+    protocol: zwavejs
+    retry:
+      max_attempts: 2
+      attempt_timeout: 5s
+      base: 1s
+      multiplier: 2
+      cap: 10s
+devices:
+  back_door:
+    service: zwave
+    class: lock
+    address: hall/back_door
+  porch:
+    service: zwave
+    class: switch
+`
+
+// The read is a pollValue of the lock's currentMode (node 101, learnt from
+// its status), the write a targetMode of 0.
+const (
+	pollBackDoor  = `get hall/back_door {"args":[{"commandClass":98,"endpoint":0,"nodeId":101,"property":"currentMode"}]}`
+	unlockWritten = `set hall/back_door {"value":0}`
+)
+
+// Each protocol's default max_attempts is what its adapter's transport
+// declaration says (issue 4 item 5): 2 where the radio retries.
+func TestDefaultAttemptsFollowTheTransport(t *testing.T) {
+	for _, tc := range []struct {
+		protocol  string
+		transport devices.Transport
+	}{
+		{config.ProtocolZigbee2MQTT, zigbee2mqtt.Transport},
+		{config.ProtocolZWaveJS, zwavejs.Transport},
+	} {
+		cfg, err := config.Parse("t.yaml", []byte("services:\n  s:\n    protocol: "+tc.protocol+"\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, _ := cfg.Service("s")
+		if got, want := s.Retry.MaxAttempts, tc.transport.DefaultAttempts(); got != want || got != 2 {
+			t.Errorf("%s: default max_attempts %d, transport's DefaultAttempts %d; want both 2", tc.protocol, got, want)
+		}
+	}
+}
+
+// A Z-Wave lock's UNLOCK: a fresh read (pollValue) shows it secured, the
+// targetMode write goes out once, the gateway echoes targetMode 0 at once
+// and the lock then reports currentMode 0: succeeded after 1 attempt.
+func TestZWaveLockUnlockReadThenWrite(t *testing.T) {
+	h := newHarness(t, harnessOptions{config: zwaveConfig})
+	h.settle("back_door", "porch")
+
+	h.publish("back_door", `{"state":"UNLOCK","op_id":"zw-unlock"}`)
+	r := h.final("zw-unlock")
+	if r.Status != devices.Succeeded || r.Attempts != 1 || r.State["lock_state"] != "unlocked" || r.State["state"] != "UNLOCK" {
+		t.Errorf("zw-unlock: %s/%s after %d attempts, state %v (%s); want succeeded after 1 with lock_state unlocked", r.Status, r.Reason, r.Attempts, r.State, r.Detail)
+	}
+	h.wantTraffic(pollBackDoor, unlockWritten)
+	if got := h.sim.State("hall/back_door")["98/0/currentMode"]; got != 0 {
+		t.Errorf("currentMode %v; want 0", got)
+	}
+}
+
+// A lock that only echoes (the gateway publishes targetMode, the bolt never
+// reports a new currentMode): the echo confirms nothing, the UNLOCK fails
+// after its 2 attempts and the lock still reads locked.
+func TestZWaveTargetModeEchoDoesNotConfirm(t *testing.T) {
+	h := newHarness(t, harnessOptions{config: zwaveConfig, faults: simulator.Faults{EchoOnly: []string{"hall/back_door"}}})
+	h.settle("back_door", "porch")
+
+	h.publish("back_door", `{"state":"UNLOCK","op_id":"zw-echo"}`)
+	h.wantTraffic(pollBackDoor, unlockWritten)
+	h.advance(5 * time.Second) // attempt 1 unconfirmed
+	h.advance(time.Second)     // the backoff before attempt 2
+	h.wantTraffic(pollBackDoor, unlockWritten)
+	h.advance(5 * time.Second) // attempt 2 unconfirmed
+	r := h.final("zw-echo")
+	if r.Status != devices.Failed || r.Reason != devices.ReasonTimeout || r.Attempts != 2 {
+		t.Errorf("zw-echo: %s/%s after %d attempts (%s); want failed/timeout after 2", r.Status, r.Reason, r.Attempts, r.Detail)
+	}
+	if got := h.sim.State("hall/back_door"); got["98/0/targetMode"] != 0.0 || got["98/0/currentMode"] != 255 {
+		t.Errorf("lock values %v; want targetMode 0 echoed and currentMode still 255", got)
+	}
+}
+
+// A Z-Wave switch's ON: targetValue true out, currentValue true back.
+func TestZWaveSwitchOn(t *testing.T) {
+	h := newHarness(t, harnessOptions{config: zwaveConfig})
+	h.settle("back_door", "porch")
+
+	h.publish("porch", `{"state":"ON","op_id":"zw-on"}`)
+	r := h.final("zw-on")
+	if r.Status != devices.Succeeded || r.Attempts != 1 || r.State["state"] != "ON" {
+		t.Errorf("zw-on: %s/%s after %d attempts, state %v (%s); want succeeded after 1 with state ON", r.Status, r.Reason, r.Attempts, r.State, r.Detail)
+	}
+	h.wantTraffic(`set porch {"value":true}`)
+}
+
+// A lock reporting Door Lock mode 0xFE (unknown): the fresh read before the
+// UNLOCK reads unknown, which is never unlocked: failed state_unknown,
+// nothing written.
+func TestZWaveUnknownLockModeFailsStateUnknown(t *testing.T) {
+	h := newHarness(t, harnessOptions{config: zwaveConfig})
+	h.settle("back_door", "porch")
+	mirror := h.watch("hearth/back_door")
+	if err := h.sim.SetLockMode("hall/back_door", simulator.LockModeUnknown); err != nil {
+		t.Fatal(err)
+	}
+	for seen := false; !seen; {
+		select {
+		case m := <-mirror:
+			var st map[string]any
+			seen = json.Unmarshal(m.Payload(), &st) == nil && st["lock_state"] == "unknown"
+		case <-time.After(eventWait):
+			t.Fatal("hearthd never mirrored the unknown lock mode")
+		}
+	}
+
+	h.publish("back_door", `{"state":"UNLOCK","op_id":"zw-fe"}`)
+	r := h.final("zw-fe")
+	if r.Status != devices.Failed || r.Reason != devices.ReasonStateUnknown || r.Attempts != 0 || r.State["lock_state"] != "unknown" {
+		t.Errorf("zw-fe: %s/%s after %d attempts, state %v (%s); want failed/state_unknown after 0 with lock_state unknown", r.Status, r.Reason, r.Attempts, r.State, r.Detail)
+	}
+	h.wantTraffic(pollBackDoor)
+	h.noSetsYet()
+}
+
+// The gateway going offline (its _CLIENTS status false) opens the
+// service's breaker, as Zigbee2MQTT's bridge/state does: a command then
+// fails fast with breaker_open and nothing is written.
+func TestZWaveGatewayOfflineOpensTheBreaker(t *testing.T) {
+	h := newHarness(t, harnessOptions{config: zwaveConfig})
+	h.settle("back_door", "porch")
+	states := h.watch("hearth/services/zwave/state")
+	if err := h.sim.SetBridgeOnline("zwave", false, true); err != nil {
+		t.Fatal(err)
+	}
+	nextState(t, states, "open")
+
+	h.publish("porch", `{"state":"ON","op_id":"zw-down"}`)
+	r := h.final("zw-down")
+	if r.Status != devices.Failed || r.Reason != devices.ReasonBreakerOpen || r.Attempts != 0 {
+		t.Errorf("zw-down: %s/%s after %d attempts (%s); want failed/breaker_open after 0", r.Status, r.Reason, r.Attempts, r.Detail)
+	}
+	h.noSetsYet()
+}
