@@ -35,6 +35,10 @@ type deviceQueue struct {
 	// awakeUntil; woke is closed at every wake signal, then replaced.
 	awakeUntil time.Time
 	woke       chan struct{}
+	// nodeAsleep: the bridge last said the node is asleep (Z-Wave JS UI's
+	// node status); only its next "awake" begins a lease, not the values
+	// the gateway publishes from its cache.
+	nodeAsleep bool
 }
 
 // task is an accepted op inside its device queue.

@@ -36,8 +36,10 @@ func (d *Dispatcher) Availability(device string, online bool) {
 // UI) says of a device: alive and awake mean online (awake also begins an
 // awake lease of a sleepy device), dead means offline, asleep ends the
 // awake lease at once without making the device offline: a sleeping node
-// is reachable at its next wake. Unknown devices are ignored.
-func (d *Dispatcher) NodeStatus(device string, status devices.NodeStatus) {
+// is reachable at its next wake. A retained status (replayed by the broker
+// on subscribe) sets the availability but begins no lease: the node that
+// was awake then is asleep by now. Unknown devices are ignored.
+func (d *Dispatcher) NodeStatus(device string, status devices.NodeStatus, retained bool) {
 	q, ok := d.devices[device]
 	if !ok {
 		return
@@ -47,6 +49,10 @@ func (d *Dispatcher) NodeStatus(device string, status devices.NodeStatus) {
 		q.availability(true)
 	case devices.NodeDead:
 		q.availability(false)
+	}
+	if retained && (status == devices.NodeAwake || status == devices.NodeAlive) {
+		// Awake then, asleep by now, most likely: wait for a fresh wake.
+		status = devices.NodeAsleep
 	}
 	q.nodeStatus(status)
 }

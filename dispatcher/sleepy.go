@@ -20,9 +20,12 @@ import (
 //   - a lease begins at any wake signal — a report from the device (a
 //     check-in included), a node status awake or alive (Z-Wave JS UI), its
 //     availability coming back from offline — and lasts the device's
-//     awake window from the latest signal; it ends at once when the
-//     bridge says the node is asleep, or when a request to the device
-//     goes unanswered;
+//     awake window from the latest signal; once a bridge has said the
+//     node is asleep, only its next awake begins a lease (the values a
+//     gateway publishes from its cache are not the device), and a
+//     retained node status begins none; the lease ends at once when the
+//     bridge says the node is asleep, or when a request to the device goes
+//     unanswered;
 //   - in one lease a command gets its send and at most one further
 //     attempt, and the verifying read of its state, all before the lease
 //     ends;
@@ -39,7 +42,7 @@ import (
 // lasts its awake window from now. Called with q.mu held; a no-op for a
 // device that is not sleepy.
 func (q *deviceQueue) wokeLocked(now time.Time) {
-	if !q.dev.Sleep.Sleepy {
+	if !q.dev.Sleep.Sleepy || q.nodeAsleep {
 		return
 	}
 	if until := now.Add(q.dev.Sleep.AwakeWindow); until.After(q.awakeUntil) {
@@ -60,13 +63,17 @@ func (q *deviceQueue) endLease() {
 // nodeStatus takes a node status of the device for its awake lease; see
 // Dispatcher.NodeStatus.
 func (q *deviceQueue) nodeStatus(status devices.NodeStatus) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
 	switch status {
 	case devices.NodeAwake, devices.NodeAlive:
-		q.mu.Lock()
+		q.nodeAsleep = false
 		q.wokeLocked(q.d.now())
-		q.mu.Unlock()
-	case devices.NodeAsleep, devices.NodeDead:
-		q.endLease()
+	case devices.NodeAsleep:
+		q.nodeAsleep = true
+		q.awakeUntil = time.Time{}
+	case devices.NodeDead:
+		q.awakeUntil = time.Time{}
 	}
 }
 

@@ -263,6 +263,9 @@ func simDevices(cfg *config.Config) []simulator.Device {
 		default:
 			continue
 		}
+		if dev.Sleep.Sleepy {
+			sd.WakeInterval, sd.AwakeWindow = dev.Sleep.WakeInterval, dev.Sleep.AwakeWindow
+		}
 		out = append(out, sd)
 	}
 	return out

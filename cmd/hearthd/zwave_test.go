@@ -170,3 +170,43 @@ func TestZWaveGatewayOfflineOpensTheBreaker(t *testing.T) {
 	}
 	h.noSetsYet()
 }
+
+// sleepyZWaveConfig is zwaveConfig with a battery thermostat that wakes
+// every 5 minutes and listens 10 s.
+const sleepyZWaveConfig = zwaveConfig + `  thermostat:
+    service: zwave
+    class: climate
+    sleepy: true
+    wake_interval: 5m
+    awake_window: 10s
+`
+
+// A Z-Wave node the gateway reports Asleep receives no application retry:
+// the command waits queued while the node sleeps — nothing is written, on
+// any timer — and is written once when the node wakes, and confirmed from
+// its currentValue.
+func TestZWaveAsleepNodeGetsNoApplicationRetry(t *testing.T) {
+	h := newHarness(t, harnessOptions{config: sleepyZWaveConfig, simOnFakeClock: true})
+	h.settle("porch")
+	h.publish("thermostat", `{"current_heating_setpoint":21,"op_id":"heat","ttl":"10m"}`)
+	if r := h.result("heat"); r.Status != devices.Accepted {
+		t.Fatalf("heat: %s/%s; want accepted", r.Status, r.Reason)
+	}
+	if r := h.result("heat"); r.Status != devices.Queued || r.Reason != devices.ReasonAsleep {
+		t.Fatalf("heat: %s/%s; want queued/asleep", r.Status, r.Reason)
+	}
+	// Four minutes and more of sleep, in steps: nothing is written.
+	for range 29 {
+		h.clock.Advance(10 * time.Second)
+		h.noSetsYet()
+	}
+	h.clock.Advance(5*time.Minute - 290*time.Second) // the wake
+	if e := h.nextSet(); e.Device != "thermostat" || e.Queued {
+		t.Errorf("at the wake: a write to %s (queued %v); want one write to the awake thermostat", e.Device, e.Queued)
+	}
+	r := h.await(func(r devices.Result) bool { return r.OpID == "heat" && r.Status.Terminal() }, "heat's end")
+	if r.Status != devices.Succeeded || r.Attempts != 1 || r.State["current_heating_setpoint"] != 21.0 {
+		t.Errorf("heat: %s/%s after %d attempts, state %v; want succeeded after 1 at 21", r.Status, r.Reason, r.Attempts, r.State)
+	}
+	h.noSetsYet()
+}

@@ -87,8 +87,8 @@ func (s *sink) Report(device string, state map[string]any, retained bool) {
 	s.calls <- call{kind: "report", name: device, state: state, retained: retained}
 }
 
-func (s *sink) NodeStatus(device string, status devices.NodeStatus) {
-	s.calls <- call{kind: "node", name: device, status: status}
+func (s *sink) NodeStatus(device string, status devices.NodeStatus, retained bool) {
+	s.calls <- call{kind: "node", name: device, status: status, retained: retained}
 }
 
 func (s *sink) BridgeState(service string, online, retained bool) {

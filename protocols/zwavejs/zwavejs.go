@@ -169,8 +169,10 @@ type Sink interface {
 	// Hearth's normalized attributes; retained is true when the broker
 	// replayed it from its retained store on subscribe (old news).
 	Report(device string, state map[string]any, retained bool)
-	// NodeStatus passes what the gateway says of the device's node.
-	NodeStatus(device string, status devices.NodeStatus)
+	// NodeStatus passes what the gateway says of the device's node;
+	// retained is true when the broker replayed it from its retained
+	// store (a node "Awake" long ago is asleep by now).
+	NodeStatus(device string, status devices.NodeStatus, retained bool)
 	// BridgeState passes whether the gateway itself is online; retained is
 	// true when the broker replayed it from its retained store.
 	BridgeState(service string, online, retained bool)
@@ -511,7 +513,7 @@ func (a *Adapter) nodeStatus(dev devices.Device, m mqtt.Message) {
 		a.nodeIDs[dev.ID] = nodeID
 		a.mu.Unlock()
 	}
-	a.sink.NodeStatus(dev.ID, status)
+	a.sink.NodeStatus(dev.ID, status, m.Retained)
 }
 
 // value decodes one value message of dev; levels are the topic's levels
