@@ -241,8 +241,8 @@ type Request struct {
 type Dispatcher struct {
 	prefix    string
 	journal   Journal
-	authz     Authorizer // nil: everyone may command everything
-	auditLog  AuditLog   // nil: no audit trail kept
+	authz     Authorizer  // nil: everyone may command everything
+	auditLog  AuditLog    // nil: no audit trail kept
 	dead      DeadLetters // nil: no dead-letter store
 	onBreaker func(BreakerChange)
 	onResult  func(devices.Result)
