@@ -327,7 +327,7 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 		// The checks before every attempt: the principal may still send
 		// it, and it is still fresh (its TTL, checked above and again by
 		// the read's deadline).
-		if !q.recheck(t, op, now) {
+		if !q.recheck(t, op, d.now()) {
 			q.release(permit, breaker.Canceled) // nothing went out
 			return
 		}
@@ -386,14 +386,6 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 		if err := d.journal.Save(op); err != nil {
 			d.log.Error("store attempt", "op_id", op.OpID, "err", err)
 		}
-		if d.audited(q.dev.Device) {
-			e := auditEntry(q.dev.Device, op, devices.AuditSent, op.LastSentAt)
-			e.Attempt = op.Attempts
-			if resend {
-				e.Detail = "the same attempt again: its delivery was unknown"
-			}
-			d.audit(e)
-		}
 
 		reconnect := d.nextReconnect()
 		linkUp, linkGen := svc.link.watch()
@@ -401,6 +393,14 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 		c, sent, err := q.send(ctx, t)
 		if sent && (err == nil || !notSent(err)) {
 			sends++
+			if d.audited(q.dev.Device) {
+				e := auditEntry(q.dev.Device, op, devices.AuditSent, op.LastSentAt)
+				e.Attempt = op.Attempts
+				if resend {
+					e.Detail = "the same attempt again: its delivery was unknown"
+				}
+				d.audit(e)
+			}
 		}
 		switch {
 		case !sent:

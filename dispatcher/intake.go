@@ -164,8 +164,12 @@ func (d *Dispatcher) admit(batch []Request) {
 			case first.supersededBy != "":
 				r = supersededBy(first.op, first.supersededBy, now).Result()
 			}
-			if r.Device != it.req.Device {
+			switch {
+			case r.Device != it.req.Device:
 				r = reject(it.req.Device, r.OpID, devices.ReasonOpIDConflict, "op_id "+quote(r.OpID)+" belongs to a command for device "+quote(r.Device), now)
+			case d.authz != nil && first.req.Principal != it.req.Principal:
+				// As for a stored op_id: not theirs to read.
+				r = reject(it.req.Device, r.OpID, devices.ReasonUnauthorized, "op_id "+quote(r.OpID)+" belongs to a command of another principal", now)
 			}
 			d.answer(it.req, r)
 		default:

@@ -206,12 +206,12 @@ func (q *deviceQueue) deliverAwake(ctx context.Context, t *task, until time.Time
 		if err := d.journal.Save(op); err != nil {
 			d.log.Error("store attempt", "op_id", op.OpID, "err", err)
 		}
-		if d.audited(q.dev.Device) {
+		c, sent, err := q.send(ctx, t)
+		if sent && d.audited(q.dev.Device) && (err == nil || !notSent(err)) {
 			e := auditEntry(q.dev.Device, op, devices.AuditSent, op.LastSentAt)
 			e.Attempt = op.Attempts
 			d.audit(e)
 		}
-		c, sent, err := q.send(ctx, t)
 		if !sent {
 			q.release(permit, breaker.Canceled)
 			if ctx.Err() != nil {

@@ -461,3 +461,20 @@ func TestRevokedCommandToAnyDeviceIsAudited(t *testing.T) {
 		t.Errorf("audit trail %q; want %q", got, want)
 	}
 }
+
+// A second principal repeating the op_id of another's command, in the same
+// intake batch or a later one, gets no answer from the first's command:
+// rejected/unauthorized.
+func TestAnotherPrincipalsOpIDIsUnauthorized(t *testing.T) {
+	h := newHarness(t, harnessOptions{simLogin: bridgeLogin, automationLogin: bridgeLogin, config: tabletConfig("[lock]") + `  phone:
+    http_token: phone-token-0123456789ab
+    allow: {"*": ["*"]}
+`})
+	h.settle("front_door")
+	h.submitAs("tablet", "front_door", `{"state":"LOCK","op_id":"mine"}`)
+	h.submitAs("phone", "front_door", `{"state":"LOCK","op_id":"mine"}`)
+	first, second := h.result("mine"), h.result("mine")
+	if first.Status != devices.Accepted || second.Status != devices.Rejected || second.Reason != devices.ReasonUnauthorized {
+		t.Errorf("results of op_id mine: %s/%s then %s/%s; want accepted, then rejected/unauthorized", first.Status, first.Reason, second.Status, second.Reason)
+	}
+}
