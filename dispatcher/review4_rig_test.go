@@ -257,3 +257,5 @@ func (r *r4Rig) settled() {
 		r.t.Fatal("the dispatcher never waited on the clock")
 	}
 }
+
+func timeAfter() <-chan time.Time { return time.After(r4Wait) }
