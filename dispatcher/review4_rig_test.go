@@ -259,3 +259,13 @@ func (r *r4Rig) settled() {
 }
 
 func timeAfter() <-chan time.Time { return time.After(r4Wait) }
+
+// waiting waits until a goroutine of the dispatcher waits on the clock.
+func (r *r4Rig) waiting() {
+	r.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), r4Wait)
+	defer cancel()
+	if err := r.clock.BlockUntilContext(ctx, 1); err != nil {
+		r.t.Fatal("the dispatcher never waited on the clock")
+	}
+}
