@@ -35,6 +35,11 @@ type deviceQueue struct {
 	// awakeUntil; woke is closed at every wake signal, then replaced.
 	awakeUntil time.Time
 	woke       chan struct{}
+	// leaseGen counts the leases: it grows when a wake signal finds the
+	// device asleep, not when one extends a lease. slept is closed when
+	// the bridge ends a lease (the node is asleep), then replaced.
+	leaseGen uint64
+	slept    chan struct{}
 	// nodeAsleep: the bridge last said the node is asleep (Z-Wave JS UI's
 	// node status); only its next "awake" begins a lease, not the values
 	// the gateway publishes from its cache.
@@ -51,6 +56,15 @@ type task struct {
 	// check is set while a fresh read before a risky attempt waits for
 	// the device's report.
 	check *stateCheck
+	// unsent: an attempt is recorded (stored) but not handed to the
+	// bridge yet; a command ended now (superseded) never reached the
+	// device, and its record says so.
+	unsent bool
+	// A sleepy device's command: the awake lease in which it was last
+	// delivered (it gets one delivery per lease), and whether its queued
+	// result for the current sleep is out.
+	leaseGen  uint64
+	announced bool
 }
 
 // stateCheck collects the reports that arrive after a fresh read began.
@@ -70,7 +84,7 @@ type confirmation struct {
 }
 
 func newDeviceQueue(d *Dispatcher, dev Device, svc *Service) *deviceQueue {
-	return &deviceQueue{d: d, dev: dev, svc: svc, wake: make(chan struct{}, 1), woke: make(chan struct{})}
+	return &deviceQueue{d: d, dev: dev, svc: svc, wake: make(chan struct{}, 1), woke: make(chan struct{}), slept: make(chan struct{})}
 }
 
 // supersede ends every waiting or running command of the device whose
@@ -127,6 +141,10 @@ func (q *deviceQueue) push(op devices.Op) {
 func (q *deviceQueue) end(t *task, byOpID string, now time.Time) devices.Op {
 	t.ended = true
 	t.confirm = nil
+	if t.unsent {
+		t.unsent = false
+		t.op.Attempts-- // recorded, never sent
+	}
 	close(t.cancel)
 	t.op = supersededBy(t.op, byOpID, now)
 	return t.op
@@ -144,6 +162,10 @@ func supersededBy(op devices.Op, byOpID string, now time.Time) devices.Op {
 // run is the device's worker: it attempts one command at a time until ctx
 // is cancelled.
 func (q *deviceQueue) run(ctx context.Context) {
+	if q.dev.Sleep.Sleepy {
+		q.runSleepy(ctx)
+		return
+	}
 	for {
 		q.mu.Lock()
 		var t *task
@@ -162,11 +184,7 @@ func (q *deviceQueue) run(ctx context.Context) {
 				return
 			}
 		}
-		if q.dev.Sleep.Sleepy {
-			q.executeSleepy(ctx, t)
-		} else {
-			q.execute(ctx, t)
-		}
+		q.execute(ctx, t)
 		q.mu.Lock()
 		q.current = nil
 		q.mu.Unlock()
@@ -378,6 +396,7 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 		prev := t.op
 		if !resend {
 			t.op.Attempts++
+			t.unsent = true
 		}
 		t.op.LastSentAt = d.now()
 		t.op.UpdatedAt = t.op.LastSentAt
@@ -736,6 +755,7 @@ func (q *deviceQueue) send(ctx context.Context, t *task) (c *confirmation, sent 
 	}
 	target := t.op.Target
 	c = q.watchLocked(t)
+	t.unsent = false
 	q.mu.Unlock()
 	sendCtx, cancel := context.WithTimeout(ctx, sendTimeout)
 	defer cancel()
@@ -910,11 +930,14 @@ func (q *deviceQueue) report(state map[string]any, retained bool) {
 	if !retained {
 		q.wokeLocked(now) // any message from the device: it is awake
 	}
-	if t := q.current; t != nil && t.check != nil && !t.ended && !retained {
+	// A node the bridge says is asleep sent nothing: what the gateway
+	// publishes for it now comes from its cache, and confirms nothing.
+	news := !retained && !q.nodeAsleep
+	if t := q.current; t != nil && t.check != nil && !t.ended && news {
 		maps.Copy(t.check.seen, state)
 		signal(t.check.news)
 	}
-	if t := q.current; t != nil && t.confirm != nil && !t.ended && !retained {
+	if t := q.current; t != nil && t.confirm != nil && !t.ended && news {
 		c := t.confirm
 		maps.Copy(c.seen, state)
 		if fault, bad := devices.Fault(q.dev.Class, c.seen); bad && c.fault == "" {

@@ -32,17 +32,24 @@ func TestReview4AStuckCommandStarvesAnotherAttribute(t *testing.T) {
 		r.advance(1, 10*time.Minute) // asleep: the queued command's TTL timer
 		woke := r.clock.Now()
 		r.report(map[string]any{"current_heating_setpoint": 16.0}) // check-in
+		handle := func(m r4Msg) {
+			switch {
+			case m.verb == "get":
+				r.report(map[string]any{"current_heating_setpoint": 16.0})
+			case m.target["current_heating_setpoint"] != nil:
+				sentB = true
+				t.Logf("wake %d: B sent at +%s", wake+1, m.at.Sub(start))
+			}
+		}
+		// The wake's first send, before the clock moves: until the
+		// worker has taken the wake, its wait for the TTL still counts
+		// as a waiter on the clock.
+		handle(r.next())
 		// This wake's traffic: sends and reads until the lease ends.
 		for r.clock.Now().Before(woke.Add(10 * time.Second)) {
 			select {
 			case m := <-r.bridge.msgs:
-				switch {
-				case m.verb == "get":
-					r.report(map[string]any{"current_heating_setpoint": 16.0})
-				case m.target["current_heating_setpoint"] != nil:
-					sentB = true
-					t.Logf("wake %d: B sent at +%s", wake+1, m.at.Sub(start))
-				}
+				handle(m)
 				continue
 			default:
 			}

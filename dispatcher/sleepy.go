@@ -4,8 +4,11 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
 	"time"
+
+	"github.com/jonboulle/clockwork"
 
 	"github.com/hearthd/hearth/breaker"
 	"github.com/hearthd/hearth/devices"
@@ -39,11 +42,15 @@ import (
 //     succeeded.
 
 // wokeLocked takes a wake signal of the device at now: the awake lease
-// lasts its awake window from now. Called with q.mu held; a no-op for a
-// device that is not sleepy.
+// lasts its awake window from now; a signal that finds the device asleep
+// begins a new lease (leaseGen). Called with q.mu held; a no-op for a
+// device that is not sleepy, or whose bridge said its node is asleep.
 func (q *deviceQueue) wokeLocked(now time.Time) {
 	if !q.dev.Sleep.Sleepy || q.nodeAsleep {
 		return
+	}
+	if !now.Before(q.awakeUntil) {
+		q.leaseGen++
 	}
 	if until := now.Add(q.dev.Sleep.AwakeWindow); until.After(q.awakeUntil) {
 		q.awakeUntil = until
@@ -52,11 +59,19 @@ func (q *deviceQueue) wokeLocked(now time.Time) {
 	q.woke = make(chan struct{})
 }
 
-// endLease ends the device's awake lease at once: the bridge says it is
-// asleep, or a request to it went unanswered.
+// endLeaseLocked ends the device's awake lease at once. Called with q.mu
+// held.
+func (q *deviceQueue) endLeaseLocked() {
+	q.awakeUntil = time.Time{}
+	close(q.slept)
+	q.slept = make(chan struct{})
+}
+
+// endLease ends the device's awake lease at once: a request to it went
+// unanswered.
 func (q *deviceQueue) endLease() {
 	q.mu.Lock()
-	q.awakeUntil = time.Time{}
+	q.endLeaseLocked()
 	q.mu.Unlock()
 }
 
@@ -71,91 +86,176 @@ func (q *deviceQueue) nodeStatus(status devices.NodeStatus) {
 		q.wokeLocked(q.d.now())
 	case devices.NodeAsleep:
 		q.nodeAsleep = true
-		q.awakeUntil = time.Time{}
+		q.endLeaseLocked()
 	case devices.NodeDead:
-		q.awakeUntil = time.Time{}
+		q.endLeaseLocked()
 	}
 }
 
-// lease returns whether the device is awake at now, until when, and the
-// channel closed at its next wake signal.
-func (q *deviceQueue) lease(now time.Time) (awake bool, until time.Time, woke <-chan struct{}) {
+// lease returns whether the device is awake at now, the current lease's
+// number and end, and the channels closed at the next wake signal and
+// when the bridge ends the lease.
+func (q *deviceQueue) lease(now time.Time) (awake bool, gen uint64, until time.Time, woke, slept <-chan struct{}) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return now.Before(q.awakeUntil), q.awakeUntil, q.woke
+	return now.Before(q.awakeUntil), q.leaseGen, q.awakeUntil, q.woke, q.slept
 }
 
-// executeSleepy runs t for a sleepy device: queued while it sleeps,
-// delivered and verified within an awake lease, expired or unverified at
-// its deadline. See the comment at the top of this file.
-func (q *deviceQueue) executeSleepy(ctx context.Context, t *task) {
+// runSleepy is a sleepy device's worker. Unlike an always-listening
+// device's, it keeps every pending command of the device in play: each
+// command's deadline is watched while it waits, whatever is ahead of it,
+// and at each awake lease every command not yet delivered in that lease
+// goes out, in acceptance order, so that one command the device never
+// confirms cannot hold back another. A command gets one delivery (its send
+// and at most one further attempt) per lease.
+func (q *deviceQueue) runSleepy(ctx context.Context) {
 	d := q.d
-	queued := false // the queued result for this sleep was published
 	for {
 		if ctx.Err() != nil {
-			return // shutting down: the op stays pending in the store
+			return // shutting down: the ops stay pending in the store
 		}
 		now := d.now()
+		awake, gen, _, woke, _ := q.lease(now)
 		q.mu.Lock()
-		op := t.op
-		q.mu.Unlock()
-		if !now.Before(op.Deadline) {
-			if op.Attempts > 0 {
-				q.finish(t, devices.Failed, devices.ReasonUnverified,
-					fmt.Sprintf("sent %d times at the device's wakes, but no report confirmed it before the TTL passed; it may or may not have been applied", op.Attempts), nil)
-			} else {
-				q.finish(t, devices.Expired, devices.ReasonTTLElapsed,
-					fmt.Sprintf("the device did not wake within the TTL (wake interval %s); never sent", q.dev.Sleep.WakeInterval), nil)
+		keep := q.waiting[:0]
+		for _, t := range q.waiting {
+			if !t.ended {
+				keep = append(keep, t)
 			}
-			return
 		}
-		awake, until, woke := q.lease(now)
-		if !awake {
-			if !queued {
-				queued = true
-				r := op.Result()
-				r.Status, r.Reason, r.At = devices.Queued, devices.ReasonAsleep, now
-				r.Detail = fmt.Sprintf("the device sleeps; the command waits for its next wake (wake interval %s) until %s",
-					q.dev.Sleep.WakeInterval, op.Deadline.UTC().Format(time.RFC3339))
-				d.publishResult(r)
-				d.log.Info("command queued for a sleeping device", "op_id", op.OpID, "device", op.Device, "deadline", op.Deadline)
+		clear(q.waiting[len(keep):])
+		q.waiting = keep
+		tasks := slices.Clone(q.waiting)
+		q.mu.Unlock()
+
+		var due, eligible []*task
+		var next time.Time // the earliest deadline still ahead
+		for _, t := range tasks {
+			q.mu.Lock()
+			deadline, delivered := t.op.Deadline, t.leaseGen == gen && gen > 0
+			q.mu.Unlock()
+			switch {
+			case !now.Before(deadline):
+				due = append(due, t)
+			case awake && !delivered:
+				eligible = append(eligible, t)
 			}
-			timer := d.clock.NewTimer(op.Deadline.Sub(now))
-			select {
-			case <-woke:
-			case <-timer.Chan():
-			case <-t.cancel:
-				timer.Stop()
-				return
-			case <-ctx.Done():
-				timer.Stop()
-				return
+			if now.Before(deadline) && (next.IsZero() || deadline.Before(next)) {
+				next = deadline
 			}
-			timer.Stop()
+		}
+		for _, t := range due {
+			q.endAtDeadline(t)
+		}
+		if len(due) > 0 {
 			continue
 		}
-		d.log.Info("device awake: delivering", "op_id", op.OpID, "device", op.Device, "awake_until", until)
-		if stop := q.deliverAwake(ctx, t, until); stop {
-			return
+		if len(eligible) == 0 {
+			for _, t := range tasks {
+				q.announceQueued(t, now)
+			}
+			var timer <-chan time.Time
+			var tm clockwork.Timer
+			if !next.IsZero() {
+				tm = d.clock.NewTimer(next.Sub(now))
+				timer = tm.Chan()
+			}
+			select {
+			case <-woke:
+			case <-q.wake: // a new command
+			case <-timer:
+			case <-ctx.Done():
+			}
+			if tm != nil {
+				tm.Stop()
+			}
+			continue
 		}
-		queued = false // not confirmed in this lease: queued again for the next
+		for _, t := range eligible {
+			q.mu.Lock()
+			if t.ended {
+				q.mu.Unlock()
+				continue
+			}
+			if i := slices.Index(q.waiting, t); i >= 0 {
+				q.waiting = slices.Delete(q.waiting, i, i+1)
+			}
+			q.current = t
+			t.leaseGen = gen
+			q.mu.Unlock()
+			d.log.Info("device awake: delivering", "op_id", t.op.OpID, "device", q.dev.ID, "lease", gen)
+			q.deliverAwake(ctx, t, gen)
+			q.mu.Lock()
+			q.current = nil
+			if !t.ended {
+				t.announced = false // queued again, for the next lease
+				q.waiting = append([]*task{t}, q.waiting...)
+			}
+			q.mu.Unlock()
+			if ctx.Err() != nil {
+				return
+			}
+			if awake, g, _, _, _ := q.lease(d.now()); !awake || g != gen {
+				break // the lease ended: the rest wait for the next
+			}
+		}
 	}
+}
+
+// announceQueued publishes t's queued result, once per sleep.
+func (q *deviceQueue) announceQueued(t *task, now time.Time) {
+	q.mu.Lock()
+	if t.ended || t.announced {
+		q.mu.Unlock()
+		return
+	}
+	t.announced = true
+	op := t.op
+	q.mu.Unlock()
+	r := op.Result()
+	r.Status, r.Reason, r.At = devices.Queued, devices.ReasonAsleep, now
+	r.Detail = fmt.Sprintf("the device sleeps; the command waits for its next wake (wake interval %s) until %s",
+		q.dev.Sleep.WakeInterval, op.Deadline.UTC().Format(time.RFC3339))
+	q.d.publishResult(r)
+	q.d.log.Info("command queued for a sleeping device", "op_id", op.OpID, "device", op.Device, "deadline", op.Deadline)
+}
+
+// endAtDeadline ends t, whose TTL passed: expired when it was never sent
+// (never sent late), failed/unverified when it was sent at a wake but no
+// report confirmed it.
+func (q *deviceQueue) endAtDeadline(t *task) {
+	q.mu.Lock()
+	op := t.op
+	q.mu.Unlock()
+	if op.Attempts > 0 {
+		q.finish(t, devices.Failed, devices.ReasonUnverified,
+			fmt.Sprintf("sent %d times at the device's wakes, but no report confirmed it before the TTL passed; it may or may not have been applied", op.Attempts), nil)
+		return
+	}
+	q.finish(t, devices.Expired, devices.ReasonTTLElapsed,
+		fmt.Sprintf("the device did not take it within the TTL (wake interval %s); never sent", q.dev.Sleep.WakeInterval), nil)
 }
 
 // maxAttemptsPerWake bounds the sends of one command within one awake
 // lease: the delivery and one further attempt.
 const maxAttemptsPerWake = 2
 
-// deliverAwake attempts t within the awake lease that ends at until: the
-// checks, the send, a wait for the confirming report, and the verifying
-// read of the state, all before the lease ends; a further attempt when
-// the device answers the read with another state. stop means t ended (or
-// ctx is done); otherwise the lease ended without a confirmation.
-func (q *deviceQueue) deliverAwake(ctx context.Context, t *task, until time.Time) (stop bool) {
+// deliverAwake attempts t within the awake lease gen: the checks, the
+// send, a wait for the confirming report, and the verifying read of the
+// state, all before the lease ends; a further attempt when the device
+// answers the read with another state. Before each attempt the lease is
+// read again: once it has ended (the bridge says the node is asleep, or it
+// ran out) nothing more is sent. stop means t ended (or ctx is done);
+// otherwise the lease ended, or its attempts did, without a confirmation.
+func (q *deviceQueue) deliverAwake(ctx context.Context, t *task, gen uint64) (stop bool) {
 	d, svc := q.d, q.svc
 	p := svc.Policy
 	for n := 0; n < maxAttemptsPerWake; n++ {
 		now := d.now()
+		awake, g, until, _, slept := q.lease(now)
+		if !awake || g != gen {
+			return false
+		}
 		q.mu.Lock()
 		op := t.op
 		q.mu.Unlock()
@@ -199,6 +299,7 @@ func (q *deviceQueue) deliverAwake(ctx context.Context, t *task, until time.Time
 		}
 		prev := t.op
 		t.op.Attempts++
+		t.unsent = true
 		t.op.LastSentAt = d.now()
 		t.op.UpdatedAt = t.op.LastSentAt
 		op = t.op
@@ -239,7 +340,7 @@ func (q *deviceQueue) deliverAwake(ctx context.Context, t *task, until time.Time
 			continue
 		}
 		d.log.Info("attempt", "op_id", op.OpID, "device", op.Device, "attempt", op.Attempts, "outcome", "sent", "awake_until", until)
-		switch q.verify(ctx, t, c, permit, end, p.AttemptTimeout) {
+		switch q.verify(ctx, t, c, permit, end, p.AttemptTimeout, slept) {
 		case verifyConfirmed, verifyStop:
 			return true
 		case verifyOtherState:
@@ -260,7 +361,7 @@ type verifyOutcome int
 const (
 	verifyConfirmed  verifyOutcome = iota // t succeeded (or failed jammed): ended
 	verifyStop                            // t ended otherwise, or ctx is done
-	verifyOtherState                      // the device reports a state other than the target
+	verifyOtherState                      // the device answered the read without the target
 	verifySilent                          // no answer before the lease or the attempt timeout ended
 )
 
@@ -271,7 +372,7 @@ const (
 // or timeout after the send. A report of the target confirms; a report of
 // other values for the target's attributes after the read is the device
 // saying no.
-func (q *deviceQueue) verify(ctx context.Context, t *task, c *confirmation, permit *breaker.Permit, end time.Time, timeout time.Duration) verifyOutcome {
+func (q *deviceQueue) verify(ctx context.Context, t *task, c *confirmation, permit *breaker.Permit, end time.Time, timeout time.Duration, slept <-chan struct{}) verifyOutcome {
 	d := q.d
 	start := d.now()
 	if e := start.Add(timeout); e.Before(end) {
@@ -317,10 +418,13 @@ func (q *deviceQueue) verify(ctx context.Context, t *task, c *confirmation, perm
 			q.mu.Lock()
 			seen := maps.Clone(chk.seen)
 			q.mu.Unlock()
-			if q.assess(t.op.Target, seen) == devices.ReadingKnown && !q.satisfied(t.op.Target, seen) {
+			// The device answered the read (a report after it) but
+			// did not confirm: another value, or not the attribute at
+			// all. It is awake: no reason to end its lease.
+			if !q.satisfied(t.op.Target, seen) {
 				q.unwatch(t)
 				q.release(permit, breaker.Success) // the bridge and the device answered
-				d.log.Info("verifying read: the device is not at the target", "op_id", t.op.OpID, "device", q.dev.ID, "state", showState(seen))
+				d.log.Info("verifying read: the device answered without the target", "op_id", t.op.OpID, "device", q.dev.ID, "state", showState(seen))
 				return verifyOtherState
 			}
 		case <-timer.Chan():
@@ -336,6 +440,7 @@ func (q *deviceQueue) verify(ctx context.Context, t *task, c *confirmation, perm
 			q.mu.Lock()
 			if t.ended {
 				q.mu.Unlock()
+				q.release(permit, breaker.Canceled)
 				return verifyStop
 			}
 			t.check = chk
@@ -346,6 +451,13 @@ func (q *deviceQueue) verify(ctx context.Context, t *task, c *confirmation, perm
 			cancel()
 			d.log.Info("verifying read", "op_id", t.op.OpID, "device", q.dev.ID, "err", err)
 			timer.Reset(end.Sub(d.now()))
+		case <-slept:
+			// The bridge says the node went back to sleep: nothing more
+			// will come in this lease.
+			q.unwatch(t)
+			q.release(permit, breaker.Ignored)
+			d.log.Info("attempt unconfirmed: the node went to sleep", "op_id", t.op.OpID, "device", q.dev.ID)
+			return verifySilent
 		case <-t.cancel:
 			q.release(permit, breaker.Canceled)
 			return verifyStop

@@ -384,7 +384,9 @@ func encode(c devices.Class, target devices.Target) ([]write, *written, error) {
 		return []write{{"38/0/targetValue", map[string]any{"value": level}}}, remember, nil
 	case devices.Climate:
 		v, ok := number(target["current_heating_setpoint"])
-		if !ok {
+		if w, both := number(target["occupied_heating_setpoint"]); both && ok && w != v {
+			return nil, nil, unsupportedError{fmt.Sprintf("climate target %v: Z-Wave has one heating setpoint, and these differ", map[string]any(target))}
+		} else if !ok {
 			v, ok = number(target["occupied_heating_setpoint"])
 		}
 		if !ok || len(target) > 2 {
@@ -477,9 +479,10 @@ func (a *Adapter) handle(m mqtt.Message) {
 		return // API calls and answers, other gateways
 	}
 	levels := strings.Split(rest, "/")
-	// An address has one or two levels: try the node alone, then
-	// location/node.
-	for n := 1; n <= 2 && n < len(levels); n++ {
+	// An address has one or two levels: try location/node first, then
+	// the node alone, so that a node named like another's location
+	// ("hall" beside "hall/back_door") does not take that node's topics.
+	for n := min(2, len(levels)-1); n >= 1; n-- {
 		dev, known := a.byAddr[strings.Join(levels[:n], "/")]
 		if !known {
 			continue
@@ -526,8 +529,8 @@ func (a *Adapter) value(dev devices.Device, levels []string, m mqtt.Message) {
 	if !ok {
 		return
 	}
-	if _, ok := endpoint(levels[1]); !ok {
-		return
+	if ep, ok := endpoint(levels[1]); !ok || ep != 0 {
+		return // another endpoint is another switch, lock or sensor: not this device
 	}
 	prop := levels[2]
 	key := ""
