@@ -3,7 +3,6 @@ package api_test
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -29,37 +28,15 @@ var t0 = time.Date(2026, 11, 29, 19, 0, 0, 0, time.UTC)
 // entries, and returns the server and the store.
 func auditServer(t *testing.T, entries ...devices.AuditEntry) (*httptest.Server, *store.Store) {
 	t.Helper()
-	s, err := store.Open(t.TempDir(), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	if err := s.AppendAudit(entries...); err != nil {
-		t.Fatal(err)
-	}
-	mux := http.NewServeMux()
-	api.RegisterAudit(mux, storeAudit{s})
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
-	return srv, s
+	return storeServer(t,
+		func(s *store.Store) error { return s.AppendAudit(entries...) },
+		func(mux *http.ServeMux, s *store.Store) { api.RegisterAudit(mux, storeAudit{s}) })
 }
 
 // getAudit GETs /api/v1/audit?query and returns the status and body.
 func getAudit(t *testing.T, srv *httptest.Server, query string) (int, string) {
 	t.Helper()
-	resp, err := http.Get(srv.URL + "/api/v1/audit?" + query)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
-		t.Errorf("Content-Type = %q, want application/json", ct)
-	}
-	return resp.StatusCode, string(body)
+	return getQuery(t, srv, "/api/v1/audit", query)
 }
 
 // lifeOfUnlock is the trail of one unlock and a lock by another principal.
@@ -138,24 +115,16 @@ func TestAuditPagesForwardThroughNextAfter(t *testing.T) {
 		entries = append(entries, devices.AuditEntry{At: t0, Event: devices.AuditAccepted, OpID: fmt.Sprintf("op-%d", i), Device: "front_door"})
 	}
 	srv, _ := auditServer(t, entries...)
-	var pages [][]string
-	var after uint64
-	for range 5 {
-		_, body := getAudit(t, srv, fmt.Sprintf("limit=3&after=%d", after))
+	get := func(query string) (int, string) { return getAudit(t, srv, query) }
+	pages := pagesOfThree(t, get, func(body string) ([]string, uint64, error) {
 		var page api.AuditPage
-		if err := json.Unmarshal([]byte(body), &page); err != nil {
-			t.Fatal(err)
-		}
+		err := json.Unmarshal([]byte(body), &page)
 		var ids []string
 		for _, e := range page.Entries {
 			ids = append(ids, e.OpID)
 		}
-		pages = append(pages, ids)
-		if len(ids) < 3 {
-			break
-		}
-		after = page.NextAfter
-	}
+		return ids, page.NextAfter, err
+	})
 	want := [][]string{{"op-0", "op-1", "op-2"}, {"op-3", "op-4", "op-5"}, {"op-6"}}
 	if !reflect.DeepEqual(pages, want) {
 		t.Errorf("pages %v, want %v", pages, want)
@@ -164,7 +133,7 @@ func TestAuditPagesForwardThroughNextAfter(t *testing.T) {
 
 func TestAuditBadParameterIs400NamingIt(t *testing.T) {
 	srv, _ := auditServer(t, lifeOfUnlock()...)
-	tests := []struct{ query, err string }{
+	checkBadParameters(t, func(query string) (int, string) { return getAudit(t, srv, query) }, []badParameter{
 		{"after=-1", `after: "-1" is not a seq (a whole number, 0 or more)`},
 		{"after=x", `after: "x" is not a seq (a whole number, 0 or more)`},
 		{"since=yesterday", `since: "yesterday" is not an RFC 3339 time such as 2026-11-29T19:00:00Z`},
@@ -175,14 +144,7 @@ func TestAuditBadParameterIs400NamingIt(t *testing.T) {
 		{"newest=maybe", `newest: "maybe" is not true or false`},
 		{"device=a&device=b", `device: given 2 times; give it once`},
 		{"device_id=front_door&zzz=1", `device_id: unknown parameter (known: device, op_id, principal, after, since, limit, newest)`},
-	}
-	for _, tt := range tests {
-		code, body := getAudit(t, srv, tt.query)
-		want, _ := json.Marshal(map[string]string{"error": tt.err})
-		if code != http.StatusBadRequest || body != string(want)+"\n" {
-			t.Errorf("?%s: status %d, body %s\nwant 400, %s", tt.query, code, body, want)
-		}
-	}
+	})
 }
 
 func TestAuditStoreErrorIs500(t *testing.T) {

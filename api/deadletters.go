@@ -2,12 +2,9 @@ package api
 
 import (
 	"fmt"
-	"maps"
 	"net/http"
 	"net/url"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/hearthd/hearth/devices"
@@ -59,10 +56,6 @@ type DeadLetterPage struct {
 	NextAfter uint64 `json:"next_after"`
 }
 
-// deadLetterParams are the query parameters GET /api/v1/deadletters
-// knows.
-var deadLetterParams = []string{"device", "status", "reason", "after", "since", "limit", "newest"}
-
 // deadLetterStatuses are the statuses a dead letter can have.
 var deadLetterStatuses = []devices.Status{devices.Failed, devices.Expired, devices.Superseded}
 
@@ -79,75 +72,27 @@ var deadLetterStatuses = []devices.Status{devices.Failed, devices.Expired, devic
 // repeated or unknown parameter is 400 and an error from src is 500, both
 // with {"error":"..."}; a 400's error starts with the parameter's name.
 func RegisterDeadLetters(mux *http.ServeMux, src DeadLetterSource) {
-	mux.HandleFunc("GET /api/v1/deadletters", func(w http.ResponseWriter, r *http.Request) {
-		q, err := parseDeadLetterQuery(r.URL.Query())
-		if err != nil {
-			writeJSON(w, http.StatusBadRequest, apiError{Error: err.Error()})
-			return
-		}
-		dead, err := src.DeadLetters(q)
-		if err != nil {
-			writeJSON(w, http.StatusInternalServerError, apiError{Error: "read dead letters: " + err.Error()})
-			return
-		}
-		page := DeadLetterPage{DeadLetters: dead, NextAfter: q.After}
-		if len(dead) == 0 {
-			page.DeadLetters = []devices.DeadLetter{} // [] rather than null
-		} else {
-			page.NextAfter = dead[len(dead)-1].Seq
-		}
-		writeJSON(w, http.StatusOK, page)
+	mux.Handle("GET /api/v1/deadletters", paged[devices.DeadLetter]{
+		filters:  []filter{{name: "device"}, {name: "status", check: checkDeadLetterStatus}, {name: "reason"}},
+		maxLimit: MaxDeadLetterLimit,
+		what:     "dead letters",
+		read: func(v url.Values, p pageQuery) ([]devices.DeadLetter, error) {
+			return src.DeadLetters(DeadLetterQuery{
+				Device: v.Get("device"), Status: devices.Status(v.Get("status")), Reason: devices.Reason(v.Get("reason")),
+				After: p.after, Since: p.since, Limit: p.limit, Newest: p.newest,
+			})
+		},
+		seq: func(d devices.DeadLetter) uint64 { return d.Seq },
+		page: func(dead []devices.DeadLetter, nextAfter uint64) any {
+			return DeadLetterPage{DeadLetters: dead, NextAfter: nextAfter}
+		},
 	})
 }
 
-// parseDeadLetterQuery reads GET /api/v1/deadletters's parameters. Its
-// errors start with the parameter's name.
-func parseDeadLetterQuery(v url.Values) (DeadLetterQuery, error) {
-	var q DeadLetterQuery
-	for _, name := range slices.Sorted(maps.Keys(v)) {
-		vals := v[name]
-		if !slices.Contains(deadLetterParams, name) {
-			return q, fmt.Errorf("%s: unknown parameter (known: %s)", name, strings.Join(deadLetterParams, ", "))
-		}
-		if len(vals) > 1 {
-			return q, fmt.Errorf("%s: given %d times; give it once", name, len(vals))
-		}
+// checkDeadLetterStatus refuses a status= that no dead letter can have.
+func checkDeadLetterStatus(s string) error {
+	if !slices.Contains(deadLetterStatuses, devices.Status(s)) {
+		return fmt.Errorf("%q is not a dead letter's status (failed, expired or superseded)", s)
 	}
-	q.Device = v.Get("device")
-	if s := v.Get("status"); s != "" {
-		if !slices.Contains(deadLetterStatuses, devices.Status(s)) {
-			return q, fmt.Errorf("status: %q is not a dead letter's status (failed, expired or superseded)", s)
-		}
-		q.Status = devices.Status(s)
-	}
-	q.Reason = devices.Reason(v.Get("reason"))
-	if s := v.Get("after"); s != "" {
-		n, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			return q, fmt.Errorf("after: %q is not a seq (a whole number, 0 or more)", s)
-		}
-		q.After = n
-	}
-	if s := v.Get("since"); s != "" {
-		t, err := time.Parse(time.RFC3339Nano, s)
-		if err != nil {
-			return q, fmt.Errorf("since: %q is not an RFC 3339 time such as 2026-11-29T19:00:00Z", s)
-		}
-		q.Since = t
-	}
-	if s := v.Get("limit"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > MaxDeadLetterLimit {
-			return q, fmt.Errorf("limit: %q is not a number from 1 to %d", s, MaxDeadLetterLimit)
-		}
-		q.Limit = n
-	}
-	if s := v.Get("newest"); s != "" {
-		b, err := strconv.ParseBool(s)
-		if err != nil {
-			return q, fmt.Errorf("newest: %q is not true or false", s)
-		}
-		q.Newest = b
-	}
-	return q, nil
+	return nil
 }

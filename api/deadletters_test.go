@@ -3,7 +3,6 @@ package api_test
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -28,38 +27,16 @@ func (a storeDeadLetters) DeadLetters(q api.DeadLetterQuery) ([]devices.DeadLett
 // dir holding ops as dead letters, and returns the server and the store.
 func deadLetterServer(t *testing.T, ops ...devices.Op) (*httptest.Server, *store.Store) {
 	t.Helper()
-	s, err := store.Open(t.TempDir(), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	if err := s.AddDeadLetters(ops...); err != nil {
-		t.Fatal(err)
-	}
-	mux := http.NewServeMux()
-	api.RegisterDeadLetters(mux, storeDeadLetters{s})
-	srv := httptest.NewServer(mux)
-	t.Cleanup(srv.Close)
-	return srv, s
+	return storeServer(t,
+		func(s *store.Store) error { return s.AddDeadLetters(ops...) },
+		func(mux *http.ServeMux, s *store.Store) { api.RegisterDeadLetters(mux, storeDeadLetters{s}) })
 }
 
 // getDeadLetters GETs /api/v1/deadletters?query and returns the status
 // and body.
 func getDeadLetters(t *testing.T, srv *httptest.Server, query string) (int, string) {
 	t.Helper()
-	resp, err := http.Get(srv.URL + "/api/v1/deadletters?" + query)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
-		t.Errorf("Content-Type = %q, want application/json", ct)
-	}
-	return resp.StatusCode, string(body)
+	return getQuery(t, srv, "/api/v1/deadletters", query)
 }
 
 // ended returns op id to device, accepted at t0 as op Seq opSeq and ended
@@ -166,24 +143,16 @@ func TestDeadLettersPageForwardThroughNextAfter(t *testing.T) {
 		ops = append(ops, ended(fmt.Sprintf("op-%d", i), "thermostat", uint64(i+1), devices.Expired, devices.ReasonTTLElapsed, i))
 	}
 	srv, _ := deadLetterServer(t, ops...)
-	var pages [][]string
-	var after uint64
-	for range 5 {
-		_, body := getDeadLetters(t, srv, fmt.Sprintf("limit=3&after=%d", after))
+	get := func(query string) (int, string) { return getDeadLetters(t, srv, query) }
+	pages := pagesOfThree(t, get, func(body string) ([]string, uint64, error) {
 		var page api.DeadLetterPage
-		if err := json.Unmarshal([]byte(body), &page); err != nil {
-			t.Fatal(err)
-		}
+		err := json.Unmarshal([]byte(body), &page)
 		var ids []string
 		for _, d := range page.DeadLetters {
 			ids = append(ids, d.OpID)
 		}
-		pages = append(pages, ids)
-		if len(ids) < 3 {
-			break
-		}
-		after = page.NextAfter
-	}
+		return ids, page.NextAfter, err
+	})
 	want := [][]string{{"op-0", "op-1", "op-2"}, {"op-3", "op-4", "op-5"}, {"op-6"}}
 	if !reflect.DeepEqual(pages, want) {
 		t.Errorf("pages %v, want %v", pages, want)
@@ -192,7 +161,7 @@ func TestDeadLettersPageForwardThroughNextAfter(t *testing.T) {
 
 func TestDeadLetterBadParameterIs400NamingIt(t *testing.T) {
 	srv, _ := deadLetterServer(t, sleepyDay()...)
-	tests := []struct{ query, err string }{
+	checkBadParameters(t, func(query string) (int, string) { return getDeadLetters(t, srv, query) }, []badParameter{
 		{"status=succeeded", `status: "succeeded" is not a dead letter's status (failed, expired or superseded)`},
 		{"status=rejected", `status: "rejected" is not a dead letter's status (failed, expired or superseded)`},
 		{"status=queued", `status: "queued" is not a dead letter's status (failed, expired or superseded)`},
@@ -204,14 +173,7 @@ func TestDeadLetterBadParameterIs400NamingIt(t *testing.T) {
 		{"newest=maybe", `newest: "maybe" is not true or false`},
 		{"reason=timeout&reason=ttl_elapsed", `reason: given 2 times; give it once`},
 		{"op_id=op-1", `op_id: unknown parameter (known: device, status, reason, after, since, limit, newest)`},
-	}
-	for _, tt := range tests {
-		code, body := getDeadLetters(t, srv, tt.query)
-		want, _ := json.Marshal(map[string]string{"error": tt.err})
-		if code != http.StatusBadRequest || body != string(want)+"\n" {
-			t.Errorf("?%s: status %d, body %s\nwant 400, %s", tt.query, code, body, want)
-		}
-	}
+	})
 }
 
 func TestDeadLetterStoreErrorIs500(t *testing.T) {

@@ -1,16 +1,11 @@
 package store
 
 import (
-	"bytes"
-	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
-	berrors "go.etcd.io/bbolt/errors"
 
 	"github.com/hearthd/hearth/devices"
 )
@@ -37,7 +32,7 @@ const (
 // entries it stores nothing. After Close it returns ErrClosed.
 // *Store satisfies dispatcher.AuditLog with it.
 func (s *Store) AppendAudit(entries ...devices.AuditEntry) error {
-	r := &request{audit: make([][]byte, 0, len(entries))}
+	bodies := make([][]byte, 0, len(entries))
 	for i, e := range entries {
 		if e.At.IsZero() {
 			return fmt.Errorf("append audit entry %d (op %q): zero time", i, e.OpID)
@@ -49,12 +44,9 @@ func (s *Store) AppendAudit(entries ...devices.AuditEntry) error {
 		if err != nil {
 			return fmt.Errorf("encode audit entry %d (op %q): %w", i, e.OpID, err)
 		}
-		r.audit = append(r.audit, body)
+		bodies = append(bodies, body)
 	}
-	if len(r.audit) == 0 {
-		return s.openErr()
-	}
-	return s.submit(r)
+	return auditLog.append(s, bodies)
 }
 
 // AuditQuery selects audit entries. Zero fields select everything: the
@@ -89,51 +81,11 @@ type AuditQuery struct {
 // filters cost a scan of the entries they skip. A record that does not
 // decode is an error naming its Seq. After Close it returns ErrClosed.
 func (s *Store) Audit(q AuditQuery) ([]devices.AuditEntry, error) {
-	limit := q.Limit
-	switch {
-	case limit < 0:
-		return nil, fmt.Errorf("audit query: negative limit %d", limit)
-	case limit == 0:
-		limit = DefaultAuditLimit
-	case limit > MaxAuditLimit:
-		limit = MaxAuditLimit
-	}
-	var out []devices.AuditEntry
-	err := s.view(func(b buckets) error {
-		c := b.audit.Cursor()
-		var k, v []byte
-		var next func() ([]byte, []byte)
-		if q.Newest {
-			k, v = c.Last()
-			next = c.Prev
-		} else {
-			k, v = c.Seek(seqKey(q.After + 1))
-			next = c.Next
-			if q.After == ^uint64(0) {
-				k = nil // no Seq is after the largest
-			}
-		}
-		for ; k != nil && len(out) < limit; k, v = next() {
-			e, err := decodeAudit(k, v)
-			if err != nil {
-				return err
-			}
-			if e.Seq <= q.After {
-				break // only when walking back (Newest)
-			}
-			if q.matches(e) {
-				out = append(out, e)
-			}
-		}
-		return nil
-	})
+	limit, err := pageLimit(q.Limit, DefaultAuditLimit, MaxAuditLimit)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("audit query: %w", err)
 	}
-	if q.Newest {
-		slices.Reverse(out)
-	}
-	return out, nil
+	return auditLog.query(s, seqPage{after: q.After, limit: limit, newest: q.Newest}, q.matches)
 }
 
 func (q AuditQuery) matches(e devices.AuditEntry) bool {
@@ -151,43 +103,7 @@ func (q AuditQuery) matches(e devices.AuditEntry) bool {
 // decode is an error naming its Seq, and nothing is deleted. After Close
 // it returns ErrClosed.
 func (s *Store) PruneAudit(before time.Time) (int, error) {
-	if err := s.openErr(); err != nil {
-		return 0, err
-	}
-	var n int
-	err := s.db.Update(func(tx *bolt.Tx) error {
-		audit := tx.Bucket(bucketAudit)
-		var doomed [][]byte
-		err := audit.ForEach(func(k, v []byte) error {
-			var head struct {
-				At time.Time `json:"at"`
-			}
-			if err := json.Unmarshal(v, &head); err != nil {
-				return fmt.Errorf("decode audit entry %s: %w", seqKeyName(k), err)
-			}
-			if head.At.Before(before) {
-				doomed = append(doomed, bytes.Clone(k))
-			}
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		for _, k := range doomed {
-			if err := audit.Delete(k); err != nil {
-				return fmt.Errorf("delete audit entry %s: %w", seqKeyName(k), err)
-			}
-		}
-		n = len(doomed)
-		return nil
-	})
-	if errors.Is(err, berrors.ErrDatabaseNotOpen) {
-		return 0, ErrClosed
-	}
-	if err != nil {
-		return 0, err
-	}
-	return n, nil
+	return auditLog.prune(s, before)
 }
 
 // Encoding. An audit entry is stored as its JSON with "seq" first, like an
@@ -200,29 +116,16 @@ type auditBody struct {
 	Seq struct{} `json:"seq,omitzero"`
 }
 
-// putAudit stores one encoded entry under the next Seq of the audit
-// bucket, in the writer's transaction.
-func (b buckets) putAudit(body []byte) error {
-	seq, err := b.audit.NextSequence()
-	if err != nil {
-		return fmt.Errorf("assign seq to audit entry: %w", err)
-	}
-	if err := b.audit.Put(seqKey(seq), withSeq(body, seq)); err != nil {
-		return fmt.Errorf("save audit entry %d: %w", seq, err)
-	}
-	return nil
-}
-
-func decodeAudit(k, v []byte) (devices.AuditEntry, error) {
-	var e devices.AuditEntry
-	if len(k) != 8 {
-		return e, fmt.Errorf("decode audit entry %s: key is not an 8-byte seq", seqKeyName(k))
-	}
-	if err := json.Unmarshal(v, &e); err != nil {
-		return e, fmt.Errorf("decode audit entry %s: %w", seqKeyName(k), err)
-	}
-	if seq := binary.BigEndian.Uint64(k); e.Seq != seq {
-		return e, fmt.Errorf("decode audit entry %s: record says seq %d", seqKeyName(k), e.Seq)
-	}
-	return e, nil
+// auditLog is the audit bucket: entries in Seq order, pruned by At.
+var auditLog = &seqLog[devices.AuditEntry]{
+	noun:   "audit entry",
+	bucket: func(b buckets) *bolt.Bucket { return b.audit },
+	seq:    func(e devices.AuditEntry) uint64 { return e.Seq },
+	at: func(record []byte) (time.Time, error) {
+		var head struct {
+			At time.Time `json:"at"`
+		}
+		err := json.Unmarshal(record, &head)
+		return head.At, err
+	},
 }

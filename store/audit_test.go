@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
-
 	"github.com/hearthd/hearth/devices"
 )
 
@@ -39,23 +37,7 @@ func appendAudit(t *testing.T, s *Store, entries ...devices.AuditEntry) {
 func auditSeqs(t *testing.T, s *Store, q AuditQuery) []uint64 {
 	t.Helper()
 	got, err := s.Audit(q)
-	if err != nil {
-		t.Fatalf("Audit(%+v): %v", q, err)
-	}
-	seqs := []uint64{}
-	for _, e := range got {
-		seqs = append(seqs, e.Seq)
-	}
-	return seqs
-}
-
-// seqRange returns from, from+1, …, to.
-func seqRange(from, to uint64) []uint64 {
-	out := []uint64{}
-	for s := from; s <= to; s++ {
-		out = append(out, s)
-	}
-	return out
+	return seqsOf(t, fmt.Sprintf("Audit(%+v)", q), got, err, auditLog.seq)
 }
 
 func TestAppendAuditAssignsSeqsInOrderAndRoundTripsEveryField(t *testing.T) {
@@ -107,23 +89,12 @@ func TestAppendAuditAssignsSeqsInOrderAndRoundTripsEveryField(t *testing.T) {
 func TestAuditRecordsAreJSONWithSeqFirstUnderBigEndianSeqKeys(t *testing.T) {
 	s := openStore(t, "", hooks{})
 	appendAudit(t, s, auditEntry("a", "front_door", 0, devices.AuditAccepted), auditEntry("a", "front_door", 0, devices.AuditSent))
-	err := s.db.View(func(tx *bolt.Tx) error {
-		var keys []string
-		_ = tx.Bucket(bucketAudit).ForEach(func(k, _ []byte) error {
-			keys = append(keys, fmt.Sprintf("%x", k))
-			return nil
-		})
-		if want := []string{"0000000000000001", "0000000000000002"}; !reflect.DeepEqual(keys, want) {
-			t.Errorf("audit keys = %v, want %v", keys, want)
-		}
-		v := tx.Bucket(bucketAudit).Get(seqKey(2))
-		if want := `{"seq":2,"at":"2026-11-29T19:00:00.123456789+01:00","event":"sent",`; !bytes.HasPrefix(v, []byte(want)) || bytes.Count(v, []byte(`"seq"`)) != 1 {
-			t.Errorf("record 2 = %s, want JSON starting %s with one seq", v, want)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
+	keys, v := storedRecords(t, s, bucketAudit, 2)
+	if want := []string{"0000000000000001", "0000000000000002"}; !reflect.DeepEqual(keys, want) {
+		t.Errorf("audit keys = %v, want %v", keys, want)
+	}
+	if want := `{"seq":2,"at":"2026-11-29T19:00:00.123456789+01:00","event":"sent",`; !bytes.HasPrefix(v, []byte(want)) || bytes.Count(v, []byte(`"seq"`)) != 1 {
+		t.Errorf("record 2 = %s, want JSON starting %s with one seq", v, want)
 	}
 }
 
@@ -138,11 +109,7 @@ func TestAuditFiltersCombineExactMatches(t *testing.T) {
 		auditEntry("op-3", "front_door", 20, devices.AuditAccepted), // 4
 		auditEntry("op-1", "front_door", 30, devices.AuditEnded),    // 5
 	)
-	tests := []struct {
-		name string
-		q    AuditQuery
-		want []uint64
-	}{
+	runSeqCases(t, []seqCase[AuditQuery]{
 		{"everything", AuditQuery{}, []uint64{1, 2, 3, 4, 5}},
 		{"device", AuditQuery{Device: "front_door"}, []uint64{1, 2, 4, 5}},
 		{"op_id", AuditQuery{OpID: "op-1"}, []uint64{1, 2, 5}},
@@ -161,14 +128,7 @@ func TestAuditFiltersCombineExactMatches(t *testing.T) {
 		{"newest with filter", AuditQuery{Newest: true, OpID: "op-1", Limit: 2}, []uint64{2, 5}},
 		{"newest after a cursor", AuditQuery{Newest: true, After: 3, Limit: 10}, []uint64{4, 5}},
 		{"newest after the last", AuditQuery{Newest: true, After: 5}, []uint64{}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := auditSeqs(t, s, tt.q); !reflect.DeepEqual(got, tt.want) {
-				t.Errorf("Seqs = %v, want %v", got, tt.want)
-			}
-		})
-	}
+	}, func(t *testing.T, q AuditQuery) []uint64 { return auditSeqs(t, s, q) })
 }
 
 func TestAuditPagesForwardWithTheLastSeqAsCursor(t *testing.T) {
@@ -179,16 +139,7 @@ func TestAuditPagesForwardWithTheLastSeqAsCursor(t *testing.T) {
 	}
 	appendAudit(t, s, entries...)
 
-	var pages [][]uint64
-	var after uint64
-	for range 10 {
-		page := auditSeqs(t, s, AuditQuery{After: after})
-		pages = append(pages, page)
-		if len(page) < DefaultAuditLimit {
-			break
-		}
-		after = page[len(page)-1]
-	}
+	pages := pageForward(DefaultAuditLimit, func(after uint64) []uint64 { return auditSeqs(t, s, AuditQuery{After: after}) })
 	want := [][]uint64{seqRange(1, 100), seqRange(101, 200), seqRange(201, 250)}
 	if !reflect.DeepEqual(pages, want) {
 		t.Errorf("pages of %v entries, want 100, 100, 50 in order", lens(pages))
@@ -199,14 +150,6 @@ func TestAuditPagesForwardWithTheLastSeqAsCursor(t *testing.T) {
 	if got := auditSeqs(t, s, AuditQuery{After: 250}); !reflect.DeepEqual(got, []uint64{251}) {
 		t.Errorf("after 250: %v, want [251]", got)
 	}
-}
-
-func lens(pages [][]uint64) []int {
-	var n []int
-	for _, p := range pages {
-		n = append(n, len(p))
-	}
-	return n
 }
 
 func TestAuditLimitDefaultsTo100AndIsCappedAt1000(t *testing.T) {
@@ -239,20 +182,13 @@ func TestAuditLimitDefaultsTo100AndIsCappedAt1000(t *testing.T) {
 }
 
 func TestAuditSeqKeepsGrowingAcrossReopenAndPrune(t *testing.T) {
-	dir := t.TempDir()
-	s, err := Open(dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openStore(t, "", hooks{})
 	appendAudit(t, s, auditEntry("a", "front_door", 0, devices.AuditAccepted), auditEntry("a", "front_door", 1, devices.AuditEnded))
 	if n, err := s.PruneAudit(t0.Add(time.Hour)); n != 2 || err != nil {
 		t.Fatalf("PruneAudit = %d, %v; want 2, nil", n, err)
 	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
 
-	s = openStore(t, dir, hooks{})
+	s = reopen(t, s)
 	appendAudit(t, s, auditEntry("b", "front_door", 2, devices.AuditAccepted))
 	appendAudit(t, s, auditEntry("b", "front_door", 3, devices.AuditEnded))
 	if got, want := auditSeqs(t, s, AuditQuery{}), []uint64{3, 4}; !reflect.DeepEqual(got, want) {
@@ -261,16 +197,9 @@ func TestAuditSeqKeepsGrowingAcrossReopenAndPrune(t *testing.T) {
 }
 
 func TestAuditEntriesSurviveReopen(t *testing.T) {
-	dir := t.TempDir()
-	s, err := Open(dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openStore(t, "", hooks{})
 	appendAudit(t, s, auditEntry("a", "front_door", 0, devices.AuditAccepted))
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	s = openStore(t, dir, hooks{})
+	s = reopen(t, s)
 	got, err := s.Audit(AuditQuery{})
 	if err != nil {
 		t.Fatal(err)
@@ -301,38 +230,16 @@ func TestPruneAuditDeletesEntriesBeforeTheCutoffOnly(t *testing.T) {
 }
 
 func TestCorruptAuditRecordIsAnErrorNamingItsSeq(t *testing.T) {
-	dir := t.TempDir()
-	s, err := Open(dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openStore(t, "", hooks{})
 	appendAudit(t, s,
 		auditEntry("a", "front_door", 0, devices.AuditAccepted),
 		auditEntry("a", "front_door", 1, devices.AuditSent),
 		auditEntry("a", "front_door", 2, devices.AuditEnded),
 	)
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	db, err := bolt.Open(s.Path(), 0o600, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = db.Update(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketAudit)
-		if err := b.Put(seqKey(2), []byte(`{"seq":2,"at":`)); err != nil {
-			return err
-		}
-		return b.Put(seqKey(3), []byte(`{"seq":7,"at":"2026-11-29T19:00:00Z","event":"ended"}`))
+	s = corrupt(t, s, bucketAudit, map[uint64]string{
+		2: `{"seq":2,"at":`,
+		3: `{"seq":7,"at":"2026-11-29T19:00:00Z","event":"ended"}`,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-
-	s = openStore(t, dir, hooks{})
 	for name, q := range map[string]AuditQuery{"forward": {}, "newest": {Newest: true, After: 1}, "filtered": {Device: "nope"}} {
 		if _, err := s.Audit(q); err == nil || !strings.Contains(err.Error(), "decode audit entry seq ") {
 			t.Errorf("Audit %s: %v, want an error naming the entry's seq", name, err)
@@ -385,36 +292,16 @@ func TestAppendAuditRefusesZeroTimeOrEmptyEventAndStoresNothing(t *testing.T) {
 }
 
 func TestAppendAuditSharesGroupCommitsWithSave(t *testing.T) {
-	h, held, queued, release, groups := holdFirstCommit()
-	s := openStore(t, "", h)
-	errs := make(chan error, 3)
-	go func() { errs <- s.Save(newOp("op-0")) }()
-	waitFor(t, held, "the first commit")
-	go func() { errs <- s.AppendAudit(auditEntry("op-0", "hall_light", 0, devices.AuditAccepted)) }()
-	go func() { errs <- s.Save(newOp("op-1")) }()
-	waitQueued(t, queued, 2)
-	close(release)
-	for range 3 {
-		if err := waitFor(t, errs, "Save or AppendAudit"); err != nil {
-			t.Errorf("%v", err)
-		}
-	}
-	if got, want := groups(), []int{1, 2}; !reflect.DeepEqual(got, want) {
-		t.Errorf("group sizes = %v, want %v", got, want)
-	}
+	s := sharesGroupCommitWithSave(t, "AppendAudit", func(s *Store) error {
+		return s.AppendAudit(auditEntry("op-0", "hall_light", 0, devices.AuditAccepted))
+	})
 	if got := auditSeqs(t, s, AuditQuery{}); !reflect.DeepEqual(got, []uint64{1}) {
 		t.Errorf("audit Seqs = %v, want [1]", got)
 	}
 }
 
 func TestAuditMethodsFailAfterClose(t *testing.T) {
-	s, err := Open(t.TempDir(), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
+	s := closedStore(t)
 	checks := map[string]error{
 		"AppendAudit":   s.AppendAudit(auditEntry("a", "front_door", 0, devices.AuditAccepted)),
 		"AppendAudit()": s.AppendAudit(),

@@ -2,15 +2,11 @@ package store
 
 import (
 	"bytes"
-	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
-	berrors "go.etcd.io/bbolt/errors"
 
 	"github.com/hearthd/hearth/devices"
 )
@@ -43,18 +39,15 @@ const (
 // naming the op_id. With no ops it stores nothing. After Close it returns
 // ErrClosed. *Store satisfies dispatcher.DeadLetters with it.
 func (s *Store) AddDeadLetters(ops ...devices.Op) error {
-	r := &request{dead: make([][]byte, 0, len(ops))}
+	bodies := make([][]byte, 0, len(ops))
 	for i, op := range ops {
 		body, err := encodeDeadLetter(op)
 		if err != nil {
 			return fmt.Errorf("add dead letter %d (op %q): %w", i, op.OpID, err)
 		}
-		r.dead = append(r.dead, body)
+		bodies = append(bodies, body)
 	}
-	if len(r.dead) == 0 {
-		return s.openErr()
-	}
-	return s.submit(r)
+	return deadLetterLog.append(s, bodies)
 }
 
 // DeadLetterQuery selects dead letters. Zero fields select everything: the
@@ -95,51 +88,11 @@ type DeadLetterQuery struct {
 // filters cost a scan of the entries they skip. A record that does not
 // decode is an error naming its Seq. After Close it returns ErrClosed.
 func (s *Store) DeadLetters(q DeadLetterQuery) ([]devices.DeadLetter, error) {
-	limit := q.Limit
-	switch {
-	case limit < 0:
-		return nil, fmt.Errorf("dead letter query: negative limit %d", limit)
-	case limit == 0:
-		limit = DefaultDeadLetterLimit
-	case limit > MaxDeadLetterLimit:
-		limit = MaxDeadLetterLimit
-	}
-	var out []devices.DeadLetter
-	err := s.view(func(b buckets) error {
-		c := b.dead.Cursor()
-		var k, v []byte
-		var next func() ([]byte, []byte)
-		if q.Newest {
-			k, v = c.Last()
-			next = c.Prev
-		} else {
-			k, v = c.Seek(seqKey(q.After + 1))
-			next = c.Next
-			if q.After == ^uint64(0) {
-				k = nil // no Seq is after the largest
-			}
-		}
-		for ; k != nil && len(out) < limit; k, v = next() {
-			d, err := decodeDeadLetter(k, v)
-			if err != nil {
-				return err
-			}
-			if d.Seq <= q.After {
-				break // only when walking back (Newest)
-			}
-			if q.matches(d) {
-				out = append(out, d)
-			}
-		}
-		return nil
-	})
+	limit, err := pageLimit(q.Limit, DefaultDeadLetterLimit, MaxDeadLetterLimit)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("dead letter query: %w", err)
 	}
-	if q.Newest {
-		slices.Reverse(out)
-	}
-	return out, nil
+	return deadLetterLog.query(s, seqPage{after: q.After, limit: limit, newest: q.Newest}, q.matches)
 }
 
 func (q DeadLetterQuery) matches(d devices.DeadLetter) bool {
@@ -156,43 +109,7 @@ func (q DeadLetterQuery) matches(d devices.DeadLetter) bool {
 // that does not decode is an error naming its Seq, and nothing is
 // deleted. After Close it returns ErrClosed.
 func (s *Store) PruneDeadLetters(before time.Time) (int, error) {
-	if err := s.openErr(); err != nil {
-		return 0, err
-	}
-	var n int
-	err := s.db.Update(func(tx *bolt.Tx) error {
-		dead := tx.Bucket(bucketDeadLetters)
-		var doomed [][]byte
-		err := dead.ForEach(func(k, v []byte) error {
-			var head struct {
-				UpdatedAt time.Time `json:"updated_at"`
-			}
-			if err := json.Unmarshal(v, &head); err != nil {
-				return fmt.Errorf("decode dead letter %s: %w", seqKeyName(k), err)
-			}
-			if head.UpdatedAt.Before(before) {
-				doomed = append(doomed, bytes.Clone(k))
-			}
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		for _, k := range doomed {
-			if err := dead.Delete(k); err != nil {
-				return fmt.Errorf("delete dead letter %s: %w", seqKeyName(k), err)
-			}
-		}
-		n = len(doomed)
-		return nil
-	})
-	if errors.Is(err, berrors.ErrDatabaseNotOpen) {
-		return 0, ErrClosed
-	}
-	if err != nil {
-		return 0, err
-	}
-	return n, nil
+	return deadLetterLog.prune(s, before)
 }
 
 // Encoding. A dead letter is stored as devices.DeadLetter's JSON, "seq"
@@ -227,29 +144,17 @@ func encodeDeadLetter(op devices.Op) ([]byte, error) {
 	return b[len(zeroSeq)-1:], nil
 }
 
-// putDeadLetter stores one encoded dead letter under the next Seq of the
-// deadletters bucket, in the writer's transaction.
-func (b buckets) putDeadLetter(body []byte) error {
-	seq, err := b.dead.NextSequence()
-	if err != nil {
-		return fmt.Errorf("assign seq to dead letter: %w", err)
-	}
-	if err := b.dead.Put(seqKey(seq), withSeq(body, seq)); err != nil {
-		return fmt.Errorf("save dead letter %d: %w", seq, err)
-	}
-	return nil
-}
-
-func decodeDeadLetter(k, v []byte) (devices.DeadLetter, error) {
-	var d devices.DeadLetter
-	if len(k) != 8 {
-		return d, fmt.Errorf("decode dead letter %s: key is not an 8-byte seq", seqKeyName(k))
-	}
-	if err := json.Unmarshal(v, &d); err != nil {
-		return d, fmt.Errorf("decode dead letter %s: %w", seqKeyName(k), err)
-	}
-	if seq := binary.BigEndian.Uint64(k); d.Seq != seq {
-		return d, fmt.Errorf("decode dead letter %s: record says seq %d", seqKeyName(k), d.Seq)
-	}
-	return d, nil
+// deadLetterLog is the deadletters bucket: dead letters in Seq order,
+// pruned by their op's UpdatedAt.
+var deadLetterLog = &seqLog[devices.DeadLetter]{
+	noun:   "dead letter",
+	bucket: func(b buckets) *bolt.Bucket { return b.dead },
+	seq:    func(d devices.DeadLetter) uint64 { return d.Seq },
+	at: func(record []byte) (time.Time, error) {
+		var head struct {
+			UpdatedAt time.Time `json:"updated_at"`
+		}
+		err := json.Unmarshal(record, &head)
+		return head.UpdatedAt, err
+	},
 }

@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
-
 	"github.com/hearthd/hearth/devices"
 )
 
@@ -39,14 +37,7 @@ func addDeadLetters(t *testing.T, s *Store, ops ...devices.Op) {
 func deadSeqs(t *testing.T, s *Store, q DeadLetterQuery) []uint64 {
 	t.Helper()
 	got, err := s.DeadLetters(q)
-	if err != nil {
-		t.Fatalf("DeadLetters(%+v): %v", q, err)
-	}
-	seqs := []uint64{}
-	for _, d := range got {
-		seqs = append(seqs, d.Seq)
-	}
-	return seqs
+	return seqsOf(t, fmt.Sprintf("DeadLetters(%+v)", q), got, err, deadLetterLog.seq)
 }
 
 func TestAddDeadLettersAssignsSeqsInOrderAndKeepsTheWholeOp(t *testing.T) {
@@ -83,27 +74,16 @@ func TestDeadLetterRecordsAreTheirJSONUnderBigEndianSeqKeys(t *testing.T) {
 	a := deadOp("a", "thermostat", devices.Expired, devices.ReasonTTLElapsed, 0)
 	a.Seq = 7
 	addDeadLetters(t, s, deadOp("z", "thermostat", devices.Failed, devices.ReasonTimeout, 0), a)
-	err := s.db.View(func(tx *bolt.Tx) error {
-		var keys []string
-		_ = tx.Bucket(bucketDeadLetters).ForEach(func(k, _ []byte) error {
-			keys = append(keys, fmt.Sprintf("%x", k))
-			return nil
-		})
-		if want := []string{"0000000000000001", "0000000000000002"}; !reflect.DeepEqual(keys, want) {
-			t.Errorf("deadletters keys = %v, want %v", keys, want)
-		}
-		got := tx.Bucket(bucketDeadLetters).Get(seqKey(2))
-		want, err := json.Marshal(devices.DeadLetter{Seq: 2, Op: a})
-		if err != nil {
-			return err
-		}
-		if string(got) != string(want) {
-			t.Errorf("record 2 =\n%s\nwant devices.DeadLetter's JSON\n%s", got, want)
-		}
-		return nil
-	})
+	keys, got := storedRecords(t, s, bucketDeadLetters, 2)
+	if want := []string{"0000000000000001", "0000000000000002"}; !reflect.DeepEqual(keys, want) {
+		t.Errorf("deadletters keys = %v, want %v", keys, want)
+	}
+	want, err := json.Marshal(devices.DeadLetter{Seq: 2, Op: a})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if string(got) != string(want) {
+		t.Errorf("record 2 =\n%s\nwant devices.DeadLetter's JSON\n%s", got, want)
 	}
 }
 
@@ -116,11 +96,7 @@ func TestDeadLetterFiltersCombineExactMatches(t *testing.T) {
 		deadOp("op-4", "thermostat", devices.Failed, devices.ReasonTimeout, 30),         // 4
 		deadOp("op-5", "hall_light", devices.Failed, devices.ReasonBreakerOpen, 40),     // 5
 	)
-	tests := []struct {
-		name string
-		q    DeadLetterQuery
-		want []uint64
-	}{
+	runSeqCases(t, []seqCase[DeadLetterQuery]{
 		{"everything", DeadLetterQuery{}, []uint64{1, 2, 3, 4, 5}},
 		{"device", DeadLetterQuery{Device: "thermostat"}, []uint64{1, 2, 4}},
 		{"status", DeadLetterQuery{Status: devices.Failed}, []uint64{3, 4, 5}},
@@ -140,14 +116,7 @@ func TestDeadLetterFiltersCombineExactMatches(t *testing.T) {
 		{"newest with filter", DeadLetterQuery{Newest: true, Device: "thermostat", Limit: 2}, []uint64{2, 4}},
 		{"newest after a cursor", DeadLetterQuery{Newest: true, After: 3, Limit: 10}, []uint64{4, 5}},
 		{"newest after the last", DeadLetterQuery{Newest: true, After: 5}, []uint64{}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := deadSeqs(t, s, tt.q); !reflect.DeepEqual(got, tt.want) {
-				t.Errorf("Seqs = %v, want %v", got, tt.want)
-			}
-		})
-	}
+	}, func(t *testing.T, q DeadLetterQuery) []uint64 { return deadSeqs(t, s, q) })
 }
 
 func TestDeadLettersPageForwardWithTheLastSeqAsCursor(t *testing.T) {
@@ -158,16 +127,7 @@ func TestDeadLettersPageForwardWithTheLastSeqAsCursor(t *testing.T) {
 	}
 	addDeadLetters(t, s, ops...)
 
-	var pages [][]uint64
-	var after uint64
-	for range 10 {
-		page := deadSeqs(t, s, DeadLetterQuery{After: after})
-		pages = append(pages, page)
-		if len(page) < DefaultDeadLetterLimit {
-			break
-		}
-		after = page[len(page)-1]
-	}
+	pages := pageForward(DefaultDeadLetterLimit, func(after uint64) []uint64 { return deadSeqs(t, s, DeadLetterQuery{After: after}) })
 	want := [][]uint64{seqRange(1, 100), seqRange(101, 200), seqRange(201, 250)}
 	if !reflect.DeepEqual(pages, want) {
 		t.Errorf("pages of %v dead letters, want 100, 100, 50 in order", lens(pages))
@@ -209,23 +169,13 @@ func TestDeadLetterLimitDefaultsTo100AndIsCappedAt1000(t *testing.T) {
 }
 
 func TestDeadLettersSurviveReopenAndSeqsAreNeverReused(t *testing.T) {
-	dir := t.TempDir()
-	s, err := Open(dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openStore(t, "", hooks{})
 	addDeadLetters(t, s,
 		deadOp("a", "thermostat", devices.Superseded, devices.ReasonNewerCommand, 0),
 		deadOp("b", "thermostat", devices.Expired, devices.ReasonTTLElapsed, 120),
 	)
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
 
-	s, err = Open(dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s = reopen(t, s)
 	got, err := s.DeadLetters(DeadLetterQuery{})
 	if err != nil {
 		t.Fatal(err)
@@ -236,11 +186,8 @@ func TestDeadLettersSurviveReopenAndSeqsAreNeverReused(t *testing.T) {
 	if n, err := s.PruneDeadLetters(t0.Add(3 * time.Hour)); n != 2 || err != nil {
 		t.Fatalf("PruneDeadLetters = %d, %v; want 2, nil", n, err)
 	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
 
-	s = openStore(t, dir, hooks{})
+	s = reopen(t, s)
 	addDeadLetters(t, s, deadOp("c", "thermostat", devices.Failed, devices.ReasonTimeout, 200))
 	if got, want := deadSeqs(t, s, DeadLetterQuery{}), []uint64{3}; !reflect.DeepEqual(got, want) {
 		t.Errorf("Seqs after prune and reopen = %v, want %v (never reused)", got, want)
@@ -303,63 +250,25 @@ func TestAddDeadLettersRefusesWhatIsNoDeadLetterAndStoresNothing(t *testing.T) {
 }
 
 func TestAddDeadLettersSharesGroupCommitsWithSave(t *testing.T) {
-	h, held, queued, release, groups := holdFirstCommit()
-	s := openStore(t, "", h)
-	errs := make(chan error, 3)
-	go func() { errs <- s.Save(newOp("op-0")) }()
-	waitFor(t, held, "the first commit")
-	go func() {
-		errs <- s.AddDeadLetters(deadOp("op-0", "hall_light", devices.Expired, devices.ReasonTTLElapsed, 1))
-	}()
-	go func() { errs <- s.Save(newOp("op-1")) }()
-	waitQueued(t, queued, 2)
-	close(release)
-	for range 3 {
-		if err := waitFor(t, errs, "Save or AddDeadLetters"); err != nil {
-			t.Errorf("%v", err)
-		}
-	}
-	if got, want := groups(), []int{1, 2}; !reflect.DeepEqual(got, want) {
-		t.Errorf("group sizes = %v, want %v", got, want)
-	}
+	s := sharesGroupCommitWithSave(t, "AddDeadLetters", func(s *Store) error {
+		return s.AddDeadLetters(deadOp("op-0", "hall_light", devices.Expired, devices.ReasonTTLElapsed, 1))
+	})
 	if got := deadSeqs(t, s, DeadLetterQuery{}); !reflect.DeepEqual(got, []uint64{1}) {
 		t.Errorf("dead letter Seqs = %v, want [1]", got)
 	}
 }
 
 func TestCorruptDeadLetterIsAnErrorNamingItsSeq(t *testing.T) {
-	dir := t.TempDir()
-	s, err := Open(dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openStore(t, "", hooks{})
 	addDeadLetters(t, s,
 		deadOp("a", "thermostat", devices.Expired, devices.ReasonTTLElapsed, 0),
 		deadOp("b", "thermostat", devices.Expired, devices.ReasonTTLElapsed, 1),
 		deadOp("c", "thermostat", devices.Expired, devices.ReasonTTLElapsed, 2),
 	)
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	db, err := bolt.Open(s.Path(), 0o600, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = db.Update(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketDeadLetters)
-		if err := b.Put(seqKey(2), []byte(`{"seq":2,"op_id":`)); err != nil {
-			return err
-		}
-		return b.Put(seqKey(3), []byte(`{"seq":7,"op_id":"c","status":"expired","updated_at":"2026-11-29T19:00:00Z"}`))
+	s = corrupt(t, s, bucketDeadLetters, map[uint64]string{
+		2: `{"seq":2,"op_id":`,
+		3: `{"seq":7,"op_id":"c","status":"expired","updated_at":"2026-11-29T19:00:00Z"}`,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-
-	s = openStore(t, dir, hooks{})
 	if _, err := s.DeadLetters(DeadLetterQuery{After: 1}); err == nil || !strings.HasPrefix(err.Error(), "decode dead letter seq 2: ") {
 		t.Errorf("DeadLetters after 1: %v, want decode dead letter seq 2: …", err)
 	}
@@ -378,13 +287,7 @@ func TestCorruptDeadLetterIsAnErrorNamingItsSeq(t *testing.T) {
 }
 
 func TestDeadLetterMethodsFailAfterClose(t *testing.T) {
-	s, err := Open(t.TempDir(), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
+	s := closedStore(t)
 	checks := map[string]error{
 		"AddDeadLetters":   s.AddDeadLetters(deadOp("a", "thermostat", devices.Expired, devices.ReasonTTLElapsed, 0)),
 		"AddDeadLetters()": s.AddDeadLetters(),

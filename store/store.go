@@ -92,9 +92,11 @@ type hooks struct {
 type request struct {
 	ops   []encodedOp
 	state *encodedState
-	audit [][]byte   // audit entries' JSON without their seq, in order
-	dead  [][]byte   // dead letters' JSON without their seq, in order
-	done  chan error // buffered: the writer never blocks on a caller
+	// records are audit entries' or dead letters' JSON without their
+	// seq, in order; putRecord stores one in its seqLog's bucket.
+	records   [][]byte
+	putRecord func(buckets, []byte) error
+	done      chan error // buffered: the writer never blocks on a caller
 }
 
 // Open opens the store in dir, creating dir (mode 0700) and dir/hearth.db
@@ -245,13 +247,8 @@ func (s *Store) commit(group []*request) error {
 					return fmt.Errorf("save state of %s: %w", r.state.key, err)
 				}
 			}
-			for _, body := range r.audit {
-				if err := b.putAudit(body); err != nil {
-					return err
-				}
-			}
-			for _, body := range r.dead {
-				if err := b.putDeadLetter(body); err != nil {
+			for _, body := range r.records {
+				if err := r.putRecord(b, body); err != nil {
 					return err
 				}
 			}

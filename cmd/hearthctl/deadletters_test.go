@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -89,12 +87,9 @@ func TestDeadLettersSinceADurationCountsBackFromNow(t *testing.T) {
 		{"1h", "2,3,4"}, // since t0+30m: 3 ended then
 		{"1d", "1,2,3,4"},
 	} {
-		var stdout, stderr bytes.Buffer
-		c := &cli{stdout: &stdout, stderr: &stderr, getenv: func(string) string { return "" },
-			now: func() time.Time { return t0.Add(90 * time.Minute) }, client: http.DefaultClient}
-		code := c.run([]string{"-addr", srv.URL, "deadletters", "-since", tt.since})
-		if got := strings.Join(seqs(stdout.String()), ","); code != 0 || got != tt.want {
-			t.Errorf("-since %s: exit %d, seqs %s, stderr %q; want 0, %s", tt.since, code, got, stderr.String(), tt.want)
+		code, stdout, stderr := hearthctlAt(t0.Add(90*time.Minute), "-addr", srv.URL, "deadletters", "-since", tt.since)
+		if got := strings.Join(seqs(stdout), ","); code != 0 || got != tt.want {
+			t.Errorf("-since %s: exit %d, seqs %s, stderr %q; want 0, %s", tt.since, code, got, stderr, tt.want)
 		}
 	}
 }

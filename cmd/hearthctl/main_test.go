@@ -118,6 +118,16 @@ func hearthctl(args ...string) (int, string, string) {
 	return code, stdout.String(), stderr.String()
 }
 
+// hearthctlAt runs hearthctl with now as the time and no environment,
+// and returns its exit status, stdout and stderr.
+func hearthctlAt(now time.Time, args ...string) (int, string, string) {
+	var stdout, stderr bytes.Buffer
+	c := &cli{stdout: &stdout, stderr: &stderr, getenv: func(string) string { return "" },
+		now: func() time.Time { return now }, client: http.DefaultClient}
+	code := c.run(args)
+	return code, stdout.String(), stderr.String()
+}
+
 // seqs returns the SEQ column of a printed audit table.
 func seqs(table string) []string {
 	lines := strings.Split(strings.TrimSuffix(table, "\n"), "\n")
@@ -183,12 +193,9 @@ func TestAuditSinceADurationCountsBackFromNow(t *testing.T) {
 		{"90m", "1,2,3,4,5,6"}, // since t0: inclusive
 		{"1d", "1,2,3,4,5,6"},
 	} {
-		var stdout, stderr bytes.Buffer
-		c := &cli{stdout: &stdout, stderr: &stderr, getenv: func(string) string { return "" },
-			now: func() time.Time { return t0.Add(90 * time.Minute) }, client: http.DefaultClient}
-		code := c.run([]string{"-addr", srv.URL, "audit", "-since", tt.since})
-		if got := strings.Join(seqs(stdout.String()), ","); code != 0 || got != tt.want {
-			t.Errorf("-since %s: exit %d, seqs %s, stderr %q; want 0, %s", tt.since, code, got, stderr.String(), tt.want)
+		code, stdout, stderr := hearthctlAt(t0.Add(90*time.Minute), "-addr", srv.URL, "audit", "-since", tt.since)
+		if got := strings.Join(seqs(stdout), ","); code != 0 || got != tt.want {
+			t.Errorf("-since %s: exit %d, seqs %s, stderr %q; want 0, %s", tt.since, code, got, stderr, tt.want)
 		}
 	}
 }

@@ -3,8 +3,6 @@ package main
 import (
 	"time"
 
-	"github.com/jonboulle/clockwork"
-
 	"github.com/hearthd/hearth/api"
 	"github.com/hearthd/hearth/devices"
 	"github.com/hearthd/hearth/store"
@@ -23,14 +21,4 @@ type auditSource struct{ s *store.Store }
 // same fields, which this conversion keeps true at compile time.
 func (a auditSource) Audit(q api.AuditQuery) ([]devices.AuditEntry, error) {
 	return a.s.Audit(store.AuditQuery(q))
-}
-
-// pruneAudit deletes audit entries older than auditRetention now.
-func (d *daemon) pruneAudit(clock clockwork.Clock) {
-	n, err := d.store.PruneAudit(clock.Now().Add(-auditRetention))
-	if err != nil {
-		d.log.Error("prune audit trail", "err", err)
-	} else if n > 0 {
-		d.log.Info("pruned audit trail", "count", n, "older_than", auditRetention)
-	}
 }

@@ -19,19 +19,22 @@ var (
 	_ api.AuditSource     = auditSource{}
 )
 
+// getPage GETs path from h's hearthd and decodes its 200 answer into
+// page.
+func getPage(t *testing.T, h *harness, path string, page any) {
+	t.Helper()
+	code, body := get(t, "http://"+h.d.httpAddr()+path)
+	if err := json.Unmarshal([]byte(body), page); err != nil || code != http.StatusOK {
+		t.Fatalf("GET %s: %d, %v", path, code, err)
+	}
+}
+
 // auditOpIDs GETs /api/v1/audit from h's hearthd and returns the op_ids
 // of the entries.
 func auditOpIDs(t *testing.T, h *harness) []string {
 	t.Helper()
-	resp, err := http.Get("http://" + h.d.httpAddr() + "/api/v1/audit")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
 	var page api.AuditPage
-	if err := json.NewDecoder(resp.Body).Decode(&page); err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET /api/v1/audit: %d, %v", resp.StatusCode, err)
-	}
+	getPage(t, h, "/api/v1/audit", &page)
 	ids := []string{}
 	for _, e := range page.Entries {
 		ids = append(ids, e.OpID)

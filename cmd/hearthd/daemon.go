@@ -524,13 +524,20 @@ func (d *daemon) prune(ctx context.Context, clock clockwork.Clock) {
 // entries older than auditRetention and dead letters older than
 // deadLetterRetention now.
 func (d *daemon) pruneOnce(clock clockwork.Clock) {
-	d.pruneAudit(clock)
-	d.pruneDeadLetters(clock)
-	n, err := d.store.PruneTerminal(clock.Now().Add(-opRetention))
+	d.pruneOlder(clock, "audit trail", auditRetention, d.store.PruneAudit)
+	d.pruneOlder(clock, "dead letters", deadLetterRetention, d.store.PruneDeadLetters)
+	d.pruneOlder(clock, "ended commands", opRetention, d.store.PruneTerminal)
+}
+
+// pruneOlder deletes with prune what is older than retention now, and
+// logs an error, or how many it deleted if any, naming what ("audit
+// trail").
+func (d *daemon) pruneOlder(clock clockwork.Clock, what string, retention time.Duration, prune func(before time.Time) (int, error)) {
+	n, err := prune(clock.Now().Add(-retention))
 	if err != nil {
-		d.log.Error("prune ended commands", "err", err)
+		d.log.Error("prune "+what, "err", err)
 	} else if n > 0 {
-		d.log.Info("pruned ended commands", "count", n, "older_than", opRetention)
+		d.log.Info("pruned "+what, "count", n, "older_than", retention)
 	}
 }
 

@@ -3,8 +3,6 @@ package main
 import (
 	"time"
 
-	"github.com/jonboulle/clockwork"
-
 	"github.com/hearthd/hearth/api"
 	"github.com/hearthd/hearth/devices"
 	"github.com/hearthd/hearth/store"
@@ -24,15 +22,4 @@ type deadLetterSource struct{ s *store.Store }
 // the same fields, which this conversion keeps true at compile time.
 func (a deadLetterSource) DeadLetters(q api.DeadLetterQuery) ([]devices.DeadLetter, error) {
 	return a.s.DeadLetters(store.DeadLetterQuery(q))
-}
-
-// pruneDeadLetters deletes dead letters older than deadLetterRetention
-// now.
-func (d *daemon) pruneDeadLetters(clock clockwork.Clock) {
-	n, err := d.store.PruneDeadLetters(clock.Now().Add(-deadLetterRetention))
-	if err != nil {
-		d.log.Error("prune dead letters", "err", err)
-	} else if n > 0 {
-		d.log.Info("pruned dead letters", "count", n, "older_than", deadLetterRetention)
-	}
 }

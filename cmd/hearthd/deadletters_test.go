@@ -1,8 +1,6 @@
 package main
 
 import (
-	"encoding/json"
-	"net/http"
 	"reflect"
 	"testing"
 	"time"
@@ -24,15 +22,8 @@ var (
 // the op_ids of the dead letters.
 func deadLetterOpIDs(t *testing.T, h *harness) []string {
 	t.Helper()
-	resp, err := http.Get("http://" + h.d.httpAddr() + "/api/v1/deadletters")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
 	var page api.DeadLetterPage
-	if err := json.NewDecoder(resp.Body).Decode(&page); err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET /api/v1/deadletters: %d, %v", resp.StatusCode, err)
-	}
+	getPage(t, h, "/api/v1/deadletters", &page)
 	ids := []string{}
 	for _, d := range page.DeadLetters {
 		ids = append(ids, d.OpID)
