@@ -150,6 +150,11 @@ func runSleepy(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	return nil
 }
 
+// maxUnsettled is how many unsettled instants stop a run: past a few,
+// the system is stuck or broken, and every further instant would only
+// wait -settle.
+const maxUnsettled = 5
+
 // sleepyStart is the fake clock's start: a Monday, midnight UTC.
 var sleepyStart = time.Date(2026, 1, 5, 0, 0, 0, 0, time.UTC)
 
@@ -166,7 +171,7 @@ func fmtTTLs() string {
 }
 
 func printFleetSummary(w io.Writer, c sleepyConfig, p *fleetPlan, s fleetSummary, wall time.Duration) {
-	fmt.Fprintf(w, "\nSimulated %s (%d clock instants) in %s of wall time.\n\n", p.end.Sub(p.t0), s.instants, wall.Round(100*time.Millisecond))
+	fmt.Fprintf(w, "\nSimulated %s (%d clock instants) in %s of wall time.\n\n", s.simulated, s.instants, wall.Round(100*time.Millisecond))
 	must := func(n int) string {
 		if n == 0 {
 			return "   must be 0"
@@ -202,6 +207,9 @@ func printFleetSummary(w io.Writer, c sleepyConfig, p *fleetPlan, s fleetSummary
 		for _, e := range s.examples {
 			fmt.Fprintln(w, "  "+e)
 		}
+	}
+	if s.aborted != "" {
+		fmt.Fprintf(w, "\nIncomplete: %s; the counts include the commands it never reached.\n", s.aborted)
 	}
 	if f := s.failures(); len(f) == 0 {
 		fmt.Fprintf(w, "\nAll held: every fresh command was written once, at its wake, and confirmed; nothing stale, late or to a sleeping node.\n")
@@ -339,11 +347,20 @@ func runFleet(ctx context.Context, c sleepyConfig, p *fleetPlan, log *slog.Logge
 
 	instants := p.instants()
 	lastProgress := p.t0
+	aborted, reached := "", p.t0
 	for _, in := range instants {
 		if ctx.Err() != nil {
 			return fleetSummary{}, ctx.Err()
 		}
+		if d.unsettled >= maxUnsettled {
+			// Each further instant would wait -settle again: stop, and
+			// let the checker count what never happened.
+			aborted = fmt.Sprintf("the run was stopped at %s after %d unsettled instants", fmtOffset(in.at.Sub(p.t0)), d.unsettled)
+			fmt.Fprintln(stderr, "sleepy: "+aborted)
+			break
+		}
 		d.step(in)
+		reached = in.at
 		if in.at.Sub(lastProgress) >= time.Hour*6 || in == instants[len(instants)-1] {
 			lastProgress = in.at
 			fmt.Fprintf(stderr, "sleepy: %s simulated, %d commands issued, %s\n", fmtOffset(in.at.Sub(p.t0)), rec.issued(), time.Since(d.start).Round(time.Second))
@@ -356,6 +373,8 @@ func runFleet(ctx context.Context, c sleepyConfig, p *fleetPlan, log *slog.Logge
 	}
 	s := checkFleet(p, o)
 	s.instants = len(instants)
+	s.simulated = reached.Sub(p.t0)
+	s.aborted = aborted
 	s.examples = append(d.notes[:min(len(d.notes), maxExamples)], s.examples...)
 	if c.verbose {
 		printFleetCourse(stdout, p, o)

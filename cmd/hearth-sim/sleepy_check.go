@@ -226,14 +226,15 @@ type fleetObserved struct {
 // fleetSummary is the scenario's counts.
 type fleetSummary struct {
 	devices, instants int
-	issued            int // commands issued
-	fresh             int // fresh at a wake: the expected deliveries
-	deliveredOnce     int // fresh, written exactly once, at that wake, while awake
-	succeeded         int // fresh, and ended succeeded
-	superseded        int // expected and ended superseded, never written
-	supersededDead    int // of those, in the dead-letter store
-	expired           int // expected and ended expired, never written
-	expiredDead       int // of those, in the dead-letter store
+	simulated         time.Duration // how far the clock was driven
+	issued            int           // commands issued
+	fresh             int           // fresh at a wake: the expected deliveries
+	deliveredOnce     int           // fresh, written exactly once, at that wake, while awake
+	succeeded         int           // fresh, and ended succeeded
+	superseded        int           // expected and ended superseded, never written
+	supersededDead    int           // of those, in the dead-letter store
+	expired           int           // expected and ended expired, never written
+	expiredDead       int           // of those, in the dead-letter store
 
 	// Must be 0.
 	twice        int // commands written more than once (or sent more than once, by Hearth's count)
@@ -247,6 +248,9 @@ type fleetSummary struct {
 	wakeMismatch int // devices whose observed wakes differ from the schedule
 	skew         int // writes whose gateway time differs from Hearth's send time
 	unsettled    int // instants the system did not settle at (see the driver)
+
+	// aborted, if not empty, says why the run stopped before the end.
+	aborted string
 
 	// examples holds a few lines describing violations.
 	examples []string
@@ -275,6 +279,9 @@ func (s fleetSummary) failures() []string {
 		if c.n != 0 {
 			f = append(f, fmt.Sprintf("%s: %d", c.name, c.n))
 		}
+	}
+	if s.aborted != "" {
+		f = append(f, s.aborted)
 	}
 	if s.deliveredOnce != s.fresh || s.succeeded != s.fresh {
 		f = append(f, fmt.Sprintf("delivered %d and succeeded %d of %d fresh", s.deliveredOnce, s.succeeded, s.fresh))
