@@ -77,51 +77,65 @@ type fleetPlan struct {
 // t0+duration) each device gets a command with probability rate/60, a TTL
 // from fleetTTLs and the device's next setpoint value.
 func newFleetPlan(t0 time.Time, n int, duration, wake, window time.Duration, rate float64, seed uint64) *fleetPlan {
-	p := &fleetPlan{t0: t0, wake: wake, window: window, duration: duration, ratePerHour: rate,
-		byDevice: make([][]int, n), byValue: make([]map[float64][]int, n), byOpID: map[string]int{}}
+	p := emptyFleetPlan(t0, n, duration, wake, window)
+	p.ratePerHour = rate
 	r := rand.New(rand.NewPCG(seed, seed^0x5eed))
 	perms := make([][]int, n)
 	for i := range n {
-		p.devices = append(p.devices, fleetDevice{
-			id:    fmt.Sprintf("thermo_%03d", i),
-			node:  i + 2, // node 1 is the controller
-			first: time.Duration(i%fleetPhases) * (wake / fleetPhases),
-		})
 		perms[i] = r.Perm(len(fleetSetpoints))
-		p.byValue[i] = map[float64][]int{}
 	}
 	prob := rate / 60
-	p.end = t0.Add(duration)
 	for at := t0; at.Before(t0.Add(duration)); at = at.Add(time.Minute) {
 		for i := range n {
 			if r.Float64() >= prob {
 				continue
 			}
 			k := len(p.byDevice[i])
-			c := fleetCommand{
-				device: i,
-				opID:   fmt.Sprintf("fleet-%s-%04d", p.devices[i].id, k),
-				value:  fleetSetpoints[perms[i][k%len(fleetSetpoints)]],
-				ttl:    fleetTTLs[r.IntN(len(fleetTTLs))],
-				issued: at,
-			}
-			c.deadline = at.Add(c.ttl)
-			if c.deadline.After(p.end) {
-				p.end = c.deadline
-			}
-			idx := len(p.commands)
-			p.commands = append(p.commands, c)
-			p.byDevice[i] = append(p.byDevice[i], idx)
-			p.byValue[i][c.value] = append(p.byValue[i][c.value], idx)
-			p.byOpID[c.opID] = idx
-		}
-	}
-	for _, cmds := range p.byDevice {
-		for j := 1; j < len(cmds); j++ {
-			p.commands[cmds[j-1]].next = p.commands[cmds[j]].issued
+			p.add(i, at, fleetTTLs[r.IntN(len(fleetTTLs))], fleetSetpoints[perms[i][k%len(fleetSetpoints)]])
 		}
 	}
 	return p
+}
+
+// emptyFleetPlan returns a plan of n devices, their first wakes spread
+// over fleetPhases phases, and no commands yet.
+func emptyFleetPlan(t0 time.Time, n int, duration, wake, window time.Duration) *fleetPlan {
+	p := &fleetPlan{t0: t0, wake: wake, window: window, duration: duration, end: t0.Add(duration),
+		byDevice: make([][]int, n), byValue: make([]map[float64][]int, n), byOpID: map[string]int{}}
+	for i := range n {
+		p.devices = append(p.devices, fleetDevice{
+			id:    fmt.Sprintf("thermo_%03d", i),
+			node:  i + 2, // node 1 is the controller
+			first: time.Duration(i%fleetPhases) * (wake / fleetPhases),
+		})
+		p.byValue[i] = map[float64][]int{}
+	}
+	return p
+}
+
+// add appends a command to device i, issued at at (not before the
+// device's previous command) with ttl and setpoint value.
+func (p *fleetPlan) add(i int, at time.Time, ttl time.Duration, value float64) {
+	k := len(p.byDevice[i])
+	c := fleetCommand{
+		device:   i,
+		opID:     fmt.Sprintf("fleet-%s-%04d", p.devices[i].id, k),
+		value:    value,
+		ttl:      ttl,
+		issued:   at,
+		deadline: at.Add(ttl),
+	}
+	if c.deadline.After(p.end) {
+		p.end = c.deadline
+	}
+	idx := len(p.commands)
+	if k > 0 {
+		p.commands[p.byDevice[i][k-1]].next = at
+	}
+	p.commands = append(p.commands, c)
+	p.byDevice[i] = append(p.byDevice[i], idx)
+	p.byValue[i][value] = append(p.byValue[i][value], idx)
+	p.byOpID[c.opID] = idx
 }
 
 // firstWake returns device i's first wake.
