@@ -452,6 +452,11 @@ func (d *fleetDriver) step(in *fleetInstant) {
 	})
 	ok = d.settle(in.at) && ok
 	if len(in.issues) > 0 {
+		// Commands go the way an automation's do, published on
+		// hearth/<device>/set through the broker, not handed to
+		// dispatcher.Submit: the MQTT intake (JSON, op_id, ttl, the
+		// retain check, the acknowledgement after storing) is part of
+		// what is tested, and its cost is small.
 		for _, c := range in.issues {
 			cmd := d.p.commands[c]
 			payload, _ := json.Marshal(map[string]any{"current_heating_setpoint": cmd.value, "op_id": cmd.opID, "ttl": cmd.ttl.String()})
