@@ -143,7 +143,7 @@ func runSleepy(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return fmt.Errorf("sleepy: %w", err)
 	}
 	wall := time.Since(started)
-	printFleetSummary(stdout, c, plan, s, wall)
+	printFleetSummary(stdout, s, wall)
 	if f := s.failures(); len(f) > 0 {
 		return fmt.Errorf("sleepy: %d conditions did not hold: %s", len(f), strings.Join(f, "; "))
 	}
@@ -170,7 +170,7 @@ func fmtTTLs() string {
 	return strings.Join(s, "/")
 }
 
-func printFleetSummary(w io.Writer, c sleepyConfig, p *fleetPlan, s fleetSummary, wall time.Duration) {
+func printFleetSummary(w io.Writer, s fleetSummary, wall time.Duration) {
 	fmt.Fprintf(w, "\nSimulated %s (%d clock instants) in %s of wall time.\n\n", s.simulated, s.instants, wall.Round(100*time.Millisecond))
 	must := func(n int) string {
 		if n == 0 {
@@ -994,7 +994,8 @@ func tokenErr(t paho.Token) error {
 // fleetClock is a fake clock (clockwork's) that also keeps the deadline
 // of every timer set on it and not yet fired or stopped, so that the
 // driver can tell when every goroutine has set the timer it waits on.
-// Only the driver advances it (advanceTo).
+// Only the driver advances it (advanceTo). Tickers are not tracked: none
+// of the parts sets one on the clock while the fleet runs.
 type fleetClock struct {
 	*clockwork.FakeClock
 

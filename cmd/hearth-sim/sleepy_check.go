@@ -69,7 +69,6 @@ type fleetPlan struct {
 	byDevice     [][]int        // indices of each device's commands, in issue order
 	byValue      []map[float64][]int
 	end          time.Time // the last instant driven: every command has ended by then
-	ratePerHour  float64
 	byOpID       map[string]int
 }
 
@@ -78,7 +77,6 @@ type fleetPlan struct {
 // from fleetTTLs and the device's next setpoint value.
 func newFleetPlan(t0 time.Time, n int, duration, wake, window time.Duration, rate float64, seed uint64) *fleetPlan {
 	p := emptyFleetPlan(t0, n, duration, wake, window)
-	p.ratePerHour = rate
 	r := rand.New(rand.NewPCG(seed, seed^0x5eed))
 	perms := make([][]int, n)
 	for i := range n {
