@@ -15,6 +15,8 @@
 //	           [-announce] [-rate R] [-failure-threshold N]
 //	           [-attempt-timeout D] [-open-for D] [-max-open-for D]
 //	           [-probe-timeout D] [-summary-every D] [-hearthd-log FILE]
+//	hearth-sim sleepy [-devices N] [-duration D] [-wake D] [-window D]
+//	           [-rate R] [-seed N] [-v]
 //
 // Device names in -offline are Hearth device IDs from the config.
 //
@@ -35,6 +37,14 @@
 // probes, the fallback automation and its closing after the recovery. It
 // exits non-zero if any of those did not happen as they should. It runs in
 // real time: the defaults take about 6.5 minutes.
+//
+// The sleepy subcommand is issue 4's fleet: in one process, on a fake
+// clock, the embedded broker, a store, the zwavejs adapter and the
+// dispatcher (wired as hearthd wires them) serve a simulated Z-Wave JS UI
+// gateway with -devices sleepy thermostats for a simulated day of seeded
+// commands; it prints how many were fresh at a wake and delivered exactly
+// once there, superseded or expired, and exits non-zero if any was
+// delivered twice, late, to a sleeping node, or missed.
 package main
 
 import (
@@ -70,6 +80,8 @@ func main() {
 		err = runPowerLoss(ctx, args[1:], os.Stdout, os.Stderr)
 	case len(args) > 0 && args[0] == "outage":
 		err = runOutage(ctx, args[1:], os.Stdout, os.Stderr)
+	case len(args) > 0 && args[0] == "sleepy":
+		err = runSleepy(ctx, args[1:], os.Stdout, os.Stderr)
 	default:
 		err = run(ctx, args, os.Stderr)
 	}
@@ -89,7 +101,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		fmt.Fprint(fs.Output(), "usage: hearth-sim [flags]             play the devices of a configuration\n"+
 			"       hearth-sim contention [flags]  the retry contention study (see hearth-sim contention -h)\n"+
 			"       hearth-sim power-loss [flags]  the reconnect flood after a power loss (see hearth-sim power-loss -h)\n"+
-			"       hearth-sim outage [flags]      a bridge outage against a hearthd: its circuit breaker (see hearth-sim outage -h)\n\nflags:\n")
+			"       hearth-sim outage [flags]      a bridge outage against a hearthd: its circuit breaker (see hearth-sim outage -h)\n"+
+			"       hearth-sim sleepy [flags]      a fleet of sleepy Z-Wave thermostats over a simulated day (see hearth-sim sleepy -h)\n\nflags:\n")
 		fs.PrintDefaults()
 	}
 	brokerURL := fs.String("broker", "tcp://127.0.0.1:1883", "MQTT broker URL")
