@@ -233,7 +233,8 @@ func (q *deviceQueue) endAtDeadline(t *task) {
 		return
 	}
 	q.finish(t, devices.Expired, devices.ReasonTTLElapsed,
-		fmt.Sprintf("the device did not take it within the TTL (wake interval %s); never sent", q.dev.Sleep.WakeInterval), nil)
+		fmt.Sprintf("the TTL ran out at %s before the device woke to take it (its wake interval is %s); never sent",
+			op.Deadline.UTC().Format(time.RFC3339), q.dev.Sleep.WakeInterval), nil)
 }
 
 // maxAttemptsPerWake bounds the sends of one command within one awake

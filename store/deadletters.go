@@ -28,7 +28,8 @@ const (
 // directory (bbolt's bucket sequence, which survives restarts and
 // pruning); the ops of one call get consecutive Seqs and are committed
 // together or not at all. The op is kept as given, its own Seq included
-// (see devices.DeadLetter's JSON). Nothing is deduplicated: an op added
+// (see devices.DeadLetter's JSON); an op given with Seq 0 takes the Seq of
+// its stored record, when there is one. Nothing is deduplicated: an op added
 // twice is there twice.
 //
 // An op with an empty OpID, a status other than Failed, Expired or
@@ -41,6 +42,13 @@ const (
 func (s *Store) AddDeadLetters(ops ...devices.Op) error {
 	bodies := make([][]byte, 0, len(ops))
 	for i, op := range ops {
+		if op.Seq == 0 {
+			// The caller's copy may predate the store's numbering of the
+			// op (Save assigns Seq): the stored record has it.
+			if stored, found, err := s.Lookup(op.OpID); err == nil && found {
+				op.Seq = stored.Seq
+			}
+		}
 		body, err := encodeDeadLetter(op)
 		if err != nil {
 			return fmt.Errorf("add dead letter %d (op %q): %w", i, op.OpID, err)

@@ -300,3 +300,26 @@ func TestDeadLetterMethodsFailAfterClose(t *testing.T) {
 		}
 	}
 }
+
+// A dead letter of an op given without its Seq (the dispatcher's copy
+// predates the store's numbering) carries the stored record's Seq.
+func TestDeadLetterTakesTheStoredOpsSeq(t *testing.T) {
+	s := openStore(t, "", hooks{})
+	op := devices.Op{OpID: "numbered", Device: "thermostat", Target: devices.Target{"state": "ON"}, Status: devices.Accepted,
+		AcceptedAt: time.Unix(100, 0).UTC(), Deadline: time.Unix(200, 0).UTC(), UpdatedAt: time.Unix(100, 0).UTC()}
+	if err := s.Save(op); err != nil {
+		t.Fatal(err)
+	}
+	stored, _, err := s.Lookup("numbered")
+	if err != nil || stored.Seq == 0 {
+		t.Fatalf("stored op: seq %d, %v; want a seq", stored.Seq, err)
+	}
+	op.Status, op.Reason, op.UpdatedAt = devices.Expired, devices.ReasonTTLElapsed, time.Unix(200, 0).UTC()
+	if err := s.AddDeadLetters(op); err != nil {
+		t.Fatal(err)
+	}
+	dead, err := s.DeadLetters(DeadLetterQuery{})
+	if err != nil || len(dead) != 1 || dead[0].Op.Seq != stored.Seq {
+		t.Errorf("dead letters %+v, %v; want one whose op seq is %d", dead, err, stored.Seq)
+	}
+}

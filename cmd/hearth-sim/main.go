@@ -1,6 +1,8 @@
 // Command hearth-sim plays the devices of a Hearth configuration on the
-// device side of their bridges' MQTT conventions (Zigbee2MQTT for now), with
-// faults to inject, so that hearthd can be exercised without hardware.
+// device side of their bridges' MQTT conventions (Zigbee2MQTT, and Z-Wave
+// JS UI's gateway), sleepy ones asleep between their wakes as the config
+// says, with faults to inject, so that hearthd can be exercised without
+// hardware.
 //
 // Usage:
 //
@@ -98,7 +100,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("hearth-sim", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), "usage: hearth-sim [flags]             play the devices of a configuration\n"+
+		fmt.Fprint(fs.Output(), "usage: hearth-sim [flags]             play the devices of a configuration (Zigbee2MQTT and Z-Wave JS UI; sleepy ones wake as configured)\n"+
 			"       hearth-sim contention [flags]  the retry contention study (see hearth-sim contention -h)\n"+
 			"       hearth-sim power-loss [flags]  the reconnect flood after a power loss (see hearth-sim power-loss -h)\n"+
 			"       hearth-sim outage [flags]      a bridge outage against a hearthd: its circuit breaker (see hearth-sim outage -h)\n"+
@@ -154,6 +156,11 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		if svc.Protocol == config.ProtocolZWaveJS {
 			sd.Protocol, sd.GatewayName = simulator.ProtocolZWaveJS, svc.GatewayName
 			sd.NodeID = zwaveNodeID(name, nodeIDs, svc.Name)
+		}
+		if dev.Sleep.Sleepy {
+			// Asleep from the start; awake every wake_interval for
+			// awake_window, as the config says of it.
+			sd.WakeInterval, sd.AwakeWindow = dev.Sleep.WakeInterval, dev.Sleep.AwakeWindow
 		}
 		devs = append(devs, sd)
 	}
