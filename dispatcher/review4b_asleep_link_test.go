@@ -27,7 +27,7 @@ func TestReview4BNoSendToANodeThatFellAsleepWhileWaitingForTheLink(t *testing.T)
 	current := func() bool { q.mu.Lock(); defer q.mu.Unlock(); return q.current != nil }
 	r.d.NodeStatus("radiator", devices.NodeAwake, false) // the wake-up notification
 	r.eventually("the worker to take the wake", current)
-	r.waiting() // deliverAwake waits for the link (awaitLink's timer)
+	r.waiting()                                           // deliverAwake waits for the link (awaitLink's timer)
 	r.d.NodeStatus("radiator", devices.NodeAsleep, false) // the node goes back to sleep
 	r.d.BridgeState("zw", true, false)                    // the bridge is back
 	r.eventually("the delivery to end", func() bool { return !current() })

@@ -44,7 +44,7 @@ func TestReview4BAcceptanceOrderKeptAcrossWakes(t *testing.T) {
 	}
 	t.Logf("wake 1 sets: %v", order)
 	r.settled()
-	r.advance(1, 20*time.Minute) // asleep; both wait (TTL 1 h)
+	r.advance(1, 20*time.Minute)                         // asleep; both wait (TTL 1 h)
 	r.d.NodeStatus("radiator", devices.NodeAwake, false) // wake 2
 	m := r.next()
 	if m.verb != "set" {
