@@ -1,0 +1,56 @@
+package dispatcher
+
+import (
+	"testing"
+	"time"
+
+	"github.com/hearthd/hearth/devices"
+)
+
+// SLEEPY.md: "at every lease each command not yet delivered in that lease
+// goes out, in acceptance order"; issue 4: "only the newest target per
+// attribute is kept". A = {occupied 21, current 21}, then B = {current
+// 18} (B does not cover A: both stay). At the first wake both are
+// delivered and the radiator answers every verifying read with 16 (no).
+// runSleepy puts each undelivered command back at the FRONT of q.waiting
+// after its delivery (sleepy.go:192): after A then B, the queue reads
+// [B, A]. At the next wake B goes first and A last, so the older A (21)
+// is the last word on current_heating_setpoint, over the newer B (18).
+func TestReview4BAcceptanceOrderKeptAcrossWakes(t *testing.T) {
+	r := startR4(t, r4Options{})
+	r.submit(`{"occupied_heating_setpoint":21,"current_heating_setpoint":21,"op_id":"A"}`)
+	r.status("A", devices.Accepted)
+	r.submit(`{"current_heating_setpoint":18,"op_id":"B"}`)
+	r.status("B", devices.Accepted)
+	r.status("B", devices.Queued)
+
+	r.d.NodeStatus("radiator", devices.NodeAwake, false) // wake 1
+	var order []string
+	for range 4 { // A: set, no, set, no; then B: set, no, set, no
+		m := r.next()
+		if m.verb != "set" {
+			t.Fatalf("wake 1: a %s %v; want a set", m.verb, m.target)
+		}
+		if m.target["occupied_heating_setpoint"] != nil {
+			order = append(order, "A")
+		} else {
+			order = append(order, "B")
+		}
+		r.advance(1, 2500*time.Millisecond) // the verifying read
+		if g := r.next(); g.verb != "get" {
+			t.Fatalf("wake 1: a %s; want the verifying get", g.verb)
+		}
+		r.report(map[string]any{"current_heating_setpoint": 16.0}) // "no"
+	}
+	t.Logf("wake 1 sets: %v", order)
+	r.settled()
+	r.advance(1, 20*time.Minute)                         // asleep; both wait (TTL 1 h)
+	r.d.NodeStatus("radiator", devices.NodeAwake, false) // wake 2
+	m := r.next()
+	if m.verb != "set" {
+		t.Fatalf("wake 2: a %s; want a set", m.verb)
+	}
+	if m.target["occupied_heating_setpoint"] == nil {
+		t.Errorf("wake 2: the first command out is %v (B), before A: acceptance order lost; A (current 21, older) would then be the last write, over B's newer 18", m.target)
+	}
+}
