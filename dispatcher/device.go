@@ -40,6 +40,8 @@ type deviceQueue struct {
 	// the bridge ends a lease (the node is asleep), then replaced.
 	leaseGen uint64
 	slept    chan struct{}
+	// pushed counts the tasks pushed: their order.
+	pushed uint64
 	// nodeAsleep: the bridge last said the node is asleep (Z-Wave JS UI's
 	// node status); only its next "awake" begins a lease, not the values
 	// the gateway publishes from its cache.
@@ -65,6 +67,9 @@ type task struct {
 	// result for the current sleep is out.
 	leaseGen  uint64
 	announced bool
+	// order is the task's place in acceptance order within its queue:
+	// push numbers from 1; restored tasks, older than all, are 0.
+	order uint64
 }
 
 // stateCheck collects the reports that arrive after a fresh read began.
@@ -119,11 +124,14 @@ func (q *deviceQueue) supersede(op devices.Op, now time.Time) []devices.Op {
 // superseded them could not be stored: they are still accepted.
 func (q *deviceQueue) restore(ops []devices.Op) {
 	tasks := make([]*task, len(ops))
+	q.mu.Lock()
 	for i, op := range ops {
 		op.Status, op.Reason, op.Detail = devices.Accepted, "", ""
-		tasks[i] = &task{op: op, cancel: make(chan struct{})}
+		// A sleepy device's command may have been delivered in the
+		// current lease already: it waits for the next, as it would
+		// have, and its queued result is out.
+		tasks[i] = &task{op: op, cancel: make(chan struct{}), leaseGen: q.leaseGen, announced: true}
 	}
-	q.mu.Lock()
 	q.waiting = append(tasks, q.waiting...)
 	q.mu.Unlock()
 	signal(q.wake)
@@ -132,7 +140,8 @@ func (q *deviceQueue) restore(ops []devices.Op) {
 // push queues a stored op behind the device's earlier commands.
 func (q *deviceQueue) push(op devices.Op) {
 	q.mu.Lock()
-	q.waiting = append(q.waiting, &task{op: op, cancel: make(chan struct{})})
+	q.pushed++
+	q.waiting = append(q.waiting, &task{op: op, cancel: make(chan struct{}), order: q.pushed})
 	q.mu.Unlock()
 	signal(q.wake)
 }

@@ -67,11 +67,13 @@ func (q *deviceQueue) endLeaseLocked() {
 	q.slept = make(chan struct{})
 }
 
-// endLease ends the device's awake lease at once: a request to it went
-// unanswered.
-func (q *deviceQueue) endLease() {
+// endLease ends the device's awake lease gen at once: a request to it
+// went unanswered. A newer lease (a wake signal since) is left alone.
+func (q *deviceQueue) endLease(gen uint64) {
 	q.mu.Lock()
-	q.endLeaseLocked()
+	if q.leaseGen == gen {
+		q.endLeaseLocked()
+	}
 	q.mu.Unlock()
 }
 
@@ -115,7 +117,7 @@ func (q *deviceQueue) runSleepy(ctx context.Context) {
 			return // shutting down: the ops stay pending in the store
 		}
 		now := d.now()
-		awake, gen, _, woke, _ := q.lease(now)
+		awake, gen, until, woke, _ := q.lease(now)
 		q.mu.Lock()
 		keep := q.waiting[:0]
 		for _, t := range q.waiting {
@@ -151,8 +153,14 @@ func (q *deviceQueue) runSleepy(ctx context.Context) {
 			continue
 		}
 		if len(eligible) == 0 {
-			for _, t := range tasks {
-				q.announceQueued(t, now)
+			if !awake {
+				for _, t := range tasks {
+					q.announceQueued(t, now)
+				}
+			} else if len(tasks) > 0 && (next.IsZero() || until.Before(next)) {
+				// Every command was delivered in this lease: look again
+				// when it ends, to say they wait for the next.
+				next = until
 			}
 			var timer <-chan time.Time
 			var tm clockwork.Timer
@@ -177,6 +185,10 @@ func (q *deviceQueue) runSleepy(ctx context.Context) {
 				q.mu.Unlock()
 				continue
 			}
+			if !d.now().Before(q.awakeUntil) || q.leaseGen != gen {
+				q.mu.Unlock()
+				break // the lease ended: the rest wait for the next
+			}
 			if i := slices.Index(q.waiting, t); i >= 0 {
 				q.waiting = slices.Delete(q.waiting, i, i+1)
 			}
@@ -187,11 +199,21 @@ func (q *deviceQueue) runSleepy(ctx context.Context) {
 			q.deliverAwake(ctx, t, gen)
 			q.mu.Lock()
 			q.current = nil
-			if !t.ended {
-				t.announced = false // queued again, for the next lease
-				q.waiting = append([]*task{t}, q.waiting...)
+			due := !t.ended && !d.now().Before(t.op.Deadline)
+			if !t.ended && !due {
+				// Back in its place in acceptance order, queued again
+				// for the next lease.
+				t.announced = false
+				i := slices.IndexFunc(q.waiting, func(w *task) bool { return w.order > t.order })
+				if i < 0 {
+					i = len(q.waiting)
+				}
+				q.waiting = slices.Insert(q.waiting, i, t)
 			}
 			q.mu.Unlock()
+			if due {
+				q.endAtDeadline(t) // at once, before the next command's delivery
+			}
 			if ctx.Err() != nil {
 				return
 			}
@@ -291,12 +313,20 @@ func (q *deviceQueue) deliverAwake(ctx context.Context, t *task, gen uint64) (st
 			}
 		}
 
-		// Record the attempt before sending (see execute).
+		// Record the attempt before sending (see execute), if the lease
+		// still runs: the waits above (the breaker, the link, the read)
+		// may have outlasted it, or the bridge may have said the node is
+		// asleep meanwhile; then nothing is sent.
 		q.mu.Lock()
 		if t.ended {
 			q.mu.Unlock()
 			q.release(permit, breaker.Canceled)
 			return true
+		}
+		if !d.now().Before(q.awakeUntil) || q.leaseGen != gen || !d.now().Before(t.op.Deadline) {
+			q.mu.Unlock()
+			q.release(permit, breaker.Canceled)
+			return false
 		}
 		prev := t.op
 		t.op.Attempts++
@@ -325,8 +355,7 @@ func (q *deviceQueue) deliverAwake(ctx context.Context, t *task, gen uint64) (st
 			q.unwatch(t)
 			if notSent(err) || deliveryUnknown(err) {
 				// Nothing left Hearth, or the connection went: no attempt
-				// spent on it; the next lease (or this one, once the link
-				// is back) tries again.
+				// spent on it; the next lease tries again.
 				q.unsent(t, prev)
 				q.release(permit, breaker.Canceled)
 				d.log.Info("attempt not sent to an awake device", "op_id", op.OpID, "device", op.Device, "err", err)
@@ -349,7 +378,12 @@ func (q *deviceQueue) deliverAwake(ctx context.Context, t *task, gen uint64) (st
 		case verifySilent:
 			// A request to the device went unanswered: it has gone back
 			// to sleep. The lease ends; the next wake delivers again.
-			q.endLease()
+			// (Unless the wait ended at this command's own deadline:
+			// that says nothing of the device, whose lease goes on for
+			// its other commands.)
+			if d.now().Before(op.Deadline) {
+				q.endLease(gen)
+			}
 			return false
 		}
 	}
