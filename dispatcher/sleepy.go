@@ -224,16 +224,18 @@ func (q *deviceQueue) runSleepy(ctx context.Context) {
 	}
 }
 
-// announceQueued publishes t's queued result, once per sleep.
+// announceQueued publishes t's queued result, once per sleep. It is
+// queued for publishing under q.mu (the outbox never blocks), so that a
+// supersede, which ends t under q.mu before its result goes out, can never
+// be followed by this queued result.
 func (q *deviceQueue) announceQueued(t *task, now time.Time) {
 	q.mu.Lock()
+	defer q.mu.Unlock()
 	if t.ended || t.announced {
-		q.mu.Unlock()
 		return
 	}
 	t.announced = true
 	op := t.op
-	q.mu.Unlock()
 	r := op.Result()
 	r.Status, r.Reason, r.At = devices.Queued, devices.ReasonAsleep, now
 	r.Detail = fmt.Sprintf("the device sleeps; the command waits for its next wake (wake interval %s) until %s",
