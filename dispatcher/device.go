@@ -528,10 +528,7 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 func (q *deviceQueue) recheck(t *task, op devices.Op, now time.Time) bool {
 	d, dev := q.d, q.dev.Device
 	if err := d.authorize(dev, op.Principal, op.Target); err != nil {
-		// Every refusal is audited, whatever the device (as at intake).
-		d.audit(checkEntry(dev, op, devices.CheckAuthorization, false, err.Error(), now))
-		q.finish(t, devices.Failed, devices.ReasonUnauthorized,
-			fmt.Sprintf("not authorized at attempt %d: %v; nothing was sent", op.Attempts+1, err), nil)
+		q.refuse(t, op, err, now, fmt.Sprintf("not authorized at attempt %d: %v; nothing was sent", op.Attempts+1, err))
 		return false
 	}
 	if d.audited(dev) {

@@ -125,8 +125,14 @@ func (q *deviceQueue) authorizedNow(t *task) bool {
 	if err == nil {
 		return true
 	}
-	d.audit(checkEntry(dev, op, devices.CheckAuthorization, false, err.Error(), d.now()))
-	q.finish(t, devices.Failed, devices.ReasonUnauthorized,
-		fmt.Sprintf("not authorized any more after the state read before attempt %d: %v; nothing was sent", op.Attempts+1, err), nil)
+	q.refuse(t, op, err, d.now(), fmt.Sprintf("not authorized any more after the state read before attempt %d: %v; nothing was sent", op.Attempts+1, err))
 	return false
+}
+
+// refuse ends t failed/unauthorized, its principal refused by err at now:
+// the failed check is audited whatever the device (as refusals at intake
+// are), then t ends with detail.
+func (q *deviceQueue) refuse(t *task, op devices.Op, err error, now time.Time, detail string) {
+	q.d.audit(checkEntry(q.dev.Device, op, devices.CheckAuthorization, false, err.Error(), now))
+	q.finish(t, devices.Failed, devices.ReasonUnauthorized, detail, nil)
 }
