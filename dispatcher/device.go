@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -42,6 +43,9 @@ type deviceQueue struct {
 	slept    chan struct{}
 	// pushed counts the tasks pushed: their order.
 	pushed uint64
+	// places are the places of the tasks supersede ended, by op_id, until
+	// the intake stores their end (forget) or takes it back (restore).
+	places map[string]place
 	// nodeAsleep: the bridge last said the node is asleep (Z-Wave JS UI's
 	// node status); only its next "awake" begins a lease, not the values
 	// the gateway publishes from its cache.
@@ -68,8 +72,17 @@ type task struct {
 	leaseGen  uint64
 	announced bool
 	// order is the task's place in acceptance order within its queue:
-	// push numbers from 1; restored tasks, older than all, are 0.
+	// push numbers from 1; restore gives a task back its own.
 	order uint64
+}
+
+// place is where a task ended by supersede stood, kept until the command
+// that superseded it is stored, so that restore can put it back as it was
+// (its order, the lease it was delivered in, its announced queued result).
+type place struct {
+	order     uint64
+	leaseGen  uint64
+	announced bool
 }
 
 // stateCheck collects the reports that arrive after a fresh read began.
@@ -119,22 +132,36 @@ func (q *deviceQueue) supersede(op devices.Op, now time.Time) []devices.Op {
 	return ended
 }
 
-// restore queues again, at the front and in their order, commands that
-// supersede had ended (ops, oldest first), when the command that
-// superseded them could not be stored: they are still accepted.
+// restore queues again commands that supersede had ended (ops, oldest
+// first), when the command that superseded them could not be stored: they
+// are still accepted. Each goes back to its own place in acceptance order,
+// with the lease it was delivered in (a sleepy device's command delivered
+// in the current lease waits for the next one, as it would have).
 func (q *deviceQueue) restore(ops []devices.Op) {
-	tasks := make([]*task, len(ops))
 	q.mu.Lock()
-	for i, op := range ops {
+	for _, op := range ops {
 		op.Status, op.Reason, op.Detail = devices.Accepted, "", ""
-		// A sleepy device's command may have been delivered in the
-		// current lease already: it waits for the next, as it would
-		// have, and its queued result is out.
-		tasks[i] = &task{op: op, cancel: make(chan struct{}), leaseGen: q.leaseGen, announced: true}
+		p := q.places[op.OpID]
+		delete(q.places, op.OpID)
+		t := &task{op: op, cancel: make(chan struct{}), order: p.order, leaseGen: p.leaseGen, announced: p.announced}
+		i := slices.IndexFunc(q.waiting, func(w *task) bool { return w.order > t.order })
+		if i < 0 {
+			i = len(q.waiting)
+		}
+		q.waiting = slices.Insert(q.waiting, i, t)
 	}
-	q.waiting = append(tasks, q.waiting...)
 	q.mu.Unlock()
 	signal(q.wake)
+}
+
+// forget drops the places of ended commands whose end is stored: they
+// will not be restored.
+func (q *deviceQueue) forget(ops []devices.Op) {
+	q.mu.Lock()
+	for _, op := range ops {
+		delete(q.places, op.OpID)
+	}
+	q.mu.Unlock()
 }
 
 // push queues a stored op behind the device's earlier commands.
@@ -148,6 +175,10 @@ func (q *deviceQueue) push(op devices.Op) {
 
 // end ends t in favour of the op byOpID. Called with q.mu held.
 func (q *deviceQueue) end(t *task, byOpID string, now time.Time) devices.Op {
+	if q.places == nil {
+		q.places = map[string]place{}
+	}
+	q.places[t.op.OpID] = place{t.order, t.leaseGen, t.announced}
 	t.ended = true
 	t.confirm = nil
 	if t.unsent {

@@ -131,6 +131,9 @@ func (d *Dispatcher) admit(batch []Request) {
 			superseded = nil
 		}
 	}
+	for _, op := range superseded {
+		d.devices[op.Device].forget([]devices.Op{op}) // stored: never restored
+	}
 	// The audit trail and the dead letters are stored before anyone hears
 	// of the outcome.
 	d.auditIntake(items, superseded, now)

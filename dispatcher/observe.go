@@ -143,7 +143,9 @@ func (d *Dispatcher) resume(pending []devices.Op) {
 			op.Detail = "the TTL passed while hearth was not running"
 		default:
 			d.log.Info("command resumed", "op_id", op.OpID, "device", op.Device, "attempts", op.Attempts, "deadline", op.Deadline)
-			ended = append(ended, q.supersede(op, now)...)
+			superseded := q.supersede(op, now)
+			q.forget(superseded) // saved below; a failure there is logged, not undone
+			ended = append(ended, superseded...)
 			q.push(op)
 			continue
 		}

@@ -1,6 +1,7 @@
 package dispatcher
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -149,6 +150,7 @@ func (q *deviceQueue) runSleepy(ctx context.Context) {
 		for _, t := range due {
 			q.endAtDeadline(t)
 		}
+		eligible = q.deliveryOrder(eligible)
 		if len(due) > 0 {
 			continue
 		}
@@ -371,6 +373,13 @@ func (q *deviceQueue) deliverAwake(ctx context.Context, t *task, gen uint64) (st
 			}
 			continue
 		}
+		// The lease as it stands now (reports during the waits above
+		// may have extended it) bounds the wait for the confirmation.
+		_, _, until, _, _ = q.lease(d.now())
+		end = until
+		if op.Deadline.Before(end) {
+			end = op.Deadline
+		}
 		d.log.Info("attempt", "op_id", op.OpID, "device", op.Device, "attempt", op.Attempts, "outcome", "sent", "awake_until", until)
 		switch q.verify(ctx, t, c, permit, end, p.AttemptTimeout, slept) {
 		case verifyConfirmed, verifyStop:
@@ -540,4 +549,51 @@ func (d *Dispatcher) deadLetterIntake(items []admitted, superseded []devices.Op,
 		}
 	}
 	d.deadLetter(dead...)
+}
+
+// deliveryOrder orders the commands to deliver in one lease: those
+// delivered longest ago first (never delivered before all), so that a
+// command whose silence ends every lease does not go first at every wake
+// and starve the others; but a command never before an older one that
+// names one of its attributes, so that the newest value of an attribute
+// is always the last written.
+func (q *deviceQueue) deliveryOrder(tasks []*task) []*task {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	byAge := slices.Clone(tasks)
+	slices.SortStableFunc(byAge, func(a, b *task) int {
+		return cmp.Or(cmp.Compare(a.leaseGen, b.leaseGen), cmp.Compare(a.order, b.order))
+	})
+	byOrder := slices.Clone(tasks)
+	slices.SortStableFunc(byOrder, func(a, b *task) int { return cmp.Compare(a.order, b.order) })
+	out := make([]*task, 0, len(tasks))
+	placed := make(map[*task]bool, len(tasks))
+	var put func(t *task)
+	put = func(t *task) {
+		if placed[t] {
+			return
+		}
+		placed[t] = true
+		for _, older := range byOrder {
+			if older.order < t.order && !placed[older] && sharesAttribute(older.op.Target, t.op.Target) {
+				put(older)
+			}
+		}
+		out = append(out, t)
+	}
+	for _, t := range byAge {
+		put(t)
+	}
+	return out
+}
+
+// sharesAttribute reports whether a and b name a state attribute in
+// common.
+func sharesAttribute(a, b devices.Target) bool {
+	for _, k := range a.Attributes() {
+		if _, ok := b[k]; ok {
+			return true
+		}
+	}
+	return false
 }
