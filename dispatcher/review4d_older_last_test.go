@@ -27,7 +27,7 @@ func TestReview4DOlderCommandIsNotWrittenAfterANewerOneSucceeded(t *testing.T) {
 	r.status("B", devices.Queued)
 
 	r.d.NodeStatus("radiator", devices.NodeAwake, false) // lease 1
-	for i := range 2 {                                    // A's delivery and its one further attempt
+	for i := range 2 {                                   // A's delivery and its one further attempt
 		if m := r.next(); m.verb != "set" || m.target["occupied_heating_setpoint"] == nil {
 			t.Fatalf("lease 1, attempt %d: a %s %v; want A's set", i+1, m.verb, m.target)
 		}

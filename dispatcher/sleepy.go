@@ -375,7 +375,16 @@ func (q *deviceQueue) deliverAwake(ctx context.Context, t *task, gen uint64) (st
 		}
 		// The lease as it stands now (reports during the waits above
 		// may have extended it) bounds the wait for the confirmation.
-		_, _, until, _, _ = q.lease(d.now())
+		// If it ended during the send (the bridge said the node is
+		// asleep), nothing more goes to the node, not even the read:
+		// the command waits for the next lease.
+		awake, g, until, _, _ = q.lease(d.now())
+		if !awake || g != gen {
+			q.unwatch(t)
+			q.release(permit, breaker.Ignored)
+			d.log.Info("attempt sent as the lease ended; the next lease verifies it", "op_id", op.OpID, "device", op.Device, "attempt", op.Attempts)
+			return false
+		}
 		end = until
 		if op.Deadline.Before(end) {
 			end = op.Deadline
