@@ -44,11 +44,8 @@ type deviceQueue struct {
 	// pushed counts the tasks pushed: their order.
 	pushed uint64
 	// places are the places of the tasks supersede ended, by op_id, until
-	// the intake stores their end (forget) or takes it back (restore);
-	// trims the targets of the tasks it trimmed as they were, until the
-	// trim is stored (forget) or taken back (untrim).
+	// the intake stores their end (forget) or takes it back (restore).
 	places map[string]place
-	trims  map[string]devices.Target
 	// nodeAsleep: the bridge last said the node is asleep (Z-Wave JS UI's
 	// node status); only its next "awake" begins a lease, not the values
 	// the gateway publishes from its cache.
@@ -113,29 +110,25 @@ func newDeviceQueue(d *Dispatcher, dev Device, svc *Service) *deviceQueue {
 // already under way completes), and returns them, updated, for the caller
 // to store and publish. It never waits for a send.
 //
-// For a sleepy device it also trims the older commands op covers in
-// part: they lose the attributes op names (only the newest target per
-// attribute is kept, whenever each is delivered), and are returned in
-// trimmed, updated, for the caller to store; untrim takes that back.
-func (q *deviceQueue) supersede(op devices.Op, now time.Time) (ended, trimmed []devices.Op) {
+// On a sleepy device a newer command ends every older one that names any
+// of its attributes, not only those it covers: only the newest target per
+// attribute is kept (issue 4), so that an older value can never be written
+// over a newer one at a later wake.
+func (q *deviceQueue) supersede(op devices.Op, now time.Time) []devices.Op {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	// oldest first: the running one, then the waiting
-	if t := q.current; t != nil && !t.ended {
-		if op.Target.Covers(t.op.Target) {
-			ended = append(ended, q.end(t, op.OpID, now))
-		} else if o, ok := q.trimLocked(t, op.Target, now); ok {
-			trimmed = append(trimmed, o)
-		}
+	var ended []devices.Op // oldest first: the running one, then the waiting
+	if t := q.current; t != nil && !t.ended && q.replaces(op.Target, t.op.Target) {
+		ended = append(ended, q.end(t, op.OpID, now))
 	}
 	keep := q.waiting[:0]
 	for _, t := range q.waiting {
-		if op.Target.Covers(t.op.Target) {
+		if t.ended {
+			continue // ended where it waited (a sleepy command's TTL): not ended twice
+		}
+		if q.replaces(op.Target, t.op.Target) {
 			ended = append(ended, q.end(t, op.OpID, now))
 			continue
-		}
-		if o, ok := q.trimLocked(t, op.Target, now); ok {
-			trimmed = append(trimmed, o)
 		}
 		keep = append(keep, t)
 	}
@@ -144,66 +137,14 @@ func (q *deviceQueue) supersede(op devices.Op, now time.Time) (ended, trimmed []
 	for _, e := range ended {
 		q.d.log.Info("command superseded", "op_id", e.OpID, "device", e.Device, "by", op.OpID, "attempts", e.Attempts)
 	}
-	for _, e := range trimmed {
-		q.d.log.Info("command trimmed: a newer command sets some of its attributes", "op_id", e.OpID, "device", e.Device, "by", op.OpID, "target", e.Target)
-	}
-	return ended, trimmed
+	return ended
 }
 
-// trimLocked removes from t's target, on a sleepy device, the attributes
-// newer names, keeping the original for untrim; ok is false when there is
-// nothing to trim. Called with q.mu held.
-func (q *deviceQueue) trimLocked(t *task, newer devices.Target, now time.Time) (devices.Op, bool) {
-	if !q.dev.Sleep.Sleepy {
-		return devices.Op{}, false
-	}
-	rest, ok := trimTarget(t.op.Target, newer)
-	if !ok {
-		return devices.Op{}, false
-	}
-	if q.trims == nil {
-		q.trims = map[string]devices.Target{}
-	}
-	if _, kept := q.trims[t.op.OpID]; !kept {
-		q.trims[t.op.OpID] = t.op.Target
-	}
-	t.op.Target, t.op.UpdatedAt = rest, now
-	return t.op, true
-}
-
-// trimTarget returns target without the state attributes newer names, and
-// false when it names none of them.
-func trimTarget(target, newer devices.Target) (devices.Target, bool) {
-	rest := maps.Clone(target)
-	trimmed := false
-	for _, k := range target.Attributes() {
-		if _, ok := newer[k]; ok {
-			delete(rest, k)
-			trimmed = true
-		}
-	}
-	return rest, trimmed
-}
-
-// untrim gives the commands trim changed their targets back, when the
-// command that trimmed them could not be stored.
-func (q *deviceQueue) untrim(ops []devices.Op) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	restore := func(t *task) {
-		if orig, ok := q.trims[t.op.OpID]; ok {
-			t.op.Target = orig
-		}
-	}
-	if q.current != nil {
-		restore(q.current)
-	}
-	for _, t := range q.waiting {
-		restore(t)
-	}
-	for _, op := range ops {
-		delete(q.trims, op.OpID)
-	}
+// replaces reports whether a newer target ends an older command of the
+// device: when it covers it, or, on a sleepy device, when it names any of
+// its attributes.
+func (q *deviceQueue) replaces(newer, older devices.Target) bool {
+	return newer.Covers(older) || (q.dev.Sleep.Sleepy && sharesAttribute(newer, older))
 }
 
 // restore queues again commands that supersede had ended (ops, oldest
@@ -228,13 +169,12 @@ func (q *deviceQueue) restore(ops []devices.Op) {
 	signal(q.wake)
 }
 
-// forget drops what restore and untrim would need of ops, whose end or
-// trim is stored.
+// forget drops the places of ended commands whose end is stored: they
+// will not be restored.
 func (q *deviceQueue) forget(ops []devices.Op) {
 	q.mu.Lock()
 	for _, op := range ops {
 		delete(q.places, op.OpID)
-		delete(q.trims, op.OpID)
 	}
 	q.mu.Unlock()
 }

@@ -61,7 +61,6 @@ func (d *Dispatcher) admit(batch []Request) {
 	seen := make(map[string]int, len(batch)) // op_id → index of the first in this batch
 	inBatch := map[*deviceQueue][]int{}      // accepted items of this batch, per device
 	var superseded []devices.Op              // earlier commands ended by this batch
-	var trimmed []devices.Op                 // earlier commands of sleepy devices this batch trimmed
 	endedNow := map[string]int{}             // op_id → index in superseded
 	for i, req := range batch {
 		it := &items[i]
@@ -89,24 +88,15 @@ func (d *Dispatcher) admit(batch []Request) {
 			continue // expired on arrival: stored, never queued
 		}
 		for _, j := range inBatch[q] {
-			switch {
-			case items[j].supersededBy != "":
-			case op.Target.Covers(items[j].op.Target):
+			if items[j].supersededBy == "" && q.replaces(op.Target, items[j].op.Target) {
 				items[j].supersededBy = op.OpID
-			case q.dev.Sleep.Sleepy:
-				// Newest per attribute: the earlier one keeps the rest.
-				if rest, ok := trimTarget(items[j].op.Target, op.Target); ok {
-					items[j].op.Target = rest
-				}
 			}
 		}
 		inBatch[q] = append(inBatch[q], i)
-		ended, trims := q.supersede(op, now)
-		for _, e := range ended {
+		for _, e := range q.supersede(op, now) {
 			endedNow[e.OpID] = len(superseded)
 			superseded = append(superseded, e)
 		}
-		trimmed = append(trimmed, trims...)
 	}
 
 	var toSave []devices.Op
@@ -120,7 +110,6 @@ func (d *Dispatcher) admit(batch []Request) {
 		}
 	}
 	toSave = append(toSave, superseded...)
-	toSave = append(toSave, trimmed...)
 	if len(toSave) > 0 {
 		if err := d.journal.Save(toSave...); err != nil {
 			d.log.Error("store commands", "count", len(toSave), "err", err)
@@ -139,13 +128,10 @@ func (d *Dispatcher) admit(batch []Request) {
 			for dev, ops := range byDevice {
 				d.devices[dev].restore(ops)
 			}
-			for _, op := range trimmed {
-				d.devices[op.Device].untrim([]devices.Op{op})
-			}
-			superseded, trimmed = nil, nil
+			superseded = nil
 		}
 	}
-	for _, op := range append(superseded, trimmed...) {
+	for _, op := range superseded {
 		d.devices[op.Device].forget([]devices.Op{op}) // stored: never restored
 	}
 	// The audit trail and the dead letters are stored before anyone hears

@@ -131,7 +131,7 @@ func (d *Dispatcher) Restore(states map[string]map[string]any) {
 // longer configured end failed.
 func (d *Dispatcher) resume(pending []devices.Op) {
 	now := d.now()
-	var ended, trimmed []devices.Op
+	var ended []devices.Op
 	for _, op := range pending {
 		q, ok := d.devices[op.Device]
 		switch {
@@ -143,20 +143,14 @@ func (d *Dispatcher) resume(pending []devices.Op) {
 			op.Detail = "the TTL passed while hearth was not running"
 		default:
 			d.log.Info("command resumed", "op_id", op.OpID, "device", op.Device, "attempts", op.Attempts, "deadline", op.Deadline)
-			superseded, trims := q.supersede(op, now)
-			q.forget(append(superseded, trims...)) // saved below; a failure there is logged, not undone
+			superseded := q.supersede(op, now)
+			q.forget(superseded) // saved below; a failure there is logged, not undone
 			ended = append(ended, superseded...)
-			trimmed = append(trimmed, trims...)
 			q.push(op)
 			continue
 		}
 		op.UpdatedAt = now
 		ended = append(ended, op)
-	}
-	if len(trimmed) > 0 {
-		if err := d.journal.Save(trimmed...); err != nil {
-			d.log.Error("store trimmed commands", "err", err)
-		}
 	}
 	if len(ended) == 0 {
 		return

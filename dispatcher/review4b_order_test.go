@@ -7,18 +7,17 @@ import (
 	"github.com/hearthd/hearth/devices"
 )
 
-// SLEEPY.md: "at every lease each command not yet delivered in that lease
-// goes out, in acceptance order"; issue 4: "only the newest target per
-// attribute is kept". A = {occupied 21, current 21}, then B = {current
-// 18} (B does not cover A: both stay). At the first wake both are
-// delivered and the radiator answers every verifying read with 16 (no).
-// runSleepy puts each undelivered command back at the FRONT of q.waiting
-// after its delivery (sleepy.go:192): after A then B, the queue reads
-// [B, A]. At the next wake B goes first and A last, so the older A (21)
-// is the last word on current_heating_setpoint, over the newer B (18).
+// Commands delivered in the same lease go out at the next in acceptance
+// order: A = {occupied 21}, then B = {current 18} (no attribute in
+// common, so both stay). At the first wake both are delivered and the
+// radiator answers every verifying read with 16 (no). The first review
+// found runSleepy put each undelivered command back at the FRONT of the
+// queue, so that the next wake began with B. (Commands that share an
+// attribute cannot both wait on a sleepy device any more: the newer
+// supersedes the older.)
 func TestReview4BAcceptanceOrderKeptAcrossWakes(t *testing.T) {
 	r := startR4(t, r4Options{})
-	r.submit(`{"occupied_heating_setpoint":21,"current_heating_setpoint":21,"op_id":"A"}`)
+	r.submit(`{"occupied_heating_setpoint":21,"op_id":"A"}`)
 	r.status("A", devices.Accepted)
 	r.submit(`{"current_heating_setpoint":18,"op_id":"B"}`)
 	r.status("B", devices.Accepted)
@@ -51,6 +50,6 @@ func TestReview4BAcceptanceOrderKeptAcrossWakes(t *testing.T) {
 		t.Fatalf("wake 2: a %s; want a set", m.verb)
 	}
 	if m.target["occupied_heating_setpoint"] == nil {
-		t.Errorf("wake 2: the first command out is %v (B), before A: acceptance order lost; A (current 21, older) would then be the last write, over B's newer 18", m.target)
+		t.Errorf("wake 2: the first command out is %v (B), before A: acceptance order lost", m.target)
 	}
 }

@@ -34,7 +34,8 @@ import (
 //     attempt, and the verifying read of its state, all before the lease
 //     ends;
 //   - the newest target per attribute wins: an older command ends
-//     superseded when a newer one covers it (as for every device), and a
+//     superseded when a newer one names any of its attributes (for an
+//     always-listening device, only when it covers them all), and a
 //     superseded command that never reached the device goes to the
 //     dead-letter store;
 //   - a command whose TTL (by default one wake interval) passes while it
@@ -561,38 +562,18 @@ func (d *Dispatcher) deadLetterIntake(items []admitted, superseded []devices.Op,
 }
 
 // deliveryOrder orders the commands to deliver in one lease: those
-// delivered longest ago first (never delivered before all), so that a
-// command whose silence ends every lease does not go first at every wake
-// and starve the others; but a command never before an older one that
-// names one of its attributes, so that the newest value of an attribute
-// is always the last written.
+// delivered longest ago first (never delivered before all), then in
+// acceptance order, so that a command whose silence ends every lease does
+// not go first at every wake and starve the others. (Two commands of a
+// sleepy device never share an attribute: the newer supersedes the older,
+// see replaces; so no order among them can write an older value last.)
 func (q *deviceQueue) deliveryOrder(tasks []*task) []*task {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	byAge := slices.Clone(tasks)
-	slices.SortStableFunc(byAge, func(a, b *task) int {
+	out := slices.Clone(tasks)
+	slices.SortStableFunc(out, func(a, b *task) int {
 		return cmp.Or(cmp.Compare(a.leaseGen, b.leaseGen), cmp.Compare(a.order, b.order))
 	})
-	byOrder := slices.Clone(tasks)
-	slices.SortStableFunc(byOrder, func(a, b *task) int { return cmp.Compare(a.order, b.order) })
-	out := make([]*task, 0, len(tasks))
-	placed := make(map[*task]bool, len(tasks))
-	var put func(t *task)
-	put = func(t *task) {
-		if placed[t] {
-			return
-		}
-		placed[t] = true
-		for _, older := range byOrder {
-			if older.order < t.order && !placed[older] && sharesAttribute(older.op.Target, t.op.Target) {
-				put(older)
-			}
-		}
-		out = append(out, t)
-	}
-	for _, t := range byAge {
-		put(t)
-	}
 	return out
 }
 
