@@ -953,14 +953,24 @@ func (q *deviceQueue) finish(t *task, status devices.Status, reason devices.Reas
 	t.op.UpdatedAt = now
 	op := t.op
 	q.mu.Unlock()
-	if err := q.d.journal.Save(op); err != nil {
+	dead := status == devices.Failed || status == devices.Expired
+	if s, ok := q.d.dead.(DeadLetterSaver); ok && dead {
+		// The end and its dead letter in one commit.
+		if err := s.SaveDeadLetters(op); err != nil {
+			q.d.log.Error("store result and dead letter", "op_id", op.OpID, "err", err)
+			if err := q.d.journal.Save(op); err != nil {
+				q.d.log.Error("store result", "op_id", op.OpID, "err", err)
+			}
+		}
+		dead = false // filed
+	} else if err := q.d.journal.Save(op); err != nil {
 		q.d.log.Error("store result", "op_id", op.OpID, "err", err)
 	}
 	q.d.log.Info("command ended", "op_id", op.OpID, "device", op.Device, "status", status, "reason", reason, "attempts", op.Attempts)
 	if q.d.audited(q.dev.Device) || reason == devices.ReasonUnauthorized {
 		q.d.audit(endEntry(q.dev.Device, op, now)) // stored before anyone hears of it
 	}
-	if status == devices.Failed || status == devices.Expired {
+	if dead {
 		q.d.deadLetter(op)
 	}
 	q.d.publishResult(op.Result())

@@ -100,6 +100,15 @@ type DeadLetters interface {
 	AddDeadLetters(ops ...devices.Op) error
 }
 
+// DeadLetterSaver is a DeadLetters that also stores the ops' own records,
+// with their dead letters, in one commit (*store.Store is one). When
+// Options.DeadLetters is one, a command that ends failed or expired is
+// stored with its dead letter in that one commit, and a crash keeps both
+// or neither.
+type DeadLetterSaver interface {
+	SaveDeadLetters(ops ...devices.Op) error
+}
+
 // AuditLog keeps the audit trail of safety-critical commands.
 type AuditLog interface {
 	// AppendAudit stores entries durably, in order, assigning each its

@@ -40,6 +40,39 @@ const (
 // naming the op_id. With no ops it stores nothing. After Close it returns
 // ErrClosed. *Store satisfies dispatcher.DeadLetters with it.
 func (s *Store) AddDeadLetters(ops ...devices.Op) error {
+	bodies, err := s.deadLetterBodies(ops)
+	if err != nil {
+		return err
+	}
+	return deadLetterLog.append(s, bodies)
+}
+
+// SaveDeadLetters stores ops, ended, and their dead letters in one
+// commit: each op's record as Save stores it, and its dead letter as
+// AddDeadLetters does; a crash leaves both or neither. The ops must be
+// valid dead letters (see AddDeadLetters); its errors are theirs and
+// Save's.
+func (s *Store) SaveDeadLetters(ops ...devices.Op) error {
+	bodies, err := s.deadLetterBodies(ops)
+	if err != nil {
+		return err
+	}
+	r := &request{records: bodies, putRecord: deadLetterLog.put}
+	for _, op := range ops {
+		e, err := encodeOp(op)
+		if err != nil {
+			return err
+		}
+		r.ops = append(r.ops, e)
+	}
+	if len(r.ops) == 0 {
+		return s.openErr()
+	}
+	return s.submit(r)
+}
+
+// deadLetterBodies encodes ops as dead letters, each with its op's Seq.
+func (s *Store) deadLetterBodies(ops []devices.Op) ([][]byte, error) {
 	bodies := make([][]byte, 0, len(ops))
 	for i, op := range ops {
 		if op.Seq == 0 {
@@ -51,11 +84,11 @@ func (s *Store) AddDeadLetters(ops ...devices.Op) error {
 		}
 		body, err := encodeDeadLetter(op)
 		if err != nil {
-			return fmt.Errorf("add dead letter %d (op %q): %w", i, op.OpID, err)
+			return nil, fmt.Errorf("add dead letter %d (op %q): %w", i, op.OpID, err)
 		}
 		bodies = append(bodies, body)
 	}
-	return deadLetterLog.append(s, bodies)
+	return bodies, nil
 }
 
 // DeadLetterQuery selects dead letters. Zero fields select everything: the

@@ -323,3 +323,43 @@ func TestDeadLetterTakesTheStoredOpsSeq(t *testing.T) {
 		t.Errorf("dead letters %+v, %v; want one whose op seq is %d", dead, err, stored.Seq)
 	}
 }
+
+// SaveDeadLetters stores an ended op's record and its dead letter in one
+// commit, so that a crash leaves both or neither; an op that is no dead
+// letter stores nothing.
+func TestSaveDeadLettersStoresTheEndAndTheDeadLetterInOneCommit(t *testing.T) {
+	s := openStore(t, "", hooks{})
+	op := devices.Op{OpID: "ended", Device: "thermostat", Target: devices.Target{"state": "ON"}, Status: devices.Accepted,
+		AcceptedAt: time.Unix(100, 0).UTC(), Deadline: time.Unix(200, 0).UTC(), UpdatedAt: time.Unix(100, 0).UTC()}
+	if err := s.Save(op); err != nil {
+		t.Fatal(err)
+	}
+	op.Status, op.Reason, op.UpdatedAt = devices.Failed, devices.ReasonTimeout, time.Unix(150, 0).UTC()
+	before := s.commits.Load()
+	if err := s.SaveDeadLetters(op); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.commits.Load() - before; n != 1 {
+		t.Errorf("%d commits; want 1", n)
+	}
+	stored, _, err := s.Lookup("ended")
+	if err != nil || stored.Status != devices.Failed {
+		t.Errorf("stored op: %s (%v); want failed", stored.Status, err)
+	}
+	if pending, _ := s.Pending(); len(pending) != 0 {
+		t.Errorf("pending %+v; want none", pending)
+	}
+	dead, err := s.DeadLetters(DeadLetterQuery{})
+	if err != nil || len(dead) != 1 || dead[0].OpID != "ended" || dead[0].Op.Seq != stored.Seq {
+		t.Errorf("dead letters %+v (%v); want the ended op, with its seq %d", dead, err, stored.Seq)
+	}
+
+	alive := op
+	alive.OpID, alive.Status = "alive", devices.Accepted
+	if err := s.SaveDeadLetters(alive); err == nil {
+		t.Error("SaveDeadLetters of an op not ended: no error")
+	}
+	if _, found, _ := s.Lookup("alive"); found {
+		t.Error("an op refused as a dead letter was stored")
+	}
+}

@@ -14,8 +14,9 @@ import (
 // The store is the dispatcher's dead-letter store, and the adapter the
 // API's source.
 var (
-	_ dispatcher.DeadLetters = (*store.Store)(nil)
-	_ api.DeadLetterSource   = deadLetterSource{}
+	_ dispatcher.DeadLetters     = (*store.Store)(nil)
+	_ dispatcher.DeadLetterSaver = (*store.Store)(nil) // a command's end and its dead letter in one commit
+	_ api.DeadLetterSource       = deadLetterSource{}
 )
 
 // deadLetterOpIDs GETs /api/v1/deadletters from h's hearthd and returns
