@@ -111,9 +111,14 @@ type r4Rig struct {
 	results chan devices.Result
 }
 
-// r4Options tunes the rig's one service; nil fields keep the defaults.
+// r4Options tunes the rig; zero fields keep the defaults.
 type r4Options struct {
 	breaker *breaker.Options
+	// bridge and journal, if set, wrap the rig's own.
+	bridge  func(*r4Bridge) Bridge
+	journal func(*r4Journal) Journal
+	// awake makes the radiator always listening instead of sleepy.
+	awake bool
 }
 
 // startR4 starts a dispatcher with one service "zw" (2 attempts, 5 s
@@ -129,15 +134,26 @@ func startR4(t *testing.T, o r4Options) *r4Rig {
 		dead:    &r4Dead{},
 		results: make(chan devices.Result, 256),
 	}
+	var b Bridge = r.bridge
+	if o.bridge != nil {
+		b = o.bridge(r.bridge)
+	}
+	var j Journal = r.journal
+	if o.journal != nil {
+		j = o.journal(r.journal)
+	}
+	sleep := devices.Sleep{Sleepy: true, WakeInterval: time.Hour, AwakeWindow: 10 * time.Second}
+	if o.awake {
+		sleep = devices.Sleep{}
+	}
 	d, err := New(Options{
 		Services: []Service{{
-			Name: "zw", Bridge: r.bridge,
+			Name: "zw", Bridge: b,
 			Policy:  retry.Policy{MaxAttempts: 2, AttemptTimeout: 5 * time.Second, Backoff: retry.Backoff{Base: time.Second, Multiplier: 2, Cap: 10 * time.Second}},
 			Breaker: o.breaker,
 		}},
-		Devices: []Device{{Device: devices.Device{ID: "radiator", Service: "zw", Class: devices.Climate,
-			Sleep: devices.Sleep{Sleepy: true, WakeInterval: time.Hour, AwakeWindow: 10 * time.Second}}, TTL: time.Hour}},
-		Journal:     r.journal,
+		Devices:     []Device{{Device: devices.Device{ID: "radiator", Service: "zw", Class: devices.Climate, Sleep: sleep}, TTL: time.Hour}},
+		Journal:     j,
 		Publisher:   nopPublisher{},
 		DeadLetters: r.dead,
 		Clock:       clock,

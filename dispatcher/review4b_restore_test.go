@@ -1,16 +1,12 @@
 package dispatcher
 
 import (
-	"context"
 	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/jonboulle/clockwork"
-
 	"github.com/hearthd/hearth/devices"
-	"github.com/hearthd/hearth/retry"
 )
 
 // r4bFailingJournal is the rig's journal whose saves fail while fail is set.
@@ -29,38 +25,12 @@ func (j *r4bFailingJournal) Save(ops ...devices.Op) error {
 // startR4B is startR4 with the rig's journal behind a failing wrapper.
 func startR4B(t *testing.T) (*r4Rig, *r4bFailingJournal) {
 	t.Helper()
-	clock := clockwork.NewFakeClockAt(time.Date(2026, 11, 29, 19, 0, 0, 0, time.UTC))
-	r := &r4Rig{
-		t: t, clock: clock,
-		bridge:  &r4Bridge{clock: clock, msgs: make(chan r4Msg, 64)},
-		journal: &r4Journal{ops: map[string]devices.Op{}},
-		dead:    &r4Dead{},
-		results: make(chan devices.Result, 256),
-	}
-	j := &r4bFailingJournal{r4Journal: r.journal}
-	d, err := New(Options{
-		Services: []Service{{
-			Name: "zw", Bridge: r.bridge,
-			Policy: retry.Policy{MaxAttempts: 2, AttemptTimeout: 5 * time.Second, Backoff: retry.Backoff{Base: time.Second, Multiplier: 2, Cap: 10 * time.Second}},
-		}},
-		Devices: []Device{{Device: devices.Device{ID: "radiator", Service: "zw", Class: devices.Climate,
-			Sleep: devices.Sleep{Sleepy: true, WakeInterval: time.Hour, AwakeWindow: 10 * time.Second}}, TTL: time.Hour}},
-		Journal:     j,
-		Publisher:   nopPublisher{},
-		DeadLetters: r.dead,
-		Clock:       clock,
-		OnResult:    func(res devices.Result) { r.results <- res },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.d = d
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); d.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	d.BridgeState("zw", true, false)
-	return r, j
+	var fj *r4bFailingJournal
+	r := startR4(t, r4Options{journal: func(j *r4Journal) Journal {
+		fj = &r4bFailingJournal{r4Journal: j}
+		return fj
+	}})
+	return r, fj
 }
 
 // Issue 4: "delivered at the next awake lease, with at most one further

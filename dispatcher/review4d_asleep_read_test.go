@@ -35,7 +35,7 @@ func (b *r4dAsleepBridge) Send(ctx context.Context, dev devices.Device, target d
 // read goes out at least once with probability 1-2^-16.
 func TestReview4DNoVerifyingReadToANodeReportedAsleepDuringTheSend(t *testing.T) {
 	var r *r4Rig
-	r = startR4D(t, r4dConfig{bridge: func(b *r4Bridge) Bridge {
+	r = startR4(t, r4Options{bridge: func(b *r4Bridge) Bridge {
 		return &r4dAsleepBridge{r4Bridge: b, asleep: func() { r.d.NodeStatus("radiator", devices.NodeAsleep, false) }}
 	}})
 	r.submit(`{"current_heating_setpoint":22,"op_id":"z"}`)
