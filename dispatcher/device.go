@@ -448,18 +448,9 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 			q.release(permit, breaker.Canceled)
 			return
 		}
-		prev := t.op
-		if !resend {
-			t.op.Attempts++
-			t.unsent = true
-		}
-		t.op.LastSentAt = d.now()
-		t.op.UpdatedAt = t.op.LastSentAt
-		op = t.op
+		prev, op := q.recordAttemptLocked(t, resend)
 		q.mu.Unlock()
-		if err := d.journal.Save(op); err != nil {
-			d.log.Error("store attempt", "op_id", op.OpID, "err", err)
-		}
+		q.storeAttempt(op)
 
 		reconnect := d.nextReconnect()
 		linkUp, linkGen := svc.link.watch()
@@ -467,14 +458,7 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 		c, sent, err := q.send(ctx, t)
 		if sent && (err == nil || !notSent(err)) {
 			sends++
-			if d.audited(q.dev.Device) {
-				e := auditEntry(q.dev.Device, op, devices.AuditSent, op.LastSentAt)
-				e.Attempt = op.Attempts
-				if resend {
-					e.Detail = "the same attempt again: its delivery was unknown"
-				}
-				d.audit(e)
-			}
+			q.auditSent(op, resend)
 		}
 		switch {
 		case !sent:
@@ -589,6 +573,42 @@ func (q *deviceQueue) recheck(t *task, op devices.Op, now time.Time) bool {
 		)
 	}
 	return true
+}
+
+// recordAttemptLocked records on t, with q.mu held, the attempt about to
+// be sent: a new one, or (resend) the last one again; it returns t's op
+// before and after. After a crash, a stored attempt says the outcome of
+// that send is unknown.
+func (q *deviceQueue) recordAttemptLocked(t *task, resend bool) (prev, op devices.Op) {
+	prev = t.op
+	if !resend {
+		t.op.Attempts++
+		t.unsent = true
+	}
+	t.op.LastSentAt = q.d.now()
+	t.op.UpdatedAt = t.op.LastSentAt
+	return prev, t.op
+}
+
+// storeAttempt stores the op of an attempt recorded before its send; a
+// failure is logged, and the send goes on.
+func (q *deviceQueue) storeAttempt(op devices.Op) {
+	if err := q.d.journal.Save(op); err != nil {
+		q.d.log.Error("store attempt", "op_id", op.OpID, "err", err)
+	}
+}
+
+// auditSent audits the send of op's attempt, for a safety-critical device.
+func (q *deviceQueue) auditSent(op devices.Op, resend bool) {
+	if !q.d.audited(q.dev.Device) {
+		return
+	}
+	e := auditEntry(q.dev.Device, op, devices.AuditSent, op.LastSentAt)
+	e.Attempt = op.Attempts
+	if resend {
+		e.Detail = "the same attempt again: its delivery was unknown"
+	}
+	q.d.audit(e)
 }
 
 // revalidate reads the device's state fresh before an attempt (DESIGN.md

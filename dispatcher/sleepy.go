@@ -273,16 +273,17 @@ const maxAttemptsPerWake = 2
 // state, all before the lease ends; a further attempt when the device
 // answers the read with another state. Before each attempt the lease is
 // read again: once it has ended (the bridge says the node is asleep, or it
-// ran out) nothing more is sent. stop means t ended (or ctx is done);
-// otherwise the lease ended, or its attempts did, without a confirmation.
-func (q *deviceQueue) deliverAwake(ctx context.Context, t *task, gen uint64) (stop bool) {
+// ran out) nothing more is sent. It returns when t ended, ctx is done, or
+// the lease or its attempts ended without a confirmation: the caller looks
+// at which.
+func (q *deviceQueue) deliverAwake(ctx context.Context, t *task, gen uint64) {
 	d, svc := q.d, q.svc
 	p := svc.Policy
 	for n := 0; n < maxAttemptsPerWake; n++ {
 		now := d.now()
 		awake, g, until, _, slept := q.lease(now)
 		if !awake || g != gen {
-			return false
+			return
 		}
 		q.mu.Lock()
 		op := t.op
@@ -292,29 +293,26 @@ func (q *deviceQueue) deliverAwake(ctx context.Context, t *task, gen uint64) (st
 			end = op.Deadline
 		}
 		if !now.Before(end) {
-			return false
+			return
 		}
 		permit, ok, stop := q.admit(ctx, t, end)
-		if stop {
-			return true
-		} else if !ok {
-			return false
+		if stop || !ok {
+			return
 		}
-		if ready, stop := q.awaitLink(ctx, t, end); stop || !ready {
+		if ready, _ := q.awaitLink(ctx, t, end); !ready {
 			q.release(permit, breaker.Canceled)
-			return stop
+			return
 		}
 		now = d.now()
 		if !q.recheck(t, op, now) {
 			q.release(permit, breaker.Canceled)
-			return true
+			return
 		}
 		risky := devices.Risky(q.dev.Device, op.Target)
 		if risky || (q.dev.SafetyCritical() && op.Attempts == 0) {
-			proceed, stop := q.revalidate(ctx, t, risky, "at the wake, before attempt "+strconv.Itoa(op.Attempts+1))
-			if !proceed {
+			if proceed, _ := q.revalidate(ctx, t, risky, "at the wake, before attempt "+strconv.Itoa(op.Attempts+1)); !proceed {
 				q.release(permit, breaker.Canceled)
-				return stop || !d.now().Before(op.Deadline)
+				return
 			}
 		}
 
@@ -326,35 +324,26 @@ func (q *deviceQueue) deliverAwake(ctx context.Context, t *task, gen uint64) (st
 		if t.ended {
 			q.mu.Unlock()
 			q.release(permit, breaker.Canceled)
-			return true
+			return
 		}
 		if !d.now().Before(q.awakeUntil) || q.leaseGen != gen || !d.now().Before(t.op.Deadline) {
 			q.mu.Unlock()
 			q.release(permit, breaker.Canceled)
-			return false
+			return
 		}
-		prev := t.op
-		t.op.Attempts++
-		t.unsent = true
-		t.op.LastSentAt = d.now()
-		t.op.UpdatedAt = t.op.LastSentAt
-		op = t.op
+		prev, op := q.recordAttemptLocked(t, false)
 		q.mu.Unlock()
-		if err := d.journal.Save(op); err != nil {
-			d.log.Error("store attempt", "op_id", op.OpID, "err", err)
-		}
+		q.storeAttempt(op)
 		c, sent, err := q.send(ctx, t)
-		if sent && d.audited(q.dev.Device) && (err == nil || !notSent(err)) {
-			e := auditEntry(q.dev.Device, op, devices.AuditSent, op.LastSentAt)
-			e.Attempt = op.Attempts
-			d.audit(e)
+		if sent && (err == nil || !notSent(err)) {
+			q.auditSent(op, false)
 		}
 		if !sent {
 			q.release(permit, breaker.Canceled)
 			if ctx.Err() != nil {
 				q.unsent(t, prev)
 			}
-			return true
+			return
 		}
 		if err != nil {
 			q.unwatch(t)
@@ -364,13 +353,13 @@ func (q *deviceQueue) deliverAwake(ctx context.Context, t *task, gen uint64) (st
 				q.unsent(t, prev)
 				q.release(permit, breaker.Canceled)
 				d.log.Info("attempt not sent to an awake device", "op_id", op.OpID, "device", op.Device, "err", err)
-				return false
+				return
 			}
 			q.release(permit, q.outcome(err, false, false))
 			d.log.Info("attempt", "op_id", op.OpID, "device", op.Device, "attempt", op.Attempts, "outcome", "send_error", "err", err)
 			if retry.Classify(err).Permanent() {
 				q.giveUp(t, op, retry.Decision{Reason: retry.GiveUpPermanent, Class: retry.Classify(err)}, err, op.Attempts)
-				return true
+				return
 			}
 			continue
 		}
@@ -384,7 +373,7 @@ func (q *deviceQueue) deliverAwake(ctx context.Context, t *task, gen uint64) (st
 			q.unwatch(t)
 			q.release(permit, breaker.Ignored)
 			d.log.Info("attempt sent as the lease ended; the next lease verifies it", "op_id", op.OpID, "device", op.Device, "attempt", op.Attempts)
-			return false
+			return
 		}
 		end = until
 		if op.Deadline.Before(end) {
@@ -393,7 +382,7 @@ func (q *deviceQueue) deliverAwake(ctx context.Context, t *task, gen uint64) (st
 		d.log.Info("attempt", "op_id", op.OpID, "device", op.Device, "attempt", op.Attempts, "outcome", "sent", "awake_until", until)
 		switch q.verify(ctx, t, c, permit, end, p.AttemptTimeout, slept) {
 		case verifyConfirmed, verifyStop:
-			return true
+			return
 		case verifyOtherState:
 			continue // the device answered with another state: one further attempt
 		case verifySilent:
@@ -405,10 +394,9 @@ func (q *deviceQueue) deliverAwake(ctx context.Context, t *task, gen uint64) (st
 			if d.now().Before(op.Deadline) {
 				q.endLease(gen)
 			}
-			return false
+			return
 		}
 	}
-	return false
 }
 
 // verify outcomes.
