@@ -456,7 +456,9 @@ func (s *Sim) Run(ctx context.Context) error {
 		wg.Go(func() { s.deliver(ctx, d) })
 	}
 	for _, b := range s.bridges {
-		wg.Go(func() { s.serve(ctx, b) })
+		wg.Go(func() {
+			s.serve(ctx, bridgeEndpoint{s, b}, b.clientID, s.log.With("base_topic", b.base, "client_id", b.clientID))
+		})
 	}
 	for _, n := range s.nodes {
 		wg.Go(func() { s.deliverNode(ctx, n) })
@@ -474,7 +476,9 @@ func (s *Sim) Run(ctx context.Context) error {
 		}
 	}
 	for _, gw := range s.gateways {
-		wg.Go(func() { s.serveGateway(ctx, gw) })
+		wg.Go(func() {
+			s.serve(ctx, gatewayEndpoint{s, gw}, gw.clientID, s.log.With("gateway", gw.client, "client_id", gw.clientID))
+		})
 	}
 	wg.Wait()
 	return nil
@@ -595,9 +599,26 @@ func (s *Sim) Sets(name string) int {
 	return d.sets
 }
 
-// serve keeps one bridge connected until ctx is done.
-func (s *Sim) serve(ctx context.Context, b *bridge) {
-	log := s.log.With("base_topic", b.base, "client_id", b.clientID)
+// endpoint is one MQTT client the sim keeps connected: a Zigbee2MQTT
+// bridge or a Z-Wave JS UI gateway.
+type endpoint interface {
+	// will is the endpoint's offline status, published retained as its
+	// will and before a clean stop.
+	will() (topic string, payload []byte)
+	// announce publishes what the endpoint says on every connect and
+	// subscribes to what it takes.
+	announce(ctx context.Context, c mqtt.Client) error
+	// attach makes c the client the endpoint publishes through; nil while
+	// it is not connected.
+	attach(c mqtt.Client)
+}
+
+// serve keeps e connected until ctx is done: it connects, announces, and
+// after a lost connection reconnects with the sim's backoff on its clock;
+// when ctx is done it publishes its offline status (a clean disconnect
+// discards the will) and disconnects. The first connection of each
+// endpoint counts towards Ready.
+func (s *Sim) serve(ctx context.Context, e endpoint, clientID string, log *slog.Logger) {
 	first := true
 	var delay time.Duration
 	for attempt := 0; ; attempt++ {
@@ -609,7 +630,7 @@ func (s *Sim) serve(ctx context.Context, b *bridge) {
 			}
 		}
 		lost := make(chan struct{})
-		client := mqtt.NewClient(s.clientOptions(b, lost))
+		client := mqtt.NewClient(s.clientOptions(e, clientID, lost, log))
 		tok := client.Connect()
 		if err := await(ctx, tok); err != nil {
 			if ctx.Err() != nil {
@@ -622,8 +643,8 @@ func (s *Sim) serve(ctx context.Context, b *bridge) {
 			log.Warn("connect failed", "attempt", attempt, "err", err)
 			continue
 		}
-		if err := s.announce(ctx, b, client); err != nil {
-			b.attach(nil)
+		if err := e.announce(ctx, client); err != nil {
+			e.attach(nil)
 			client.Disconnect(0)
 			if ctx.Err() != nil {
 				return
@@ -631,7 +652,7 @@ func (s *Sim) serve(ctx context.Context, b *bridge) {
 			log.Warn("announce failed", "err", err)
 			continue
 		}
-		log.Info("bridge online")
+		log.Info("online")
 		if first {
 			first = false
 			s.mu.Lock()
@@ -643,38 +664,40 @@ func (s *Sim) serve(ctx context.Context, b *bridge) {
 		}
 		select {
 		case <-ctx.Done():
-			b.attach(nil)
-			tok := client.Publish(b.base+"/bridge/state", 1, true, payloadOffline)
+			e.attach(nil)
+			topic, payload := e.will()
+			tok := client.Publish(topic, 1, true, payload)
 			if !tok.WaitTimeout(stopTimeout) || tok.Error() != nil {
 				// A clean disconnect discards the will: the retained state stays online.
-				log.Warn("bridge offline state not published", "err", tok.Error())
+				log.Warn("offline state not published", "err", tok.Error())
 			}
 			client.Disconnect(uint(stopTimeout / time.Millisecond))
-			log.Info("bridge stopped")
+			log.Info("stopped")
 			return
 		case <-lost:
-			b.attach(nil)
+			e.attach(nil)
 			attempt, delay = 0, 0 // the loop's increment makes the next attempt 1
 		}
 	}
 }
 
-// clientOptions configures one connection of a bridge: no paho reconnect (the
-// sim reconnects with its own jitter on its own clock), a clean session, and
-// the bridge's offline state as retained will.
-func (s *Sim) clientOptions(b *bridge, lost chan struct{}) *mqtt.ClientOptions {
+// clientOptions configures one connection of an endpoint: no paho
+// reconnect (the sim reconnects with its own jitter on its own clock), a
+// clean session, and the endpoint's offline status as retained will.
+func (s *Sim) clientOptions(e endpoint, clientID string, lost chan struct{}, log *slog.Logger) *mqtt.ClientOptions {
 	var once sync.Once
+	topic, payload := e.will()
 	o := mqtt.NewClientOptions().
 		AddBroker(s.broker).
-		SetClientID(b.clientID).
+		SetClientID(clientID).
 		SetCleanSession(true).
 		SetAutoReconnect(false).
 		SetConnectRetry(false).
 		SetConnectTimeout(connectTimeout).
 		SetWriteTimeout(writeTimeout).
-		SetBinaryWill(b.base+"/bridge/state", payloadOffline, 1, true).
+		SetBinaryWill(topic, payload, 1, true).
 		SetConnectionLostHandler(func(_ mqtt.Client, err error) {
-			s.log.Warn("connection lost", "base_topic", b.base, "err", err)
+			log.Warn("connection lost", "err", err)
 			once.Do(func() { close(lost) })
 		})
 	if s.username != "" {
@@ -685,6 +708,21 @@ func (s *Sim) clientOptions(b *bridge, lost chan struct{}) *mqtt.ClientOptions {
 	}
 	return o
 }
+
+// bridgeEndpoint is a Zigbee2MQTT bridge as an endpoint the sim keeps
+// connected: its will is the bridge state offline.
+type bridgeEndpoint struct {
+	s *Sim
+	b *bridge
+}
+
+func (e bridgeEndpoint) will() (string, []byte) { return e.b.base + "/bridge/state", payloadOffline }
+
+func (e bridgeEndpoint) announce(ctx context.Context, c mqtt.Client) error {
+	return e.s.announce(ctx, e.b, c)
+}
+
+func (e bridgeEndpoint) attach(c mqtt.Client) { e.b.attach(c) }
 
 // announce runs once per connection, in an order that makes the bridge's
 // birth mean "listening": availability, then the devices' initial states the

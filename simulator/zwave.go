@@ -184,79 +184,22 @@ func (s *Sim) newNode(i int, d Device, byGateway map[string]*gateway) error {
 	return nil
 }
 
-// serveGateway keeps one gateway connected until ctx is done, as serve does
-// for a Zigbee2MQTT bridge.
-func (s *Sim) serveGateway(ctx context.Context, gw *gateway) {
-	log := s.log.With("gateway", gw.client, "client_id", gw.clientID)
-	first := true
-	var delay time.Duration
-	for attempt := 0; ; attempt++ {
-		if attempt > 0 {
-			delay = s.backoff(attempt, delay)
-			if !s.wait(ctx, delay) {
-				return
-			}
-		}
-		lost := make(chan struct{})
-		var once sync.Once
-		o := mqtt.NewClientOptions().AddBroker(s.broker).SetClientID(gw.clientID).
-			SetCleanSession(true).SetAutoReconnect(false).SetConnectRetry(false).
-			SetConnectTimeout(connectTimeout).SetWriteTimeout(writeTimeout).
-			SetBinaryWill(gw.client+"/status", []byte(`{"time":0,"value":false}`), 1, true).
-			SetConnectionLostHandler(func(_ mqtt.Client, err error) {
-				log.Warn("connection lost", "err", err)
-				once.Do(func() { close(lost) })
-			})
-		if s.username != "" {
-			o.SetUsername(s.username)
-		}
-		if s.password != "" {
-			o.SetPassword(s.password)
-		}
-		client := mqtt.NewClient(o)
-		tok := client.Connect()
-		if err := await(ctx, tok); err != nil {
-			if ctx.Err() != nil {
-				<-tok.Done()
-				if tok.Error() == nil {
-					client.Disconnect(0)
-				}
-				return
-			}
-			log.Warn("connect failed", "attempt", attempt, "err", err)
-			continue
-		}
-		if err := s.announceGateway(ctx, gw, client); err != nil {
-			gw.attach(nil)
-			client.Disconnect(0)
-			if ctx.Err() != nil {
-				return
-			}
-			log.Warn("announce failed", "err", err)
-			continue
-		}
-		if first {
-			first = false
-			s.mu.Lock()
-			s.readyLeft--
-			if s.readyLeft == 0 {
-				close(s.ready)
-			}
-			s.mu.Unlock()
-		}
-		select {
-		case <-ctx.Done():
-			gw.attach(nil)
-			tok := client.Publish(gw.client+"/status", 1, true, timeValue(s.clock.Now(), false))
-			tok.WaitTimeout(stopTimeout)
-			client.Disconnect(uint(stopTimeout / time.Millisecond))
-			return
-		case <-lost:
-			gw.attach(nil)
-			attempt, delay = 0, 0
-		}
-	}
+// gatewayEndpoint is a Z-Wave JS UI gateway as an endpoint the sim keeps
+// connected: its will is the gateway status false.
+type gatewayEndpoint struct {
+	s  *Sim
+	gw *gateway
 }
+
+func (e gatewayEndpoint) will() (string, []byte) {
+	return e.gw.client + "/status", timeValue(e.s.clock.Now(), false)
+}
+
+func (e gatewayEndpoint) announce(ctx context.Context, c mqtt.Client) error {
+	return e.s.announceGateway(ctx, e.gw, c)
+}
+
+func (e gatewayEndpoint) attach(c mqtt.Client) { e.gw.attach(c) }
 
 // announceGateway runs once per connection: each node's status and, the
 // first time, its values (queued ahead of any report), then the
