@@ -248,16 +248,22 @@ type device struct {
 	out        outbox
 
 	// Guarded by Sim.mu.
-	state     map[string]any
-	online    bool
+	state map[string]any
+	faulty
 	sets      int  // sets received, dropped included
-	deaf      bool // ignores gets (Faults.IgnoreGets)
-	jammed    bool // its bolt jams (Faults.Jam)
-	echoOnly  bool // echoes sets without moving (Faults.EchoOnly)
 	delivered int  // sets that reached the DropFirst stage
 	asleep    bool // a sleepy end device between its wakes
 
 	kick chan struct{} // Wake; nil for a device that does not sleep
+}
+
+// faulty is what Faults and SetOnline change of a device or node. Guarded
+// by Sim.mu.
+type faulty struct {
+	online   bool
+	deaf     bool // ignores gets (Faults.IgnoreGets)
+	jammed   bool // its bolt jams (Faults.Jam)
+	echoOnly bool // echoes sets without moving (Faults.EchoOnly)
 }
 
 // New validates opts and returns a Sim ready to Run.
@@ -359,7 +365,7 @@ func New(opts Options) (*Sim, error) {
 			stateTopic: d.BaseTopic + "/" + d.Name,
 			availTopic: d.BaseTopic + "/" + d.Name + "/availability",
 			state:      initialState(d.Class),
-			online:     true,
+			faulty:     faulty{online: true},
 			asleep:     d.WakeInterval > 0,
 		}
 		if d.WakeInterval > 0 {
@@ -370,55 +376,35 @@ func New(opts Options) (*Sim, error) {
 		b.devices[d.Name] = dev
 		b.order = append(b.order, dev)
 	}
-	for _, name := range f.Offline {
-		if n := s.nodes[name]; n != nil {
-			n.online = false
-			continue
-		}
-		d := s.devices[name]
-		if d == nil {
-			return nil, fmt.Errorf("simulator: Faults.Offline names %q, which is not in Devices", name)
-		}
-		d.online = false
+	// Each fault names devices of either bridge: a Zigbee2MQTT device or
+	// a Z-Wave node.
+	faults := []struct {
+		field     string
+		names     []string
+		locksOnly bool
+		set       func(*faulty)
+	}{
+		{"Offline", f.Offline, false, func(x *faulty) { x.online = false }},
+		{"IgnoreGets", f.IgnoreGets, false, func(x *faulty) { x.deaf = true }},
+		{"Jam", f.Jam, true, func(x *faulty) { x.jammed = true }},
+		{"EchoOnly", f.EchoOnly, false, func(x *faulty) { x.echoOnly = true }},
 	}
-	for _, name := range f.IgnoreGets {
-		if n := s.nodes[name]; n != nil {
-			n.deaf = true
-			continue
-		}
-		d := s.devices[name]
-		if d == nil {
-			return nil, fmt.Errorf("simulator: Faults.IgnoreGets names %q, which is not in Devices", name)
-		}
-		d.deaf = true
-	}
-	for _, name := range f.Jam {
-		if n := s.nodes[name]; n != nil {
-			if n.Class != ClassLock {
-				return nil, fmt.Errorf("simulator: Faults.Jam names %q, a %s; only locks jam", name, n.Class)
+	for _, fault := range faults {
+		for _, name := range fault.names {
+			var x *faulty
+			var class string
+			if n := s.nodes[name]; n != nil {
+				x, class = &n.faulty, n.Class
+			} else if d := s.devices[name]; d != nil {
+				x, class = &d.faulty, d.Class
+			} else {
+				return nil, fmt.Errorf("simulator: Faults.%s names %q, which is not in Devices", fault.field, name)
 			}
-			n.jammed = true
-			continue
+			if fault.locksOnly && class != ClassLock {
+				return nil, fmt.Errorf("simulator: Faults.%s names %q, a %s; only locks jam", fault.field, name, class)
+			}
+			fault.set(x)
 		}
-		d := s.devices[name]
-		if d == nil {
-			return nil, fmt.Errorf("simulator: Faults.Jam names %q, which is not in Devices", name)
-		}
-		if d.Class != ClassLock {
-			return nil, fmt.Errorf("simulator: Faults.Jam names %q, a %s; only locks jam", name, d.Class)
-		}
-		d.jammed = true
-	}
-	for _, name := range f.EchoOnly {
-		if n := s.nodes[name]; n != nil {
-			n.echoOnly = true
-			continue
-		}
-		d := s.devices[name]
-		if d == nil {
-			return nil, fmt.Errorf("simulator: Faults.EchoOnly names %q, which is not in Devices", name)
-		}
-		d.echoOnly = true
 	}
 	for i, b := range s.bridges {
 		b.clientID = clientID

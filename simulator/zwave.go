@@ -78,14 +78,11 @@ type node struct {
 	kick chan struct{} // Wake
 
 	// Guarded by Sim.mu.
-	values   map[string]any // "<cc>/<endpoint>/<property>[/<key>]" → value
-	online   bool
-	asleep   bool
-	queue    []func(now time.Time) // the gateway's wake-up queue
-	sets     int
-	deaf     bool
-	jammed   bool
-	echoOnly bool
+	values map[string]any // "<cc>/<endpoint>/<property>[/<key>]" → value
+	faulty
+	asleep bool
+	queue  []func(now time.Time) // the gateway's wake-up queue
+	sets   int
 }
 
 func (gw *gateway) topic(n *node, rest string) string {
@@ -175,7 +172,7 @@ func (s *Sim) newNode(i int, d Device, byGateway map[string]*gateway) error {
 	if _, dup := gw.byID[d.NodeID]; dup {
 		return fmt.Errorf("simulator: Devices[%d] %q: node ID %d is used twice on gateway %s", i, d.Name, d.NodeID, gw.client)
 	}
-	n := &node{Device: d, gw: gw, values: initialValues(d.Class), online: true, asleep: d.WakeInterval > 0, kick: make(chan struct{}, 1)}
+	n := &node{Device: d, gw: gw, values: initialValues(d.Class), faulty: faulty{online: true}, asleep: d.WakeInterval > 0, kick: make(chan struct{}, 1)}
 	n.out.init()
 	gw.nodes[d.Name] = n
 	gw.byID[d.NodeID] = n
