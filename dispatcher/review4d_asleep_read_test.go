@@ -3,7 +3,6 @@ package dispatcher
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/hearthd/hearth/devices"
 )
@@ -50,14 +49,14 @@ func TestReview4DNoVerifyingReadToANodeReportedAsleepDuringTheSend(t *testing.T)
 			t.Fatalf("wake %d: a %s; want the set", i, m.verb)
 		}
 		// The set made the node report Asleep: the worker puts z back and
-		// waits for the next wake (on z's deadline timer).
+		// waits for the next wake (on z's deadline timer). A verifying
+		// read, if one went out, was sent (synchronously, by the rig's
+		// bridge) before z came back.
 		r.eventually("z back in the queue", func() bool {
 			q.mu.Lock()
 			defer q.mu.Unlock()
 			return q.current == nil && len(q.waiting) == 1
 		})
-		r.waiting()
-		time.Sleep(5 * time.Millisecond)
 		for len(r.bridge.msgs) > 0 {
 			if m := <-r.bridge.msgs; m.verb == "get" {
 				gets++
