@@ -118,7 +118,9 @@ func newGuard(srv *mqtt.Server, opts Options) *guard {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	g.log = &refusalLog{clock: g.clock, log: log}
+	g.log = &refusalLog{clock: g.clock, log: log,
+		msg:  "embedded broker refused CONNECTs (server busy); clients back off and retry",
+		keys: []string{RefusedMaxConnections, RefusedRate}}
 	return g
 }
 
@@ -241,10 +243,23 @@ func (g *guard) stop() { g.log.stop() }
 // guarded is a listener whose connections give back their guard slot when
 // mochi has finished with them. It leaves the guard's refusals, which the
 // refusal log summarises, out of mochi's per-connection warnings.
+//
+// It is also where the limits before authentication act, before mochi sees
+// a connection: mochi reads a packet by allocating a buffer of the length
+// its fixed header claims before reading it (Client.ReadPacket), gives a
+// connection no deadline until its CONNECT has passed the hooks, and
+// allocates each client's queues as it accepts it. So the listener counts
+// the connection against Options.MaxUnauthenticated (counted: network
+// listeners only, not DialPipe's in-process clients), reads the CONNECT
+// itself within Options.ConnectTimeout and at most Options.MaxConnectSize
+// bytes, and only then hands mochi the connection with that packet
+// replayed.
 type guarded struct {
 	listeners.Listener
-	g *guard
-	a *authenticator
+	g       *guard
+	a       *authenticator
+	lim     *limits
+	counted bool
 }
 
 func (l guarded) Serve(establish listeners.EstablishFn) {
@@ -254,10 +269,20 @@ func (l guarded) Serve(establish listeners.EstablishFn) {
 			return nil
 		}
 		defer l.g.served(conn)
-		err := establish(id, conn)
-		l.g.release(conn)
-		l.a.forget(conn)
-		if errors.Is(err, errRefused) {
+		pc := &primedConn{Conn: conn}
+		if l.counted && !l.lim.accept(pc) {
+			conn.Close()
+			return nil
+		}
+		if !l.lim.readConnect(pc) {
+			l.lim.done(pc)
+			conn.Close()
+			return nil
+		}
+		err := establish(id, pc)
+		l.g.release(pc)
+		l.a.forget(pc)
+		if l.lim.ended(pc, err) || errors.Is(err, errRefused) {
 			return nil
 		}
 		return err
@@ -270,6 +295,8 @@ func (l guarded) Serve(establish listeners.EstablishFn) {
 type refusalLog struct {
 	clock clockwork.Clock
 	log   *slog.Logger
+	msg   string   // the line's message
+	keys  []string // the reasons each line counts, in this order
 
 	mu      sync.Mutex
 	counts  map[string]int
@@ -326,10 +353,11 @@ func (r *refusalLog) logLocked(now time.Time) {
 	if r.counts == nil {
 		return
 	}
-	r.log.Warn("embedded broker refused CONNECTs (server busy); clients back off and retry",
-		"max_connections", r.counts[RefusedMaxConnections],
-		"rate", r.counts[RefusedRate],
-		"over", now.Sub(r.since))
+	args := make([]any, 0, 2*len(r.keys)+2)
+	for _, k := range r.keys {
+		args = append(args, k, r.counts[k])
+	}
+	r.log.Warn(r.msg, append(args, "over", now.Sub(r.since))...)
 	r.counts = nil
 	r.last = now
 }
