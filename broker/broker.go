@@ -319,11 +319,11 @@ func Start(opts Options) (*Broker, error) {
 		return fail(err)
 	}
 	if tcp != nil {
-		if err := srv.AddListener(guarded{listeners.NewNet(tcpListenerID, tcp), b.guard, b.auth, b.limits, true}); err != nil {
+		if err := srv.AddListener(b.listener(tcpListenerID, tcp, true)); err != nil {
 			return fail(err)
 		}
 	}
-	if err := srv.AddListener(guarded{listeners.NewNet(pipeListenerID, b.pipe), b.guard, b.auth, b.limits, false}); err != nil {
+	if err := srv.AddListener(b.listener(pipeListenerID, b.pipe, false)); err != nil {
 		return fail(err)
 	}
 	if err := srv.Serve(); err != nil {
@@ -331,6 +331,16 @@ func Start(opts Options) (*Broker, error) {
 		return nil, fmt.Errorf("embedded broker: %w", err)
 	}
 	return b, nil
+}
+
+// listener makes ln one of the broker's listeners, named id: its
+// connections pass the limits before authentication (counted against
+// MaxUnauthenticated if counted: every network listener) and the accept
+// guard. A listener that wraps ln in TLS hands it here wrapped, so that
+// the handshake, which happens at the first read, falls within the
+// CONNECT deadline.
+func (b *Broker) listener(id string, ln net.Listener, counted bool) listeners.Listener {
+	return guarded{listeners.NewNet(id, limitedListener{ln, b.limits, counted}), b.guard, b.auth, b.limits}
 }
 
 // check reports an option out of range.

@@ -248,35 +248,34 @@ func (g *guard) stop() { g.log.stop() }
 // a connection: mochi reads a packet by allocating a buffer of the length
 // its fixed header claims before reading it (Client.ReadPacket), gives a
 // connection no deadline until its CONNECT has passed the hooks, and
-// allocates each client's queues as it accepts it. So the listener counts
-// the connection against Options.MaxUnauthenticated (counted: network
-// listeners only, not DialPipe's in-process clients), reads the CONNECT
-// itself within Options.ConnectTimeout and at most Options.MaxConnectSize
-// bytes, and only then hands mochi the connection with that packet
-// replayed.
+// allocates each client's queues as it accepts it. So its net.Listener is
+// a limitedListener, which counts each connection against
+// Options.MaxUnauthenticated (closing it at accept beyond), and the
+// listener reads the CONNECT itself within Options.ConnectTimeout and at
+// most Options.MaxConnectSize bytes before it hands mochi the connection
+// with that packet replayed.
 type guarded struct {
 	listeners.Listener
-	g       *guard
-	a       *authenticator
-	lim     *limits
-	counted bool
+	g   *guard
+	a   *authenticator
+	lim *limits
 }
 
 func (l guarded) Serve(establish listeners.EstablishFn) {
 	l.Listener.Serve(func(id string, conn net.Conn) error {
-		if !l.g.serve(conn) {
-			conn.Close() // accepted as the broker closes
+		pc, ok := conn.(*primedConn)
+		if !ok {
+			pc = &primedConn{Conn: conn}
+		}
+		if !l.g.serve(pc) {
+			l.lim.done(pc)
+			pc.Close() // accepted as the broker closes
 			return nil
 		}
-		defer l.g.served(conn)
-		pc := &primedConn{Conn: conn}
-		if l.counted && !l.lim.accept(pc) {
-			conn.Close()
-			return nil
-		}
+		defer l.g.served(pc)
 		if !l.lim.readConnect(pc) {
 			l.lim.done(pc)
-			conn.Close()
+			pc.Close()
 			return nil
 		}
 		err := establish(id, pc)

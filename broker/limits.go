@@ -303,6 +303,30 @@ func (l *limits) accept(pc *primedConn) bool {
 	return true
 }
 
+// limitedListener closes, at accept and on the accepting goroutine, a
+// connection beyond Options.MaxUnauthenticated (if counted), so that a
+// socket refused costs no goroutine; it returns the others as
+// *primedConn, counted.
+type limitedListener struct {
+	net.Listener
+	lim     *limits
+	counted bool
+}
+
+func (l limitedListener) Accept() (net.Conn, error) {
+	for {
+		conn, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		pc := &primedConn{Conn: conn}
+		if !l.counted || l.lim.accept(pc) {
+			return pc, nil
+		}
+		conn.Close()
+	}
+}
+
 // done stops counting pc as unauthenticated, if it was.
 func (l *limits) done(pc *primedConn) {
 	l.mu.Lock()
