@@ -53,9 +53,12 @@ type Options struct {
 	MaxPacketSize uint32
 	// Logger receives the broker's own warnings and errors, a summary of
 	// the CONNECTs the accept guard refused at most once per second, the
-	// refused logins and publishes of Users and DenyPublish, and the
-	// clients SetUsers disconnects; mochi's informational lines (every
-	// connect and disconnect) are left out. nil discards them.
+	// refused logins and publishes of Users and DenyPublish, the clients
+	// SetUsers disconnects, and a summary of the connections the limits
+	// before authentication closed, at most once per second; mochi's
+	// informational lines (every connect and disconnect) and its warning
+	// for every client with a keep alive under 5 s (0 included, which a
+	// client could send on every CONNECT) are left out. nil discards them.
 	Logger *slog.Logger
 
 	// MaxConnectRate is how many CONNECTs the broker accepts per second, a
@@ -447,7 +450,9 @@ const (
 )
 
 // warnAndAbove passes on only warnings and errors, less the read errors of
-// connections that the broker itself closed while stopping.
+// connections that the broker itself closed while stopping and mochi's
+// warning about a short keep alive, which it logs for every such CONNECT
+// before any hook (MaxKeepAlive replaces a keep alive of 0).
 type warnAndAbove struct{ slog.Handler }
 
 func (h warnAndAbove) Enabled(ctx context.Context, l slog.Level) bool {
@@ -455,6 +460,9 @@ func (h warnAndAbove) Enabled(ctx context.Context, l slog.Level) bool {
 }
 
 func (h warnAndAbove) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == mqtt.ErrMinimumKeepalive.Error() {
+		return nil
+	}
 	closed := false
 	r.Attrs(func(a slog.Attr) bool {
 		if err, ok := a.Value.Any().(error); ok && errors.Is(err, net.ErrClosed) {

@@ -10,6 +10,7 @@ import (
 	"net"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -94,9 +95,8 @@ func TestOversizedFirstPacketIsClosedWithoutAllocation(t *testing.T) {
 // Attack: a client with keep alive 0 that then says nothing. The broker
 // holds it to MaxKeepAlive: an MQTT 3.1.1 client, which cannot be told, is
 // disconnected after one and a half times it of silence (1 s here, as
-// mochi rounds 1.5 × 1 s down to whole seconds); an MQTT 5 client is told
-// MaxKeepAlive in the CONNACK's Server Keep Alive; one that asks for less
-// is told nothing and keeps its own.
+// mochi rounds 1.5 × 1 s down to whole seconds), and mochi's warning about
+// the short keep alive, one per CONNECT, is not logged.
 func TestKeepAliveZeroClientIsReaped(t *testing.T) {
 	logs := &limitsRecorder{ch: make(chan slog.Record, 16)}
 	b := startBroker(t, Options{Listen: "127.0.0.1:0", MaxKeepAlive: time.Second, Logger: slog.New(logs)})
@@ -111,6 +111,16 @@ func TestKeepAliveZeroClientIsReaped(t *testing.T) {
 		t.Errorf("Stats().KeepAliveTimeouts = %d; want 1", got)
 	}
 
+	if n := logs.perConnection.Load(); n != 0 {
+		t.Errorf("%d warnings of mochi's about the short keep alive; want none: a client can send one on every CONNECT", n)
+	}
+}
+
+// An MQTT 5 client that asks for keep alive 0 or more than MaxKeepAlive is
+// told MaxKeepAlive in the CONNACK's Server Keep Alive, which it must then
+// use; one that asks for less is told nothing and keeps its own.
+func TestServerKeepAliveTellsMQTT5Clients(t *testing.T) {
+	b := startBroker(t, Options{Listen: "127.0.0.1:0", MaxKeepAlive: time.Second})
 	for _, tt := range []struct {
 		keepAlive uint16
 		want      *uint16
@@ -359,13 +369,20 @@ func rawConnect(t *testing.T, conn net.Conn, l rawLogin) byte {
 	return ack[3]
 }
 
-// limitsRecorder hands the limits' summary lines to ch.
-type limitsRecorder struct{ ch chan slog.Record }
+// limitsRecorder hands the limits' summary lines to ch, and counts
+// mochi's warnings about a short keep alive.
+type limitsRecorder struct {
+	ch            chan slog.Record
+	perConnection atomic.Int64
+}
 
 func (r *limitsRecorder) Enabled(context.Context, slog.Level) bool { return true }
 func (r *limitsRecorder) Handle(_ context.Context, rec slog.Record) error {
 	if rec.Message == limitsLogMessage {
 		r.ch <- rec
+	}
+	if strings.Contains(rec.Message, "keepalive") {
+		r.perConnection.Add(1)
 	}
 	return nil
 }
