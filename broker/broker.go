@@ -98,7 +98,10 @@ type Options struct {
 	// Exempt lists client IDs the guard never refuses, neither for the
 	// rate nor for MaxConnections (they still count as connected): the
 	// daemon's own client, which must never be locked out of its own
-	// broker by the crowd it guards against.
+	// broker by the crowd it guards against. The limits before
+	// authentication (ConnectTimeout to LoginFailuresPerMinute) act before
+	// a client ID is known and apply to it too; an address's share of
+	// MaxUnauthenticated keeps another host from filling the cap.
 	Exempt []string
 	// MaxInflight is each client's receive maximum: how many QoS 1 and 2
 	// publishes a client may have in flight to the broker (MQTT 5 Receive
