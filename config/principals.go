@@ -31,6 +31,11 @@ type Principal struct {
 	// HTTPToken is the bearer token the principal sends to the HTTP API
 	// (Authorization: Bearer <token>): at least MinTokenLength bytes.
 	HTTPToken string
+	// MQTTPublish are MQTT topic filters the principal may publish on
+	// beyond <prefix>/+/set (commands) and <discovery_prefix>/status
+	// (Home Assistant's birth message): none may overlap <prefix>/#, a
+	// bridge's base topic or a status topic. Default none.
+	MQTTPublish []string
 	// Allow is what the principal may command: device ID or "*" →
 	// actions (lock, unlock, open, close, stop, on, off, arm, disarm, set,
 	// or "*"). A device's own entry replaces the "*" entry for it.
@@ -46,11 +51,16 @@ const MinTokenLength = 16
 const MinPasswordLength = 8
 
 // BrokerUser is a client of the embedded broker that commands nothing
-// through Hearth (a bridge such as Zigbee2MQTT): the broker lets it
-// connect with this password once principals turn authentication on.
+// through Hearth and is not a configured service: the broker lets it
+// connect with this password, and it may subscribe to anything but publish
+// only on Publish.
 type BrokerUser struct {
 	Username string
 	Password string
+	// Publish are the MQTT topic filters the user may publish on; none may
+	// overlap <prefix>/#, a bridge's base topic or a status topic. Default
+	// none: the user may only subscribe.
+	Publish []string
 }
 
 // actionNames lists the words a grant may use, sorted.
@@ -87,6 +97,7 @@ func walkPrincipal(w *walker, name string, n *yaml.Node, key string) Principal {
 		value("mqtt_username", &p.MQTTUsername, notEmpty),
 		value("mqtt_password", &p.MQTTPassword, minLength(MinPasswordLength)),
 		value("http_token", &p.HTTPToken, minLength(MinTokenLength)),
+		filters("mqtt_publish", &p.MQTTPublish),
 		field{"allow", func(w *walker, n *yaml.Node, key string) { p.Allow = walkGrants(w, n, key) }},
 	)
 	return p
@@ -119,7 +130,10 @@ func walkGrants(w *walker, n *yaml.Node, key string) devices.Grants {
 // walkBrokerUser walks one entry of mqtt.users.
 func walkBrokerUser(w *walker, name string, n *yaml.Node, key string) BrokerUser {
 	u := BrokerUser{Username: name}
-	w.mapping(n, key, value("password", &u.Password, minLength(MinPasswordLength)))
+	w.mapping(n, key,
+		value("password", &u.Password, minLength(MinPasswordLength)),
+		filters("publish", &u.Publish),
+	)
 	if k := join(key, "password"); u.Password == "" && !w.reported[k] && !w.reported[key] {
 		w.reportf(w.lines[key], k, "missing")
 	}
@@ -138,14 +152,12 @@ func minLength(n int) func(string) error {
 // checkPrincipals reports what does not fit together in principals and
 // mqtt.users: credentials given by halves, MQTT credentials with an
 // external broker, a username or token used twice, a grant naming a device
-// that does not exist.
+// that does not exist. checkAccounts checks the services' accounts and
+// every publish filter.
 func (c *Config) checkPrincipals(w *walker) {
 	embedded := c.MQTT.URL == ""
 	if len(c.MQTT.Users) > 0 && !embedded {
 		w.reportf(w.lines["mqtt.users"], "mqtt.users", "only for the embedded broker: with mqtt.url, configure users in the external broker")
-	}
-	if len(c.MQTT.Users) > 0 && len(c.Principals) == 0 {
-		w.reportf(w.lines["mqtt.users"], "mqtt.users", "has no effect without principals: the embedded broker authenticates clients only once principals are configured")
 	}
 	usernames := map[string]string{} // username → key that took it
 	for _, u := range c.MQTT.Users {
