@@ -223,7 +223,7 @@ func (c *Config) anonymousProblems() []anonymousProblem {
 		case !s.allow && s.beyond:
 			add(key+"_beyond_loopback", "has no effect without %s: true", key)
 		case !s.allow:
-		case len(c.Principals) > 0:
+		case len(c.Principals) > 0 && !c.GeneratedPrincipal:
 			add(key, "cannot be true with principals: they need the %s to authenticate every client (remove allow_anonymous, or give every client a principal)", map[string]string{"mqtt": "broker", "http": "HTTP API"}[s.name])
 		case !s.embeddedBroker:
 			add(key, "only for the embedded broker; with mqtt.url, the external broker decides who may connect")

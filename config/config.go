@@ -72,10 +72,14 @@ type Config struct {
 	Devices []Device
 	// Automations are the local automations, in file order. Default none.
 	Automations []Automation
-	// Principals are who may command what, in file order. Default none:
-	// anyone who can publish to the broker or reach the HTTP API may
-	// command every device.
+	// Principals are who may command what, in file order. Default none,
+	// and then ApplyCredentials adds DefaultPrincipal, which may command
+	// everything, unless both MQTT and HTTP allow anonymous clients.
 	Principals []Principal
+	// GeneratedPrincipal is set by ApplyCredentials when the last of
+	// Principals is the generated DefaultPrincipal rather than one of the
+	// file's. Parse leaves it false.
+	GeneratedPrincipal bool
 }
 
 // Defaults hold values that devices may override.
