@@ -14,10 +14,11 @@ import (
 // Principal is someone who may command devices: a wall tablet, Home
 // Assistant, a phone app. The embedded broker authenticates it by its MQTT
 // username and password, the HTTP API by its bearer token; what it may
-// command is Allow. When at least one principal is configured, commands
-// from anyone else are rejected with reason unauthorized, and the embedded
-// broker refuses clients without a known username and password (see
-// MQTT.Users for bridges and other clients that command nothing).
+// command is Allow. Commands from anyone else are rejected with reason
+// unauthorized unless mqtt.allow_anonymous or http.allow_anonymous, and the
+// embedded broker refuses clients without a known username and password
+// (see Service.MQTTUsername for bridges, MQTT.Users for other clients).
+// Without principals in the file, ApplyCredentials adds DefaultPrincipal.
 type Principal struct {
 	// Name is the principal's name, the key under principals: it appears
 	// in results' audit trail and notifications.
@@ -80,9 +81,9 @@ func (c *Config) Principal(name string) (Principal, bool) {
 	return Principal{}, false
 }
 
-// Authentication reports whether principals are configured, which turns on
-// authorization of every command and authentication at the embedded
-// broker.
+// Authentication reports whether principals are configured (the generated
+// DefaultPrincipal counts once ApplyCredentials added it): then commands
+// are authorized by principal unless a listener is anonymous.
 func (c *Config) Authentication() bool { return len(c.Principals) > 0 }
 
 // walkPrincipal walks one entry of principals.

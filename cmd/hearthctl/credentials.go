@@ -146,7 +146,7 @@ func (c *cli) rotate(path, name string) error {
 	if err := config.WriteCredentials(path, cr); err != nil {
 		return err
 	}
-	fmt.Fprintf(c.stdout, "Rotated %s (hearthctl credentials shows it).\nReload hearthd to apply it: kill -HUP $(pidof hearthd), or systemctl reload hearthd. Until then the old secret still works; after it, clients still logged in with the old one are disconnected.\n", rotated)
+	fmt.Fprintf(c.stdout, "Rotated %s (hearthctl credentials shows it).\nReload hearthd to apply it: kill -HUP <pid of that hearthd>, or systemctl reload hearthd. Until then the old secret still works; after it, clients still logged in with the old one are disconnected.\n", rotated)
 	return nil
 }
 
