@@ -302,3 +302,52 @@ func TestRotateThenSIGHUPRefusesTheOldPassword(t *testing.T) {
 		t.Errorf("after SIGHUP, CONNECT with the new password: return code %d; want 0", code)
 	}
 }
+
+// With only mqtt.allow_anonymous, the broker admits anyone and an
+// anonymous command is carried out, while the HTTP API still needs the
+// generated principal's token.
+func TestAnonymousMQTTWithAnAuthenticatedAPI(t *testing.T) {
+	text := strings.Replace(testConfig, "mqtt:\n  listen: 127.0.0.1:0\n", "mqtt:\n  listen: 127.0.0.1:0\n  allow_anonymous: true\n", 1)
+	cfg, err := config.Parse("test.yaml", []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.DataDir = t.TempDir()
+	d, err := start(cfg, deps{logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.stop()
+	waitClosed(t, d.conn.Up(), "hearthd connected")
+	code, c := connect(t, d.brokerURL, "anonymous", login{})
+	if code != 0 {
+		t.Fatalf("anonymous CONNECT with mqtt.allow_anonymous: return code %d; want 0", code)
+	}
+	results := make(chan devices.Result, 16)
+	mustToken(t, c.Subscribe("hearth/+/result", 1, func(_ paho.Client, m paho.Message) {
+		var r devices.Result
+		if json.Unmarshal(m.Payload(), &r) == nil {
+			results <- r
+		}
+	}))
+	mustToken(t, c.Publish("hearth/plug/set", 1, false, `{"state":"ON","op_id":"anon-mqtt"}`))
+	select {
+	case r := <-results:
+		if r.Status != devices.Accepted {
+			t.Errorf("an anonymous MQTT command with mqtt.allow_anonymous: %s (%s: %s); want accepted", r.Status, r.Reason, r.Detail)
+		}
+	case <-time.After(eventWait):
+		t.Fatal("no result for the anonymous command")
+	}
+	if status, _ := getAPI(t, d, "/api/v1/breakers", ""); status != http.StatusUnauthorized {
+		t.Errorf("GET /api/ without a token: %d; want 401, since http.allow_anonymous is false", status)
+	}
+	cr, err := config.LoadCredentials(config.CredentialsPath(cfg.DataDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	def, _ := cr.Principal(config.DefaultPrincipal)
+	if status, body := getAPI(t, d, "/api/v1/breakers", def.HTTPToken); status != http.StatusOK {
+		t.Errorf("GET /api/ with the default principal's token: %d %s; want 200", status, body)
+	}
+}
