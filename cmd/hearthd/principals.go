@@ -115,8 +115,12 @@ func (d *daemon) reloadFrom(load func() (*config.Config, error), log *slog.Logge
 	// The credentials file too: a password rotated with hearthctl
 	// credentials rotate applies from here on, and the broker disconnects
 	// whoever is still logged in with the old one.
-	next.DataDir = d.cfg.DataDir // the store in use, whatever the file says now
+	// The credentials of the data directory in use, whatever the file
+	// says now (a new data_dir waits for a restart, and is warned of).
+	dataDir := next.DataDir
+	next.DataDir = d.cfg.DataDir
 	path, added, err := credentials(next, d.random)
+	next.DataDir = dataDir
 	if err != nil {
 		log.Error("configuration not reloaded; the running principals and credentials stay", "err", err)
 		return
