@@ -7,6 +7,7 @@
 //	hearthctl [-addr http://127.0.0.1:8080] [-token T] audit [-device D] [-op OPID] [-principal P] [-since 24h] [-limit N] [-after SEQ] [-json]
 //	hearthctl [-addr ...] [-token T] deadletters [-device D] [-status S] [-reason R] [-since 24h] [-limit N] [-after SEQ] [-json]
 //	hearthctl [-addr ...] [-token T] breakers [-json]
+//	hearthctl [-addr ...] ready [-timeout 5s] [-q]
 //
 // The token, if any (-token, or the HEARTH_TOKEN environment variable), is
 // sent as "Authorization: Bearer <token>". Exit status: 0 done, 1 an error
@@ -86,6 +87,7 @@ var commands = []struct {
 	{"audit", "the audit trail of safety-critical commands (GET /api/v1/audit)", (*cli).audit},
 	{"breakers", "the circuit breaker of every service (GET /api/v1/breakers)", (*cli).breakers},
 	{"deadletters", "commands that ended expired, failed or superseded (GET /api/v1/deadletters)", (*cli).deadLetters},
+	{"ready", "exit 0 if hearthd is ready, 1 if not (GET /readyz; a container's health check)", (*cli).ready},
 }
 
 func (c *cli) run(args []string) int {
@@ -131,6 +133,8 @@ func (c *cli) run(args []string) int {
 			return exitOK
 		case errors.Is(err, flag.ErrHelp):
 			return exitOK
+		case errors.Is(err, errNotReady):
+			return exitError // the failing checks are printed
 		case errors.Is(err, errFlags):
 			return exitUsage
 		case errors.As(err, &ue):
