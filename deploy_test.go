@@ -214,6 +214,9 @@ func TestDeploymentSetsNoAllowAnonymous(t *testing.T) {
 	more, _ := filepath.Glob("deploy/*.*")
 	files = append(append(files, more...), "Dockerfile")
 	for _, f := range files {
+		if strings.HasSuffix(f, ".md") {
+			continue // the docs may name the key
+		}
 		for i, line := range strings.Split(readFile(t, f), "\n") {
 			if strings.Contains(line, "allow_anonymous") && !regexp.MustCompile(`^\s*allow_anonymous\s+false\s*$|^\s*#|Nothing here sets allow_anonymous`).MatchString(line) {
 				t.Errorf("%s:%d: %s", f, i+1, line)
