@@ -8,14 +8,19 @@ package hearth_test
 
 import (
 	"bufio"
+	"errors"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	paho "github.com/eclipse/paho.mqtt.golang"
 	"gopkg.in/yaml.v3"
 
 	"github.com/hearthd/hearth/config"
@@ -532,4 +537,116 @@ func readFile(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// Debian's Mosquitto 2 runs deploy/mosquitto/mosquitto.conf (its paths
+// moved into a temp dir): a client without an account is refused, one of
+// the dynamic-security file is admitted.
+func TestMosquittoWithTheShippedConfAdmitsOnlyAccounts(t *testing.T) {
+	broker, err := exec.LookPath("mosquitto")
+	if err != nil {
+		broker = "/usr/sbin/mosquitto"
+	}
+	plugin, _ := filepath.Glob("/usr/lib/*/mosquitto_dynamic_security.so")
+	ctrl, ctrlErr := exec.LookPath("mosquitto_ctrl")
+	if _, err := os.Stat(broker); err != nil || len(plugin) == 0 || ctrlErr != nil {
+		msg := "Mosquitto 2 with its dynamic-security plugin and mosquitto_ctrl is not installed (Debian: mosquitto, mosquitto-clients)"
+		if os.Getenv("CI") != "" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	// Mosquitto started as root runs as the user mosquitto: its files are
+	// in a directory that user may enter and write (t.TempDir's parent is
+	// root's alone).
+	dir, err := os.MkdirTemp("", "mosquitto")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	dynsec := filepath.Join(dir, "dynamic-security.json")
+	if out, err := exec.Command(ctrl, "dynsec", "init", dynsec, "hearthd", "s3cret-Pa55").CombinedOutput(); err != nil {
+		t.Fatalf("mosquitto_ctrl dynsec init: %v\n%s", err, out)
+	}
+	if err := os.Chmod(dynsec, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	ln.Close()
+	conf := readFile(t, "deploy/mosquitto/mosquitto.conf")
+	for old, repl := range map[string]string{
+		"\nlistener 1883\n":                                            "\nlistener " + port + " 127.0.0.1\n",
+		"/usr/lib/mosquitto_dynamic_security.so":                       plugin[0],
+		"plugin_opt_config_file /mosquitto/data/dynamic-security.json": "plugin_opt_config_file " + dynsec,
+		"persistence_location /mosquitto/data/":                        "persistence_location " + dir + "/",
+		"log_dest stdout":                                              "log_dest stderr\nlog_type all", // "running" is information
+	} {
+		if !strings.Contains(conf, old) {
+			t.Fatalf("mosquitto.conf has no %q", old)
+		}
+		conf = strings.Replace(conf, old, repl, 1)
+	}
+	path := filepath.Join(dir, "mosquitto.conf")
+	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(broker, "-c", path)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	running := make(chan string, 1)
+	go func() {
+		var log strings.Builder
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			log.WriteString(sc.Text() + "\n")
+			if strings.Contains(sc.Text(), " running") {
+				running <- ""
+			}
+		}
+		running <- log.String()
+	}()
+	select {
+	case log := <-running:
+		if log != "" {
+			t.Fatalf("mosquitto exited:\n%s", log)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("mosquitto did not say it is running within 10 s")
+	}
+
+	connect := func(username, password string) error {
+		o := paho.NewClientOptions().AddBroker("tcp://127.0.0.1:" + port).SetClientID("deploy-test-" + username).
+			SetUsername(username).SetPassword(password).SetAutoReconnect(false).SetConnectRetry(false)
+		c := paho.NewClient(o)
+		tok := c.Connect()
+		if !tok.WaitTimeout(10 * time.Second) {
+			return errors.New("no CONNACK within 10 s")
+		}
+		if tok.Error() == nil {
+			c.Disconnect(0)
+		}
+		return tok.Error()
+	}
+	if err := connect("", ""); err == nil {
+		t.Error("a client without an account was admitted")
+	}
+	if err := connect("hearthd", "wrong"); err == nil {
+		t.Error("a wrong password was admitted")
+	}
+	if err := connect("hearthd", "s3cret-Pa55"); err != nil {
+		t.Errorf("the dynamic-security account was refused: %v", err)
+	}
 }
