@@ -5,7 +5,7 @@
 #   docker build -t hearth .
 #   docker run -d --name hearth -p 1883:1883 -p 8080:8080 \
 #       -v hearth-config:/etc/hearth -v hearth-data:/var/lib/hearth hearth
-#   docker exec hearth hearthctl credentials   # the generated accounts
+#   docker exec hearth hearthctl credentials -data-dir /var/lib/hearth   # the generated accounts
 #
 # Safe as shipped:
 #   - hearthd runs as UID:GID 10001:10001 (numeric, so that an orchestrator
