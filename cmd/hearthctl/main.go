@@ -7,7 +7,11 @@
 //	hearthctl [-addr http://127.0.0.1:8080] [-token T] audit [-device D] [-op OPID] [-principal P] [-since 24h] [-limit N] [-after SEQ] [-json]
 //	hearthctl [-addr ...] [-token T] deadletters [-device D] [-status S] [-reason R] [-since 24h] [-limit N] [-after SEQ] [-json]
 //	hearthctl [-addr ...] [-token T] breakers [-json]
+//
 //	hearthctl [-addr ...] ready [-timeout 5s] [-q]
+//
+// ready asks GET /readyz, which needs no token, and exits 0 when hearthd
+// is ready, 1 when it is not: a container's health check.
 //
 // The token, if any (-token, or the HEARTH_TOKEN environment variable), is
 // sent as "Authorization: Bearer <token>". Exit status: 0 done, 1 an error
