@@ -3,6 +3,7 @@ module github.com/hearthd/hearth
 go 1.26.8
 
 require (
+	github.com/coreos/go-systemd/v22 v22.7.0
 	github.com/eclipse/paho.golang v0.23.0
 	github.com/eclipse/paho.mqtt.golang v1.5.1
 	github.com/jonboulle/clockwork v0.5.0

@@ -10,6 +10,11 @@
 //	hearthctl [-addr ...] [-token T] breakers [-json]
 //	hearthctl credentials [-data-dir DIR] [rotate NAME | token [NAME]]
 //
+//	hearthctl [-addr ...] ready [-timeout 5s] [-q]
+//
+// ready asks GET /readyz, which needs no token, and exits 0 when hearthd
+// is ready, 1 when it is not: a container's health check.
+//
 // The token, if any (-token, or the HEARTH_TOKEN environment variable), is
 // sent as "Authorization: Bearer <token>". Exit status: 0 done, 1 an error
 // (hearthd unreachable or answering with an error), 2 a usage mistake.
@@ -92,6 +97,7 @@ var commands = []struct {
 	{"credentials", "show the accounts of <data_dir>/credentials.yaml, or rotate one (reads the file, not the API)", (*cli).credentials},
 	{"breakers", "the circuit breaker of every service (GET /api/v1/breakers)", (*cli).breakers},
 	{"deadletters", "commands that ended expired, failed or superseded (GET /api/v1/deadletters)", (*cli).deadLetters},
+	{"ready", "exit 0 if hearthd is ready, 1 if not (GET /readyz; a container's health check)", (*cli).ready},
 }
 
 func (c *cli) run(args []string) int {
@@ -137,6 +143,8 @@ func (c *cli) run(args []string) int {
 			return exitOK
 		case errors.Is(err, flag.ErrHelp):
 			return exitOK
+		case errors.Is(err, errNotReady):
+			return exitError // the failing checks are printed
 		case errors.Is(err, errFlags):
 			return exitUsage
 		case errors.As(err, &ue):

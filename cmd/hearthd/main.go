@@ -207,6 +207,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
+	// Under systemd (Type=notify): READY=1, the watchdog, reloads and
+	// STOPPING=1; see sdnotify.go.
+	sd := newSystemdNotifier(nil, log)
+	defer sd.watch(ctx, d.conn.Up(), d.health)()
 	for {
 		select {
 		case <-hup:
@@ -222,9 +226,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				continue
 			}
 			log.Info("SIGHUP: reloading principals", "config", o.configFile)
-			d.reloadFrom(func() (*config.Config, error) { return loadConfig(o) }, log)
+			sd.reload(func() { d.reloadFrom(func() (*config.Config, error) { return loadConfig(o) }, log) })
 		case <-ctx.Done():
 			log.Info("shutting down", "cause", context.Cause(ctx))
+			sd.stopping()
 			return nil
 		}
 	}
