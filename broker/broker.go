@@ -151,6 +151,14 @@ type Options struct {
 	// (0x05 to 3.1.1), since MQTT lets a CONNECT with a connected client's
 	// ID throw that client off: no other user can take over the session
 	// of the daemon's own client.
+	//
+	// Besides, whatever ClientIDOwners says: while Users is not empty, a
+	// CONNECT with the client ID of a connected client that was verified
+	// as another username is refused alike (0x87 / 0x05,
+	// RefusedNotAuthorized, logged like the other refusals), so that no
+	// account can throw another's client (a bridge) off the broker. The
+	// same username may take its own session over, as a client that
+	// reconnects before the broker noticed its old connection die does.
 	ClientIDOwners map[string]string
 }
 
@@ -180,8 +188,9 @@ const (
 	// RefusedCredentials: Options.Users does not admit the username and
 	// password, or the CONNECT had no username.
 	RefusedCredentials = "credentials"
-	// RefusedNotAuthorized: Options.DenyPublish denied the will's topic, or
-	// Options.ClientIDOwners reserves the client ID to another username.
+	// RefusedNotAuthorized: Options.DenyPublish denied the will's topic,
+	// Options.ClientIDOwners reserves the client ID to another username,
+	// or a client verified as another username is connected with it.
 	RefusedNotAuthorized = "not_authorized"
 	// RefusedOther: mochi refused the CONNECT itself, such as for a bad
 	// protocol version or an invalid client identifier.
