@@ -11,9 +11,10 @@ import (
 // "Authorization: Bearer <token>"). It must be safe for concurrent use;
 // the daemon replaces its tokens at a reload.
 type Principals interface {
-	// Required reports whether principals are configured: then every
-	// request under /api/ needs a known token. When false the API is
-	// open, as it is with no Principals at all.
+	// Required reports whether the API needs a token (hearthd: unless
+	// http.allow_anonymous): then every request under /api/ needs a
+	// known token. When false the API is open, as it is with no
+	// Principals at all.
 	Required() bool
 	// ByToken returns the name of the principal whose HTTP token is
 	// token, and false for an unknown token.

@@ -139,7 +139,7 @@ func TestAutomationsParsed(t *testing.T) {
 		t.Errorf("Automations:\ngot  %s\nwant %s", show(c.Automations), show(want))
 	}
 	s, _ := c.Service("cloud")
-	wantS := Service{Name: "cloud", Protocol: ProtocolStatusTopic, StatusTopic: "cloud/presence/status", OnlinePayload: "online", OfflinePayload: "offline", Breaker: defaultBreaker}
+	wantS := Service{Name: "cloud", Protocol: ProtocolStatusTopic, StatusTopic: "cloud/presence/status", OnlinePayload: "online", OfflinePayload: "offline", MQTTUsername: "cloud", Breaker: defaultBreaker}
 	wantS.Breaker.Enabled = true
 	if !reflect.DeepEqual(s, wantS) {
 		t.Errorf("Service(cloud) = %+v, want %+v", s, wantS)

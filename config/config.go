@@ -72,10 +72,14 @@ type Config struct {
 	Devices []Device
 	// Automations are the local automations, in file order. Default none.
 	Automations []Automation
-	// Principals are who may command what, in file order. Default none:
-	// anyone who can publish to the broker or reach the HTTP API may
-	// command every device.
+	// Principals are who may command what, in file order. Default none,
+	// and then ApplyCredentials adds DefaultPrincipal, which may command
+	// everything, unless both MQTT and HTTP allow anonymous clients.
 	Principals []Principal
+	// GeneratedPrincipal is set by ApplyCredentials when the last of
+	// Principals is the generated DefaultPrincipal rather than one of the
+	// file's. Parse leaves it false.
+	GeneratedPrincipal bool
 }
 
 // Defaults hold values that devices may override.
@@ -119,9 +123,23 @@ type MQTT struct {
 	RepublishRate int
 
 	// Users are the embedded broker's clients that command nothing
-	// through Hearth (a Zigbee2MQTT bridge), by username, once principals
-	// turn authentication on. Embedded broker only. Default none.
+	// through Hearth and are not a configured service (a dashboard that
+	// only reads, a script that publishes on its own topics), by
+	// username. Embedded broker only. Default none.
 	Users []BrokerUser
+
+	// AllowAnonymous makes the embedded broker admit every client,
+	// verifying nobody and applying no ACL: the behaviour before
+	// authentication was on by default. An error with principals, with an
+	// external broker (URL), and with a Listen that is not loopback
+	// unless AllowAnonymousBeyondLoopback is set too. Default false: the
+	// broker admits only Hearth, the services' accounts, the principals
+	// and Users.
+	AllowAnonymous bool
+	// AllowAnonymousBeyondLoopback says that AllowAnonymous on a Listen
+	// address other than loopback (127.0.0.0/8, ::1, localhost) is
+	// wanted. Only with AllowAnonymous. Default false.
+	AllowAnonymousBeyondLoopback bool
 
 	// The embedded broker's limits, which guard it against a flood of
 	// reconnects after a power cut. They apply only when URL is empty; set
@@ -181,6 +199,17 @@ type HomeAssistant struct {
 type HTTP struct {
 	// Listen is the listen address, host:port. Default "127.0.0.1:8080".
 	Listen string
+	// AllowAnonymous opens the API (every path under /api/) to requests
+	// without a bearer token; /healthz, /readyz and /metrics are open
+	// either way. An error with principals, and with a Listen that is not
+	// loopback unless AllowAnonymousBeyondLoopback is set too. Default
+	// false: every /api/ request needs a principal's http_token (the
+	// generated principal "default" when the file names none).
+	AllowAnonymous bool
+	// AllowAnonymousBeyondLoopback says that AllowAnonymous on a Listen
+	// address other than loopback is wanted. Only with AllowAnonymous.
+	// Default false.
+	AllowAnonymousBeyondLoopback bool
 }
 
 // Service is one bridge or service that reaches devices.
@@ -228,6 +257,22 @@ type Service struct {
 	// open a garage door) fails state_unknown with nothing sent. Services
 	// that take commands only. Default 5s.
 	ReadTimeout time.Duration
+	// MQTTUsername and MQTTPassword are the account the service (the
+	// bridge itself, or whoever publishes a status_topic) connects to the
+	// broker with; Hearth's broker admits it, and an ACL binds the
+	// service's topics to it. MQTT services only (zigbee2mqtt, zwavejs,
+	// status_topic). Default username: the service's name; default
+	// password: the one generated into the credentials file
+	// (<data_dir>/credentials.yaml), which ApplyCredentials fills in. A
+	// password in the config file wins over the file's.
+	MQTTUsername string
+	MQTTPassword string
+	// ClientID, when set, is the MQTT client ID the service connects with,
+	// reserved to its account so that nobody else can take the bridge's
+	// session. MQTT services only. Default "" (none reserved), but for
+	// zwavejs "ZWAVE_GATEWAY-<gateway_name>", the client ID Z-Wave JS UI
+	// uses.
+	ClientID string
 	// Retry is how Hearth retries commands sent through the service, or a
 	// webhook service's notifications. A status_topic service takes no
 	// commands and no retry section: its Retry is the zero value.
@@ -315,6 +360,11 @@ type Device struct {
 	// or else its wake_interval when it is sleepy, or else Defaults.TTL.
 	TTL time.Duration
 }
+
+// ZWaveClientIDPrefix is the start of the MQTT client ID of Z-Wave JS
+// UI's gateway, "ZWAVE_GATEWAY-<name>", as the gateway names itself (and
+// its _CLIENTS topics).
+const ZWaveClientIDPrefix = "ZWAVE_GATEWAY-"
 
 // DefaultAwakeWindow is a sleepy device's awake_window when the file
 // gives none: 10 s, about how long a Z-Wave node listens after its
@@ -421,6 +471,10 @@ func (s Service) Commands() bool {
 	return s.Protocol != ProtocolStatusTopic && s.Protocol != ProtocolWebhook
 }
 
+// UsesMQTT reports whether s reaches Hearth over MQTT and so has an MQTT
+// account (MQTTUsername, MQTTPassword): every protocol but webhook.
+func (s Service) UsesMQTT() bool { return s.Protocol != "" && s.Protocol != ProtocolWebhook }
+
 // Notifies reports whether s is a notify service, which receives every
 // notification (protocol webhook).
 func (s Service) Notifies() bool { return s.Protocol == ProtocolWebhook }
@@ -442,6 +496,9 @@ func (s Service) withDefaults() Service {
 	setDefault(&b.MaxProbes, db.MaxProbes)
 	setDefault(&b.ProbeTimeout, db.ProbeTimeout)
 	setDefault(&b.SuccessesToClose, db.SuccessesToClose)
+	if s.UsesMQTT() {
+		setDefault(&s.MQTTUsername, s.Name)
+	}
 	if s.Protocol == ProtocolStatusTopic {
 		setDefault(&s.OnlinePayload, d.OnlinePayload)
 		setDefault(&s.OfflinePayload, d.OfflinePayload)
@@ -452,6 +509,9 @@ func (s Service) withDefaults() Service {
 	}
 	if s.GatewayName == "" {
 		s.GatewayName = d.GatewayName
+	}
+	if s.Protocol == ProtocolZWaveJS && s.ClientID == "" {
+		s.ClientID = ZWaveClientIDPrefix + s.GatewayName
 	}
 	setDefault(&s.ReadTimeout, d.ReadTimeout)
 	r, dr := &s.Retry, d.Retry

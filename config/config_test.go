@@ -50,7 +50,7 @@ func TestSampleLoads(t *testing.T) {
 		HTTP:          HTTP{Listen: "127.0.0.1:8080"},
 		HomeAssistant: HomeAssistant{Discovery: true, DiscoveryPrefix: "homeassistant"},
 		Services: []Service{
-			{Name: "zigbee", Protocol: ProtocolZigbee2MQTT, BaseTopic: "zigbee2mqtt", ReadTimeout: 5 * time.Second, Retry: z2mRetry, Breaker: Breaker{
+			{Name: "zigbee", Protocol: ProtocolZigbee2MQTT, BaseTopic: "zigbee2mqtt", MQTTUsername: "zigbee", ReadTimeout: 5 * time.Second, Retry: z2mRetry, Breaker: Breaker{
 				Enabled: true, FailureThreshold: 5, FailureRatio: 0.5, Window: 30 * time.Second, MinCalls: 10,
 				OpenFor: 30 * time.Second, MaxOpenFor: 5 * time.Minute, MaxProbes: 1, ProbeTimeout: 10 * time.Second, SuccessesToClose: 1,
 			}},

@@ -84,6 +84,8 @@ func (c *Config) schema() []field {
 			value("connect_burst", &m.ConnectBurst, atLeast(1)),
 			value("max_connections", &m.MaxConnections, atLeast(1)),
 			value("max_inflight", &m.MaxInflight, between(1, MaxInflight)),
+			value("allow_anonymous", &m.AllowAnonymous),
+			value("allow_anonymous_beyond_loopback", &m.AllowAnonymousBeyondLoopback),
 			field{"users", func(w *walker, n *yaml.Node, key string) {
 				w.entries(n, key, func(name string, v *yaml.Node, k string) {
 					m.Users = append(m.Users, walkBrokerUser(w, name, v, k))
@@ -92,6 +94,8 @@ func (c *Config) schema() []field {
 		),
 		section("http",
 			value("listen", &c.HTTP.Listen, listenAddress),
+			value("allow_anonymous", &c.HTTP.AllowAnonymous),
+			value("allow_anonymous_beyond_loopback", &c.HTTP.AllowAnonymousBeyondLoopback),
 		),
 		section("homeassistant",
 			value("discovery", &c.HomeAssistant.Discovery),
@@ -149,6 +153,9 @@ func walkService(w *walker, name string, n *yaml.Node, key string) Service {
 		stringMap("headers", &s.Headers, httpHeader),
 		value("timeout", &s.Timeout, positive),
 		value("read_timeout", &s.ReadTimeout, positive),
+		value("mqtt_username", &s.MQTTUsername, notEmpty, mqttName),
+		value("mqtt_password", &s.MQTTPassword, minLength(MinPasswordLength)),
+		value("client_id", &s.ClientID, notEmpty, mqttName),
 		section("retry", append([]field{
 			value("max_attempts", &s.Retry.MaxAttempts, attempts),
 			value("allow_more_attempts", &s.Retry.AllowMoreAttempts),
@@ -297,6 +304,13 @@ func (w *walker) checkProtocolKeys(key string, s Service) {
 	if k := join(key, "gateway_name"); s.Protocol != ProtocolZWaveJS && w.lines[k] != 0 && !w.reported[k] {
 		w.reportf(w.lines[k], k, "only for protocol zwavejs, not %s", s.Protocol)
 	}
+	if s.Protocol == ProtocolWebhook {
+		for _, name := range []string{"mqtt_username", "mqtt_password", "client_id"} {
+			if k := join(key, name); w.lines[k] != 0 && !w.reported[k] {
+				w.reportf(w.lines[k], k, "only for services that use MQTT (zigbee2mqtt, zwavejs, status_topic), not webhook: Hearth reaches a webhook over HTTP")
+			}
+		}
+	}
 	if s.Protocol != ProtocolWebhook {
 		for _, name := range []string{"url", "headers", "timeout"} {
 			if k := join(key, name); w.lines[k] != 0 && !w.reported[k] {
@@ -334,6 +348,8 @@ func (c *Config) check(w *walker) {
 	c.checkDevices(w)
 	c.checkAutomations(w)
 	c.checkPrincipals(w)
+	c.checkAccounts(w)
+	c.checkAnonymous(w)
 }
 
 // checkBrokerLimits reports limits of the embedded broker set together

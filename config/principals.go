@@ -14,10 +14,11 @@ import (
 // Principal is someone who may command devices: a wall tablet, Home
 // Assistant, a phone app. The embedded broker authenticates it by its MQTT
 // username and password, the HTTP API by its bearer token; what it may
-// command is Allow. When at least one principal is configured, commands
-// from anyone else are rejected with reason unauthorized, and the embedded
-// broker refuses clients without a known username and password (see
-// MQTT.Users for bridges and other clients that command nothing).
+// command is Allow. Commands from anyone else are rejected with reason
+// unauthorized unless mqtt.allow_anonymous or http.allow_anonymous, and the
+// embedded broker refuses clients without a known username and password
+// (see Service.MQTTUsername for bridges, MQTT.Users for other clients).
+// Without principals in the file, ApplyCredentials adds DefaultPrincipal.
 type Principal struct {
 	// Name is the principal's name, the key under principals: it appears
 	// in results' audit trail and notifications.
@@ -31,6 +32,11 @@ type Principal struct {
 	// HTTPToken is the bearer token the principal sends to the HTTP API
 	// (Authorization: Bearer <token>): at least MinTokenLength bytes.
 	HTTPToken string
+	// MQTTPublish are MQTT topic filters the principal may publish on
+	// beyond <prefix>/+/set (commands) and <discovery_prefix>/status
+	// (Home Assistant's birth message): none may overlap <prefix>/#, a
+	// bridge's base topic or a status topic. Default none.
+	MQTTPublish []string
 	// Allow is what the principal may command: device ID or "*" →
 	// actions (lock, unlock, open, close, stop, on, off, arm, disarm, set,
 	// or "*"). A device's own entry replaces the "*" entry for it.
@@ -46,11 +52,16 @@ const MinTokenLength = 16
 const MinPasswordLength = 8
 
 // BrokerUser is a client of the embedded broker that commands nothing
-// through Hearth (a bridge such as Zigbee2MQTT): the broker lets it
-// connect with this password once principals turn authentication on.
+// through Hearth and is not a configured service: the broker lets it
+// connect with this password, and it may subscribe to anything but publish
+// only on Publish.
 type BrokerUser struct {
 	Username string
 	Password string
+	// Publish are the MQTT topic filters the user may publish on; none may
+	// overlap <prefix>/#, a bridge's base topic or a status topic. Default
+	// none: the user may only subscribe.
+	Publish []string
 }
 
 // actionNames lists the words a grant may use, sorted.
@@ -70,9 +81,9 @@ func (c *Config) Principal(name string) (Principal, bool) {
 	return Principal{}, false
 }
 
-// Authentication reports whether principals are configured, which turns on
-// authorization of every command and authentication at the embedded
-// broker.
+// Authentication reports whether principals are configured (the generated
+// DefaultPrincipal counts once ApplyCredentials added it): then commands
+// are authorized by principal unless a listener is anonymous.
 func (c *Config) Authentication() bool { return len(c.Principals) > 0 }
 
 // walkPrincipal walks one entry of principals.
@@ -87,6 +98,7 @@ func walkPrincipal(w *walker, name string, n *yaml.Node, key string) Principal {
 		value("mqtt_username", &p.MQTTUsername, notEmpty),
 		value("mqtt_password", &p.MQTTPassword, minLength(MinPasswordLength)),
 		value("http_token", &p.HTTPToken, minLength(MinTokenLength)),
+		filters("mqtt_publish", &p.MQTTPublish),
 		field{"allow", func(w *walker, n *yaml.Node, key string) { p.Allow = walkGrants(w, n, key) }},
 	)
 	return p
@@ -119,7 +131,10 @@ func walkGrants(w *walker, n *yaml.Node, key string) devices.Grants {
 // walkBrokerUser walks one entry of mqtt.users.
 func walkBrokerUser(w *walker, name string, n *yaml.Node, key string) BrokerUser {
 	u := BrokerUser{Username: name}
-	w.mapping(n, key, value("password", &u.Password, minLength(MinPasswordLength)))
+	w.mapping(n, key,
+		value("password", &u.Password, minLength(MinPasswordLength)),
+		filters("publish", &u.Publish),
+	)
 	if k := join(key, "password"); u.Password == "" && !w.reported[k] && !w.reported[key] {
 		w.reportf(w.lines[key], k, "missing")
 	}
@@ -138,14 +153,12 @@ func minLength(n int) func(string) error {
 // checkPrincipals reports what does not fit together in principals and
 // mqtt.users: credentials given by halves, MQTT credentials with an
 // external broker, a username or token used twice, a grant naming a device
-// that does not exist.
+// that does not exist. checkAccounts checks the services' accounts and
+// every publish filter.
 func (c *Config) checkPrincipals(w *walker) {
 	embedded := c.MQTT.URL == ""
 	if len(c.MQTT.Users) > 0 && !embedded {
 		w.reportf(w.lines["mqtt.users"], "mqtt.users", "only for the embedded broker: with mqtt.url, configure users in the external broker")
-	}
-	if len(c.MQTT.Users) > 0 && len(c.Principals) == 0 {
-		w.reportf(w.lines["mqtt.users"], "mqtt.users", "has no effect without principals: the embedded broker authenticates clients only once principals are configured")
 	}
 	usernames := map[string]string{} // username → key that took it
 	for _, u := range c.MQTT.Users {

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"reflect"
 	"testing"
 	"time"
 
@@ -45,7 +46,7 @@ principals:
 			t.Errorf("Allows(%s, %s) = %v, want %v", tc.device, tc.action, got, tc.want)
 		}
 	}
-	if len(c.MQTT.Users) != 1 || c.MQTT.Users[0] != (BrokerUser{"zigbee2mqtt", "bridge-secret"}) {
+	if len(c.MQTT.Users) != 1 || !reflect.DeepEqual(c.MQTT.Users[0], BrokerUser{Username: "zigbee2mqtt", Password: "bridge-secret"}) {
 		t.Errorf("mqtt.users = %+v", c.MQTT.Users)
 	}
 }
@@ -74,8 +75,6 @@ func TestPrincipalsErrors(t *testing.T) {
 			`hearth.yaml:12: principals.tablet.mqtt_username: "tablet" is already the username of mqtt.users.tablet`},
 		{"Hearth's own username", principalsBase + "principals:\n  tablet:\n    mqtt_username: hearthd\n    mqtt_password: tablet-secret\n    allow: {front_door: [lock]}\n",
 			`hearth.yaml:9: principals.tablet.mqtt_username: the username "hearthd" is Hearth's own`},
-		{"users without principals", principalsBase + "mqtt:\n  users:\n    zigbee2mqtt: {password: bridge-secret}\n",
-			`hearth.yaml:8: mqtt.users: has no effect without principals: the embedded broker authenticates clients only once principals are configured`},
 		{"user without password", principalsBase + "mqtt:\n  users:\n    zigbee2mqtt: {}\nprincipals:\n  t:\n    http_token: 0123456789abcdef\n    allow: {front_door: [lock]}\n",
 			`hearth.yaml:9: mqtt.users.zigbee2mqtt.password: missing`},
 	}

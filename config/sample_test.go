@@ -117,11 +117,11 @@ func TestSamplePrincipalsExample(t *testing.T) {
 	if !c.Authentication() || len(c.Principals) != 2 {
 		t.Fatalf("principals = %+v; want wall_tablet and home_assistant", c.Principals)
 	}
-	if want := []BrokerUser{{"zigbee2mqtt", "change-me-zigbee"}}; !reflect.DeepEqual(c.MQTT.Users, want) {
+	if want := []BrokerUser{{Username: "dashboard", Password: "change-me-dashboard", Publish: []string{"dashboard/#"}}}; !reflect.DeepEqual(c.MQTT.Users, want) {
 		t.Errorf("mqtt.users = %+v; want %+v", c.MQTT.Users, want)
 	}
 	tablet, _ := c.Principal("wall_tablet")
-	if tablet.MQTTUsername != "tablet" || tablet.MQTTPassword != "change-me-tablet" || tablet.HTTPToken == "" {
+	if tablet.MQTTUsername != "tablet" || tablet.MQTTPassword != "change-me-tablet" || tablet.HTTPToken == "" || !reflect.DeepEqual(tablet.MQTTPublish, []string{"tablet/#"}) {
 		t.Errorf("wall_tablet = %+v", tablet)
 	}
 	for _, tc := range []struct {

@@ -102,6 +102,12 @@ type Faults struct {
 	EchoOnly []string
 }
 
+// Login is one bridge's MQTT account: its username and password, and the
+// client ID reserved to it ("" for the sim's own).
+type Login struct {
+	Username, Password, ClientID string
+}
+
 // Options configure a Sim. Every zero value has a documented default.
 type Options struct {
 	// Broker is the MQTT broker URL, e.g. "tcp://127.0.0.1:1883". Required.
@@ -112,6 +118,11 @@ type Options struct {
 	ClientID string
 	// Username and Password authenticate to the broker if not empty.
 	Username, Password string
+	// Logins are the accounts of single bridges, by base topic (a
+	// Zigbee2MQTT bridge's base topic, a Z-Wave JS UI gateway's prefix),
+	// as a broker with an account per bridge wants them; a bridge without
+	// an entry logs in with Username and Password. Default none.
+	Logins map[string]Login
 	// Devices are the simulated devices; at least one.
 	Devices []Device
 	// Faults are the faults to inject; the zero value injects none.
@@ -197,6 +208,7 @@ type GetEvent struct {
 type Sim struct {
 	broker             string
 	username, password string
+	logins             map[string]Login
 	faults             Faults
 	clock              clockwork.Clock
 	log                *slog.Logger
@@ -291,6 +303,7 @@ func New(opts Options) (*Sim, error) {
 		broker:    opts.Broker,
 		username:  opts.Username,
 		password:  opts.Password,
+		logins:    opts.Logins,
 		faults:    f,
 		clock:     opts.Clock,
 		log:       opts.Logger,
@@ -443,7 +456,8 @@ func (s *Sim) Run(ctx context.Context) error {
 	}
 	for _, b := range s.bridges {
 		wg.Go(func() {
-			s.serve(ctx, bridgeEndpoint{s, b}, b.clientID, s.log.With("base_topic", b.base, "client_id", b.clientID))
+			l := s.login(b.base, b.clientID)
+			s.serve(ctx, bridgeEndpoint{s, b}, l, s.log.With("base_topic", b.base, "client_id", l.ClientID))
 		})
 	}
 	for _, n := range s.nodes {
@@ -463,7 +477,8 @@ func (s *Sim) Run(ctx context.Context) error {
 	}
 	for _, gw := range s.gateways {
 		wg.Go(func() {
-			s.serve(ctx, gatewayEndpoint{s, gw}, gw.clientID, s.log.With("gateway", gw.client, "client_id", gw.clientID))
+			l := s.login(gw.prefix, gw.clientID)
+			s.serve(ctx, gatewayEndpoint{s, gw}, l, s.log.With("gateway", gw.client, "client_id", l.ClientID))
 		})
 	}
 	wg.Wait()
@@ -604,7 +619,7 @@ type endpoint interface {
 // when ctx is done it publishes its offline status (a clean disconnect
 // discards the will) and disconnects. The first connection of each
 // endpoint counts towards Ready.
-func (s *Sim) serve(ctx context.Context, e endpoint, clientID string, log *slog.Logger) {
+func (s *Sim) serve(ctx context.Context, e endpoint, l Login, log *slog.Logger) {
 	first := true
 	var delay time.Duration
 	for attempt := 0; ; attempt++ {
@@ -616,7 +631,7 @@ func (s *Sim) serve(ctx context.Context, e endpoint, clientID string, log *slog.
 			}
 		}
 		lost := make(chan struct{})
-		client := mqtt.NewClient(s.clientOptions(e, clientID, lost, log))
+		client := mqtt.NewClient(s.clientOptions(e, l, lost, log))
 		tok := client.Connect()
 		if err := await(ctx, tok); err != nil {
 			if ctx.Err() != nil {
@@ -670,12 +685,12 @@ func (s *Sim) serve(ctx context.Context, e endpoint, clientID string, log *slog.
 // clientOptions configures one connection of an endpoint: no paho
 // reconnect (the sim reconnects with its own jitter on its own clock), a
 // clean session, and the endpoint's offline status as retained will.
-func (s *Sim) clientOptions(e endpoint, clientID string, lost chan struct{}, log *slog.Logger) *mqtt.ClientOptions {
+func (s *Sim) clientOptions(e endpoint, l Login, lost chan struct{}, log *slog.Logger) *mqtt.ClientOptions {
 	var once sync.Once
 	topic, payload := e.will()
 	o := mqtt.NewClientOptions().
 		AddBroker(s.broker).
-		SetClientID(clientID).
+		SetClientID(l.ClientID).
 		SetCleanSession(true).
 		SetAutoReconnect(false).
 		SetConnectRetry(false).
@@ -686,13 +701,27 @@ func (s *Sim) clientOptions(e endpoint, clientID string, lost chan struct{}, log
 			log.Warn("connection lost", "err", err)
 			once.Do(func() { close(lost) })
 		})
-	if s.username != "" {
-		o.SetUsername(s.username)
+	if l.Username != "" {
+		o.SetUsername(l.Username)
 	}
-	if s.password != "" {
-		o.SetPassword(s.password)
+	if l.Password != "" {
+		o.SetPassword(l.Password)
 	}
 	return o
+}
+
+// login returns the account the bridge under base logs in with: its entry
+// of Options.Logins, else Options.Username and Password; the client ID is
+// the entry's, else clientID.
+func (s *Sim) login(base, clientID string) Login {
+	l, ok := s.logins[base]
+	if !ok {
+		l = Login{Username: s.username, Password: s.password}
+	}
+	if l.ClientID == "" {
+		l.ClientID = clientID
+	}
+	return l
 }
 
 // bridgeEndpoint is a Zigbee2MQTT bridge as an endpoint the sim keeps

@@ -6,7 +6,8 @@
 //
 // Usage:
 //
-//	hearth-sim [-broker URL] [-config FILE] [-drop-first N] [-drop-rate F]
+//	hearth-sim [-broker URL] [-config FILE] [-credentials FILE]
+//	           [-username U -password P] [-drop-first N] [-drop-rate F]
 //	           [-latency D] [-offline dev1,dev2] [-seed N]
 //	hearth-sim contention [-base D] [-cap D] [-min N] [-max N] [-step N]
 //	           [-runs N] [-seed N] [-plot FILE]
@@ -108,8 +109,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		fs.PrintDefaults()
 	}
 	brokerURL := fs.String("broker", "tcp://127.0.0.1:1883", "MQTT broker URL")
-	username := fs.String("username", "", "MQTT username")
-	password := fs.String("password", "", "MQTT password")
+	username := fs.String("username", "", "MQTT username of every simulated bridge without an account in -credentials")
+	password := fs.String("password", "", "MQTT password, with -username")
+	credentials := fs.String("credentials", "", "hearthd's credentials `file` (<data_dir>/credentials.yaml): each simulated bridge logs in as its service's account, as the real bridge would")
 	configFile := fs.String("config", "", "Hearth configuration whose devices to play; default: the built-in sample")
 	dropFirst := fs.Int("drop-first", 0, "every device ignores its first N sets")
 	dropRate := fs.Float64("drop-rate", 0, "fraction of all sets ignored, 0 to 1")
@@ -138,6 +140,14 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	if err != nil {
 		return err
+	}
+	var logins map[string]simulator.Login
+	if *credentials != "" {
+		cr, err := config.LoadCredentials(*credentials)
+		if err != nil {
+			return err
+		}
+		logins = bridgeLogins(cfg, cr)
 	}
 	var devs []simulator.Device
 	names := map[string]string{} // device ID → friendly_name
@@ -182,6 +192,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		Broker:   *brokerURL,
 		Username: *username,
 		Password: *password,
+		Logins:   logins,
 		Devices:  devs,
 		Faults: simulator.Faults{
 			DropFirst: *dropFirst,
@@ -205,6 +216,20 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		}
 	}()
 	return sim.Run(ctx)
+}
+
+// bridgeLogins are the accounts of cfg's bridges, by base topic, as
+// hearthd gives them: each service's mqtt_username, its mqtt_password from
+// the config or else from cr, and its client_id.
+func bridgeLogins(cfg *config.Config, cr *config.Credentials) map[string]simulator.Login {
+	cfg.ApplyCredentials(cr)
+	logins := map[string]simulator.Login{}
+	for _, s := range cfg.Services {
+		if s.Protocol == config.ProtocolZigbee2MQTT || s.Protocol == config.ProtocolZWaveJS {
+			logins[s.BaseTopic] = simulator.Login{Username: s.MQTTUsername, Password: s.MQTTPassword, ClientID: s.ClientID}
+		}
+	}
+	return logins
 }
 
 // simReconnect spaces the simulated bridges' reconnects as real firmware

@@ -2,11 +2,13 @@
 // reads the audit trail of safety-critical commands (GET /api/v1/audit),
 // the dead-letter store (GET /api/v1/deadletters) and the circuit breakers
 // (GET /api/v1/breakers) and prints them as tables, or as JSON lines for
-// scripts.
+// scripts. hearthctl credentials shows or rotates the accounts of
+// hearthd's credentials file, which it reads directly.
 //
 //	hearthctl [-addr http://127.0.0.1:8080] [-token T] audit [-device D] [-op OPID] [-principal P] [-since 24h] [-limit N] [-after SEQ] [-json]
 //	hearthctl [-addr ...] [-token T] deadletters [-device D] [-status S] [-reason R] [-since 24h] [-limit N] [-after SEQ] [-json]
 //	hearthctl [-addr ...] [-token T] breakers [-json]
+//	hearthctl credentials [-data-dir DIR] [rotate NAME | token [NAME]]
 //
 // The token, if any (-token, or the HEARTH_TOKEN environment variable), is
 // sent as "Authorization: Bearer <token>". Exit status: 0 done, 1 an error
@@ -14,6 +16,7 @@
 package main
 
 import (
+	crand "crypto/rand"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -51,6 +54,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		getenv: os.Getenv,
 		now:    time.Now,
 		client: &http.Client{Timeout: 30 * time.Second},
+		random: crand.Reader,
 	}
 	return c.run(args)
 }
@@ -61,6 +65,7 @@ type cli struct {
 	getenv         func(string) string
 	now            func() time.Time
 	client         *http.Client
+	random         io.Reader // the secrets of credentials rotate
 
 	addr, token string // set by run from the global flags
 }
@@ -84,6 +89,7 @@ var commands = []struct {
 	run           func(c *cli, args []string) error
 }{
 	{"audit", "the audit trail of safety-critical commands (GET /api/v1/audit)", (*cli).audit},
+	{"credentials", "show the accounts of <data_dir>/credentials.yaml, or rotate one (reads the file, not the API)", (*cli).credentials},
 	{"breakers", "the circuit breaker of every service (GET /api/v1/breakers)", (*cli).breakers},
 	{"deadletters", "commands that ended expired, failed or superseded (GET /api/v1/deadletters)", (*cli).deadLetters},
 }

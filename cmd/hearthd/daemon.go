@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net"
@@ -46,6 +47,8 @@ type deps struct {
 	// lockTimeout bounds the wait for the store's file lock; 0 means the
 	// store's default.
 	lockTimeout time.Duration
+	// random draws generated passwords and tokens; nil means crypto/rand.
+	random io.Reader
 }
 
 // daemon is a running hearthd: every part wired, started by start and
@@ -77,6 +80,10 @@ type daemon struct {
 	endHTTP context.CancelFunc
 
 	brokerURL string
+	// credentialsPath is <data_dir>/credentials.yaml, read again at every
+	// reload; random draws the secrets of accounts a reload adds.
+	credentialsPath string
+	random          io.Reader
 	// internalPassword is the password Hearth connects to its embedded
 	// broker with, as config.InternalUsername; drawn at every start.
 	internalPassword string
@@ -103,7 +110,7 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 		dp.clock = clockwork.NewRealClock()
 	}
 	log := dp.logger
-	d := &daemon{cfg: cfg, log: log, health: health.NewChecker(), metrics: health.NewMetrics(), authz: newAuthorizer(cfg)}
+	d := &daemon{cfg: cfg, log: log, health: health.NewChecker(), metrics: health.NewMetrics()}
 	defer func() {
 		if err != nil {
 			d.stop()
@@ -115,6 +122,18 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 		return nil, err
 	}
 	log.Info("store open", "path", d.store.Path())
+	// Under the store's lock, so that two instances never write the
+	// credentials file at once.
+	if dp.random == nil {
+		dp.random = cryptoRand
+	}
+	d.credentialsPath, d.random = config.CredentialsPath(cfg.DataDir), dp.random
+	path, added, err := credentials(cfg, dp.random)
+	if err != nil {
+		return nil, err
+	}
+	logAccounts(log, cfg, path, added)
+	d.authz = newAuthorizer(cfg)
 
 	clientID := cfg.MQTT.ClientID
 	if clientID == "" {
@@ -145,9 +164,9 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 			// reconnects included) until the test moved time on.
 			Clock:  clockwork.NewRealClock(),
 			Logger: log.With("component", "broker"),
-			// Without principals the table is empty and the broker
-			// admits everyone, verifying nobody: nothing is stamped and
-			// nothing denied.
+			// With mqtt.allow_anonymous the table is empty and the
+			// broker admits everyone, verifying nobody: nothing is
+			// stamped and nothing denied.
 			Users:                 brokerUsers(cfg, d.internalPassword),
 			StampUsernameProperty: usernameProperty,
 			ClientIDOwners:        map[string]string{clientID: config.InternalUsername},
@@ -347,6 +366,12 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 		// Only the embedded broker's stamp can be trusted: on an
 		// external broker anyone can set the property.
 		intake.principal = func(m mqtt.Message) string { return d.mqttAuth.Load().principal(m) }
+	} else {
+		// An external broker tells nobody who published; its ACL is what
+		// keeps <prefix>/+/set to the accounts allowed there. Without
+		// principals in the file, what comes through it is the generated
+		// principal's.
+		intake.principal = func(mqtt.Message) string { return d.mqttAuth.Load().external }
 	}
 	if err := d.conn.SubscribeManualAck(context.Background(), cfg.Prefix+"/+/set", 1, intake.handle); err != nil {
 		return nil, err

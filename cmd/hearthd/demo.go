@@ -88,6 +88,8 @@ func runDemo(ctx context.Context, d *daemon, out io.Writer, log *slog.Logger) er
 	}
 	fmt.Fprintf(out, "\nhearthd demo: broker %s, HTTP http://%s, %d simulated Zigbee2MQTT devices\n",
 		d.brokerURL, d.httpAddr(), len(simDevices(d.cfg)))
+	fmt.Fprintf(out, "The demo runs without authentication (mqtt.allow_anonymous and http.allow_anonymous), so it listens on loopback only; without -demo, hearthd refuses anonymous clients and generates accounts into <data_dir>/%s.\n",
+		config.CredentialsFileName)
 	for _, s := range steps {
 		if _, ok := d.cfg.Device(s.device); !ok {
 			continue

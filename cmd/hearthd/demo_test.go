@@ -30,6 +30,7 @@ func TestDemoShowsEachStep(t *testing.T) {
 		"failed     attempts=0  reason=breaker_open",
 		"hearth/services/zigbee/state: circuit breaker half_open",
 		"hearth/services/zigbee/state: circuit breaker closed",
+		"The demo runs without authentication (mqtt.allow_anonymous and http.allow_anonymous), so it listens on loopback only",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("the demo's output lacks %q:\n%s", want, got)
@@ -50,4 +51,22 @@ func (o *outUntil) Write(p []byte) (int, error) {
 		o.cancel()
 	}
 	return n, err
+}
+
+// The demo is anonymous, so it listens on loopback whatever the flags say
+// (the port kept), and a configuration with principals cannot run as one.
+func TestDemoIsAnonymousOnLoopbackOnly(t *testing.T) {
+	cfg, err := loadConfig(options{demo: true, mqttListen: "0.0.0.0:11883", httpListen: ":18080"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cfg.MQTT.AllowAnonymous || !cfg.HTTP.AllowAnonymous {
+		t.Errorf("demo: allow_anonymous mqtt %v, http %v; want both", cfg.MQTT.AllowAnonymous, cfg.HTTP.AllowAnonymous)
+	}
+	if cfg.MQTT.Listen != "127.0.0.1:11883" || cfg.HTTP.Listen != "127.0.0.1:18080" {
+		t.Errorf("demo listens on %s and %s; want 127.0.0.1:11883 and 127.0.0.1:18080", cfg.MQTT.Listen, cfg.HTTP.Listen)
+	}
+	if cfg, err := loadConfig(options{mqttListen: "0.0.0.0:11883"}); err != nil || cfg.MQTT.AllowAnonymous || cfg.MQTT.Listen != "0.0.0.0:11883" {
+		t.Errorf("without -demo: %+v, %v; want authentication on, on the address given", cfg.MQTT, err)
+	}
 }

@@ -151,6 +151,7 @@ func newHarness(t testing.TB, o harnessOptions) *harness {
 	}
 	cfg.DataDir = o.dataDir
 	cfg.MQTT.URL = o.brokerURL
+	openWithoutPrincipals(cfg)
 	h := &harness{
 		t:          t,
 		cfg:        cfg,
@@ -500,4 +501,18 @@ func (h *harness) driveUntilEnded(opID string, waiters int) devices.Op {
 // config, for tests of what happens without one.
 func withoutBreaker(config string) string {
 	return strings.ReplaceAll(config, "    protocol: zigbee2mqtt\n", "    protocol: zigbee2mqtt\n    breaker: {enabled: false}\n")
+}
+
+// openWithoutPrincipals makes a test's config without principals run as
+// every test did before authentication was on by default: the embedded
+// broker and the HTTP API admit anonymous clients (on the tests' loopback
+// addresses), so that the simulator and the automation connect without an
+// account and each test keeps its meaning. A config with principals, and
+// the tests of authentication itself, run with authentication on.
+func openWithoutPrincipals(cfg *config.Config) {
+	if len(cfg.Principals) > 0 {
+		return
+	}
+	cfg.MQTT.AllowAnonymous = cfg.MQTT.URL == "" // an external broker decides for itself
+	cfg.HTTP.AllowAnonymous = true
 }

@@ -14,7 +14,7 @@ import (
 // api.RegisterDeadLetters, api.RegisterCommands, and any route added later
 // under /api/), and
 // api.Authenticate wraps the whole mux, so every path under /api/ needs a
-// principal's bearer token once principals are configured, whoever
+// principal's bearer token unless http.allow_anonymous, whoever
 // registered it, while health and metrics stay open.
 
 // httpPrincipals is the API's view of the principals' HTTP tokens, which a
@@ -24,18 +24,19 @@ type httpPrincipals struct {
 	tokens atomic.Pointer[api.Tokens]
 }
 
-// Required reports whether principals are configured.
+// Required reports whether the API needs a bearer token: unless
+// http.allow_anonymous.
 func (p *httpPrincipals) Required() bool { return p.tokens.Load() != nil }
 
 // ByToken returns the principal whose http_token is token.
 func (p *httpPrincipals) ByToken(token string) (string, bool) { return p.tokens.Load().ByToken(token) }
 
 // setHTTPPrincipals makes the HTTP API authenticate cfg's principals from
-// the next request on: each by its http_token, and nobody else; with no
-// principals in cfg the API is open. start calls it, and registers it
+// the next request on: each by its http_token (the generated principal's
+// included), and nobody else; with http.allow_anonymous the API is open. start calls it, and registers it
 // with the reload of principals (onReload).
 func (d *daemon) setHTTPPrincipals(cfg *config.Config) {
-	if !cfg.Authentication() {
+	if cfg.HTTP.AllowAnonymous {
 		d.principals.tokens.Store(nil)
 		return
 	}

@@ -43,8 +43,9 @@ var (
 	buildErr  error
 )
 
-// builtBinaries builds hearthd and hearth-sim from this tree, once per test
-// binary run, the first time a test asks, and returns their paths. The
+// builtBinaries builds hearthd, hearth-sim and hearthctl from this tree,
+// once per test binary run, the first time a test asks, and returns the
+// paths of the first two (builtHearthctl the third's). The
 // build is not -race (quicker), but inherits the environment, GOFLAGS
 // included. The binaries live in a temporary directory that
 // removeBuiltBinaries deletes; TestMain should call it after m.Run.
@@ -58,7 +59,7 @@ func builtBinaries(t *testing.T) (hearthd, sim string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
 		cmd := exec.CommandContext(ctx, "go", "build", "-o", buildDir+string(filepath.Separator),
-			"./cmd/hearthd", "./cmd/hearth-sim")
+			"./cmd/hearthd", "./cmd/hearth-sim", "./cmd/hearthctl")
 		cmd.Dir = filepath.Join("..", "..") // the module root
 		buildOut, buildErr = cmd.CombinedOutput()
 	})
@@ -66,6 +67,13 @@ func builtBinaries(t *testing.T) (hearthd, sim string) {
 		t.Fatalf("building hearthd and hearth-sim: %v\n%s", buildErr, buildOut)
 	}
 	return filepath.Join(buildDir, "hearthd"), filepath.Join(buildDir, "hearth-sim")
+}
+
+// builtHearthctl is builtBinaries's hearthctl.
+func builtHearthctl(t *testing.T) string {
+	t.Helper()
+	builtBinaries(t)
+	return filepath.Join(buildDir, "hearthctl")
 }
 
 // removeBuiltBinaries deletes what builtBinaries built, if anything.

@@ -9,7 +9,13 @@
 //
 // Flags override the config file. With -demo and no -config, hearthd runs
 // the built-in sample configuration with simulated devices in the same
-// process and sends them a few commands.
+// process and sends them a few commands; a demo runs without
+// authentication, so it listens on loopback only.
+//
+// At its first start hearthd writes <data_dir>/credentials.yaml (mode
+// 0600) with an account for every bridge and, when the config names no
+// principals, the principal "default"; SIGHUP reloads the principals and
+// the credentials file.
 package main
 
 import (
@@ -19,6 +25,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"strings"
@@ -61,7 +68,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.mqttURL, "mqtt-url", "", "external broker URL such as tcp://host:1883; no embedded broker runs (overrides mqtt.url)")
 	fs.StringVar(&o.httpListen, "http-listen", "", "HTTP listen address, host:port (overrides http.listen)")
 	fs.StringVar(&o.logLevel, "log-level", "", "log level: debug, info, warn or error (default info; warn with -demo)")
-	fs.BoolVar(&o.demo, "demo", false, "run simulated devices in the same process and send them a few commands")
+	fs.BoolVar(&o.demo, "demo", false, "run simulated devices in the same process and send them a few commands (anonymous, on loopback only)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -102,7 +109,50 @@ func loadConfig(o options) (*config.Config, error) {
 	if o.httpListen != "" {
 		cfg.HTTP.Listen = o.httpListen
 	}
+	if o.demo {
+		if err := demoAnonymous(cfg); err != nil {
+			return nil, err
+		}
+	}
+	name := o.configFile
+	if name == "" {
+		name = "built-in configuration"
+	}
+	// The flags may have moved a listener off loopback.
+	if err := cfg.CheckAnonymous(name); err != nil {
+		return nil, fmt.Errorf("%w (after the command line's flags)", err)
+	}
 	return cfg, nil
+}
+
+// demoAnonymous makes a demo's configuration anonymous, on loopback only:
+// the embedded broker and the HTTP API admit everyone, so they listen on
+// 127.0.0.1 whatever the file or the flags say (the port is kept). A
+// configuration with principals cannot run as a demo.
+func demoAnonymous(cfg *config.Config) error {
+	if len(cfg.Principals) > 0 {
+		return errors.New("-demo runs without authentication, but the configuration names principals; run it without -demo")
+	}
+	if cfg.MQTT.URL == "" {
+		cfg.MQTT.AllowAnonymous, cfg.MQTT.AllowAnonymousBeyondLoopback = true, false
+		cfg.MQTT.Listen = loopbackOnly(cfg.MQTT.Listen)
+	}
+	cfg.HTTP.AllowAnonymous, cfg.HTTP.AllowAnonymousBeyondLoopback = true, false
+	cfg.HTTP.Listen = loopbackOnly(cfg.HTTP.Listen)
+	return nil
+}
+
+// loopbackOnly returns addr, or addr on 127.0.0.1 with the same port when
+// its host is not loopback.
+func loopbackOnly(addr string) string {
+	if config.Loopback(addr) {
+		return addr
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr // config checked it; leave the error to listen
+	}
+	return net.JoinHostPort("127.0.0.1", port)
 }
 
 // demoDataDir is the data directory of -demo without -config or -data-dir.
@@ -151,16 +201,24 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	// SIGHUP reloads the principals (and the embedded broker's users)
-	// from the configuration file: a revoked permission applies at once,
-	// even to commands already accepted.
+	// from the configuration file, and the credentials file: a revoked
+	// permission or a rotated password applies at once, even to commands
+	// already accepted.
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 	for {
 		select {
 		case <-hup:
+			if o.configFile == "" && !o.demo {
+				// The built-in defaults do not change, but the
+				// credentials file may have.
+				log.Info("SIGHUP: reloading the credentials file")
+				d.reloadFrom(func() (*config.Config, error) { return loadConfig(o) }, log)
+				continue
+			}
 			if o.configFile == "" {
-				log.Warn("SIGHUP ignored: there is no -config file to reload")
+				log.Warn("SIGHUP ignored: the demo has no -config file to reload")
 				continue
 			}
 			log.Info("SIGHUP: reloading principals", "config", o.configFile)

@@ -28,6 +28,11 @@ type mqttAuth struct {
 	// service's status topic, so that a principal cannot command a device
 	// past Hearth nor speak for a bridge.
 	denied []string
+	// external is the principal of every command that arrives through an
+	// external broker: the generated DefaultPrincipal when the file names
+	// no principals, else "" (no principal: an external broker's stamp
+	// can be forged).
+	external string
 }
 
 func newMQTTAuth(cfg *config.Config) *mqttAuth {
@@ -36,6 +41,9 @@ func newMQTTAuth(cfg *config.Config) *mqttAuth {
 		if p.MQTTUsername != "" {
 			a.principals[p.MQTTUsername] = p.Name
 		}
+	}
+	if cfg.MQTT.URL != "" && cfg.GeneratedPrincipal {
+		a.external = config.DefaultPrincipal
 	}
 	for _, s := range cfg.Services {
 		if s.BaseTopic != "" {
@@ -76,14 +84,20 @@ func (a *mqttAuth) principal(m mqtt.Message) string {
 	return a.principals[username]
 }
 
-// brokerUsers is the embedded broker's user table for cfg: nil without
-// principals (everyone is admitted), else every principal's MQTT
-// credentials, every mqtt.users entry and Hearth's own.
+// brokerUsers is the embedded broker's user table for cfg: nil with
+// mqtt.allow_anonymous (everyone is admitted), else Hearth's own account,
+// every MQTT service's account, every principal's MQTT credentials (the
+// generated principal's included) and every mqtt.users entry.
 func brokerUsers(cfg *config.Config, internalPassword string) map[string]string {
-	if !cfg.Authentication() {
+	if cfg.MQTT.AllowAnonymous {
 		return nil
 	}
 	users := map[string]string{config.InternalUsername: internalPassword}
+	for _, s := range cfg.Services {
+		if s.UsesMQTT() && s.MQTTPassword != "" {
+			users[s.MQTTUsername] = s.MQTTPassword
+		}
+	}
 	for _, p := range cfg.Principals {
 		if p.MQTTUsername != "" {
 			users[p.MQTTUsername] = p.MQTTPassword

@@ -32,7 +32,11 @@ func newAuthorizer(cfg *config.Config) *authorizer {
 // set takes the principals of cfg.
 func (a *authorizer) set(cfg *config.Config) {
 	var g map[string]devices.Grants
-	if cfg.Authentication() {
+	// With either listener anonymous (which the config allows only
+	// without principals of its own) a command may come from nobody in
+	// particular, and everyone may command everything, as before
+	// authentication was on by default.
+	if cfg.Authentication() && !cfg.MQTT.AllowAnonymous && !cfg.HTTP.AllowAnonymous {
 		g = make(map[string]devices.Grants, len(cfg.Principals))
 		for _, p := range cfg.Principals {
 			g[p.Name] = p.Allow
@@ -41,7 +45,8 @@ func (a *authorizer) set(cfg *config.Config) {
 	a.grants.Store(&g)
 }
 
-// Authorize allows everything without principals; with them, it allows a
+// Authorize allows everything without principals or with a listener that
+// allows anonymous clients; else it allows a
 // command only from a principal whose grants name its action on its
 // device (devices.Grants), or from a local automation.
 func (a *authorizer) Authorize(principal string, dev devices.Device, target devices.Target) error {
@@ -50,7 +55,7 @@ func (a *authorizer) Authorize(principal string, dev devices.Device, target devi
 		return nil
 	}
 	if principal == "" {
-		return errors.New("the sender is not authenticated; with principals configured, commands come from a principal's MQTT login or HTTP bearer token")
+		return errors.New("the sender is not authenticated as a principal; commands come from a principal's MQTT login or HTTP bearer token (the generated principal default's, in the credentials file, when the config names none)")
 	}
 	g, ok := grants[principal]
 	if !ok {
@@ -70,9 +75,9 @@ func (d *daemon) reload(next *config.Config) {
 	for _, hook := range d.onReload {
 		hook(next)
 	}
-	d.log.Info("principals reloaded", "principals", len(next.Principals), "mqtt_users", len(next.MQTT.Users))
+	d.log.Info("principals and credentials reloaded", "principals", len(next.Principals), "mqtt_users", len(next.MQTT.Users))
 	if changedBesidesPrincipals(d.cfg, next) {
-		d.log.Warn("the configuration file changed beyond principals and mqtt.users; those changes take effect at the next restart")
+		d.log.Warn("the configuration file changed beyond principals, mqtt.users and the services' passwords; those changes take effect at the next restart")
 	}
 }
 
@@ -82,7 +87,20 @@ func changedBesidesPrincipals(a, b *config.Config) bool {
 	x, y := *a, *b
 	x.Principals, y.Principals = nil, nil
 	x.MQTT.Users, y.MQTT.Users = nil, nil
+	x.GeneratedPrincipal, y.GeneratedPrincipal = false, false
+	x.Services, y.Services = withoutPasswords(x.Services), withoutPasswords(y.Services)
 	return !reflect.DeepEqual(x, y)
+}
+
+// withoutPasswords returns services without their MQTT passwords, which a
+// reload applies.
+func withoutPasswords(services []config.Service) []config.Service {
+	out := make([]config.Service, len(services))
+	for i, s := range services {
+		s.MQTTPassword = ""
+		out[i] = s
+	}
+	return out
 }
 
 // reloadFrom reads the configuration again with load and applies its
@@ -94,6 +112,20 @@ func (d *daemon) reloadFrom(load func() (*config.Config, error), log *slog.Logge
 		log.Error("configuration not reloaded; the running principals stay", "err", err)
 		return
 	}
+	// The credentials file too: a password rotated with hearthctl
+	// credentials rotate applies from here on, and the broker disconnects
+	// whoever is still logged in with the old one.
+	// The credentials of the data directory in use, whatever the file
+	// says now (a new data_dir waits for a restart, and is warned of).
+	dataDir := next.DataDir
+	next.DataDir = d.cfg.DataDir
+	path, added, err := credentials(next, d.random)
+	next.DataDir = dataDir
+	if err != nil {
+		log.Error("configuration not reloaded; the running principals and credentials stay", "err", err)
+		return
+	}
+	logAccounts(log, next, path, added)
 	d.reload(next)
 }
 

@@ -1,0 +1,40 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"testing"
+)
+
+// FuzzParse feeds Parse arbitrary files: it must never panic, and what it
+// refuses it refuses with an *Error whose every problem names the file.
+func FuzzParse(f *testing.F) {
+	for _, path := range []string{"../configs/hearth.yaml", "testdata/broken.yaml"} {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	f.Add([]byte("mqtt: {listen: '0.0.0.0:1883', allow_anonymous: true}\n"))
+	f.Add([]byte("services:\n  z:\n    protocol: zigbee2mqtt\n    mqtt_username: z\n    client_id: c\nmqtt:\n  users:\n    u: {password: 12345678, publish: ['a/+/#']}\n"))
+	f.Add([]byte("principals:\n  p:\n    http_token: 0123456789abcdef\n    mqtt_publish: ['#']\n    allow: {'*': ['*']}\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := Parse("fuzz.yaml", data)
+		if err == nil {
+			if c == nil {
+				t.Fatal("Parse returned neither a config nor an error")
+			}
+			return
+		}
+		var e *Error
+		if !errors.As(err, &e) || len(e.Problems) == 0 {
+			t.Fatalf("Parse error %v is not an *Error with problems", err)
+		}
+		for _, p := range e.Problems {
+			if p.File != "fuzz.yaml" || p.Message == "" {
+				t.Fatalf("problem %+v does not name the file or says nothing", p)
+			}
+		}
+	})
+}
