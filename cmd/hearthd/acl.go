@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/hearthd/hearth/acl"
 	"github.com/hearthd/hearth/config"
 	"github.com/hearthd/hearth/protocols/zigbee2mqtt"
@@ -54,4 +56,27 @@ func hearthClientID(cfg *config.Config) string {
 		return cfg.MQTT.ClientID
 	}
 	return defaultClientID(cfg.DataDir)
+}
+
+// trustedPublisher returns the username whose reports on bridge s's topics
+// count, and the user property that names a message's publisher: with the
+// embedded broker authenticating clients, s's account and the broker's
+// stamp, so that a report forged by anyone else confirms nothing; with an
+// external broker, or an embedded one that admits anyone, "" (the topic
+// is trusted, and only the broker's ACL keeps others off it).
+func (d *daemon) trustedPublisher(s config.Service) (publisher, stampProperty string) {
+	if d.broker == nil || d.cfg.MQTT.AllowAnonymous {
+		return "", ""
+	}
+	return s.MQTTUsername, usernameProperty
+}
+
+// countUntrusted exports a bridge adapter's count of dropped reports as
+// hearth_untrusted_reports_total{service}.
+func (d *daemon) countUntrusted(service string, count func() uint64) {
+	d.metrics.Registry().MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name:        "hearth_untrusted_reports_total",
+		Help:        "Messages on a bridge's topics that the bridge's account did not publish (by the embedded broker's stamp): dropped, they confirm nothing.",
+		ConstLabels: prometheus.Labels{"service": service},
+	}, func() float64 { return float64(count()) }))
 }

@@ -274,22 +274,30 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 		}
 		switch s.Protocol {
 		case config.ProtocolZigbee2MQTT:
+			publisher, stamp := d.trustedPublisher(s)
 			a := zigbee2mqtt.New(d.conn, zigbee2mqtt.Options{
-				Service:   s.Name,
-				BaseTopic: s.BaseTopic,
-				Devices:   devs,
-				Logger:    log.With("component", "zigbee2mqtt", "service", s.Name),
+				Service:       s.Name,
+				BaseTopic:     s.BaseTopic,
+				Devices:       devs,
+				Logger:        log.With("component", "zigbee2mqtt", "service", s.Name),
+				Publisher:     publisher,
+				StampProperty: stamp,
 			})
+			d.countUntrusted(s.Name, a.Untrusted)
 			adapters = append(adapters, func(ctx context.Context, sink reports) error { return a.Start(ctx, sink) })
 			bridgeService(s, a)
 		case config.ProtocolZWaveJS:
+			publisher, stamp := d.trustedPublisher(s)
 			a := zwavejs.New(d.conn, zwavejs.Options{
-				Service:     s.Name,
-				BaseTopic:   s.BaseTopic,
-				GatewayName: s.GatewayName,
-				Devices:     devs,
-				Logger:      log.With("component", "zwavejs", "service", s.Name),
+				Service:       s.Name,
+				BaseTopic:     s.BaseTopic,
+				GatewayName:   s.GatewayName,
+				Devices:       devs,
+				Logger:        log.With("component", "zwavejs", "service", s.Name),
+				Publisher:     publisher,
+				StampProperty: stamp,
 			})
+			d.countUntrusted(s.Name, a.Untrusted)
 			adapters = append(adapters, func(ctx context.Context, sink reports) error { return a.Start(ctx, sink) })
 			bridgeService(s, a)
 		case config.ProtocolWebhook:
