@@ -1,7 +1,10 @@
 package main
 
 import (
+	"errors"
+	"fmt"
 	"github.com/prometheus/client_golang/prometheus"
+	"io"
 
 	"github.com/hearthd/hearth/acl"
 	"github.com/hearthd/hearth/config"
@@ -15,12 +18,15 @@ import (
 // default ZWAVE_GATEWAY-<gateway_name> included), every status_topic
 // service's, every principal with an MQTT account and every mqtt.users
 // account. The same table drives the embedded broker and
-// -print-mosquitto-acl.
+// -print-mosquitto-acl; an empty hearthClientID reserves none.
 func aclSpec(cfg *config.Config, hearthUsername, hearthClientID string) acl.Spec {
 	spec := acl.Spec{
 		Prefix:          cfg.Prefix,
 		DiscoveryPrefix: cfg.HomeAssistant.DiscoveryPrefix,
-		Hearth:          acl.Account{Username: hearthUsername, ClientIDs: []string{hearthClientID}},
+		Hearth:          acl.Account{Username: hearthUsername},
+	}
+	if hearthClientID != "" {
+		spec.Hearth.ClientIDs = []string{hearthClientID}
 	}
 	for _, s := range cfg.Services {
 		account := acl.Account{Username: s.MQTTUsername}
@@ -80,3 +86,61 @@ func (d *daemon) countUntrusted(service string, count func() uint64) {
 		ConstLabels: prometheus.Labels{"service": service},
 	}, func() float64 { return float64(count()) }))
 }
+
+// printMosquittoACL writes to stdout the configuration file of Mosquitto
+// 2's dynamic-security plugin for cfg's table (acl.Table.DynamicSecurity)
+// and to stderr the mosquitto.conf lines that load it. cfg must name an
+// external broker (mqtt.url): its credentials, as the credentials file
+// completes them (credentials writes every missing account into it, as
+// the first start does), are the clients' passwords. Hearth's client ID is
+// bound to its account only when mqtt.client_id names it: the default
+// depends on the host and data directory hearthd runs with.
+func printMosquittoACL(cfg *config.Config, random io.Reader, stdout, stderr io.Writer) error {
+	if cfg.MQTT.URL == "" {
+		return errors.New("-print-mosquitto-acl writes an external broker's ACL: set mqtt.url (or -mqtt-url) to the Mosquitto that Hearth and the bridges share")
+	}
+	path, _, err := credentials(cfg, random)
+	if err != nil {
+		return err
+	}
+	table, err := acl.New(aclSpec(cfg, cfg.MQTT.Username, cfg.MQTT.ClientID))
+	if err != nil {
+		return err
+	}
+	passwords := map[string]string{cfg.MQTT.Username: cfg.MQTT.Password}
+	for _, s := range cfg.Services {
+		if s.UsesMQTT() {
+			passwords[s.MQTTUsername] = s.MQTTPassword
+		}
+	}
+	for _, p := range cfg.Principals {
+		if p.MQTTUsername != "" {
+			passwords[p.MQTTUsername] = p.MQTTPassword
+		}
+	}
+	for _, u := range cfg.MQTT.Users {
+		passwords[u.Username] = u.Password
+	}
+	out, err := table.DynamicSecurity(passwords, random)
+	if err != nil {
+		return fmt.Errorf("%w (passwords come from the config and %s)", err, path)
+	}
+	if _, err := stdout.Write(out); err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, `# Save the JSON above where Mosquitto may write it (the plugin rewrites it on
+# changes), e.g. /var/lib/mosquitto/dynamic-security.json, owned by the
+# mosquitto user and mode 0600, and add to mosquitto.conf (Mosquitto 2.0):
+per_listener_settings false
+allow_anonymous false
+plugin %s
+plugin_opt_config_file /var/lib/mosquitto/dynamic-security.json
+# Passwords are those of the config and %s.
+`, mosquittoPluginPath, path)
+	return nil
+}
+
+// mosquittoPluginPath is where Debian's and Ubuntu's mosquitto package
+// installs the dynamic-security plugin (the eclipse-mosquitto image has it
+// at /usr/lib/mosquitto_dynamic_security.so).
+const mosquittoPluginPath = "/usr/lib/x86_64-linux-gnu/mosquitto_dynamic_security.so"
