@@ -103,6 +103,9 @@ func printMosquittoACL(cfg *config.Config, random io.Reader, stdout, stderr io.W
 	if err != nil {
 		return err
 	}
+	if cfg.MQTT.Username == "" {
+		return errors.New("-print-mosquitto-acl: mqtt.password is set but mqtt.username is not: name Hearth's account on the broker (mqtt.username), or leave both empty for a generated one")
+	}
 	table, err := acl.New(aclSpec(cfg, cfg.MQTT.Username, cfg.MQTT.ClientID))
 	if err != nil {
 		return err

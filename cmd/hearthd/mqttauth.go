@@ -36,6 +36,11 @@ type mqttAuth struct {
 // with client ID clientID. It fails only on what config refuses already
 // (a username shared by two accounts, a client ID reserved twice).
 func newMQTTAuth(cfg *config.Config, hearthUsername, clientID string) (*mqttAuth, error) {
+	if hearthUsername == "" {
+		// An external broker without credentials: the table is the
+		// embedded broker's, unused there.
+		hearthUsername = config.InternalUsername
+	}
 	table, err := acl.New(aclSpec(cfg, hearthUsername, clientID))
 	if err != nil {
 		return nil, err
