@@ -8,8 +8,10 @@
 // Without Options.Users every client that the accept guard lets in is
 // admitted; with it, only a client that connects with a known username and
 // its password (see SetUsers). Options.StampUsernameProperty tells
-// subscribers who published each message, and Options.DenyPublish keeps an
-// authenticated client off topics; subscriptions are never restricted.
+// subscribers who published each message, Options.DenyPublish keeps an
+// authenticated client off topics, and no client may take over the
+// session of a connected client of another user (Options.ClientIDOwners);
+// subscriptions are never restricted.
 package broker
 
 import (

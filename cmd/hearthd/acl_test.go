@@ -13,6 +13,7 @@ import (
 	"github.com/hearthd/hearth/config"
 	"github.com/hearthd/hearth/devices"
 	"github.com/hearthd/hearth/protocols/zigbee2mqtt"
+	"github.com/hearthd/hearth/protocols/zwavejs"
 )
 
 // aclConfig is mqttPrincipalsConfig with the bridge's client ID reserved
@@ -215,10 +216,14 @@ func connectCode(t *testing.T, h *harness, id string, l login, v5 bool) byte {
 }
 
 // The config refuses a Zigbee2MQTT address deeper than the command
-// filters reach: config's limit is the adapter's.
-func TestConfigsAddressLimitIsTheAdapters(t *testing.T) {
+// filters reach (config's limit is the adapter's), and reserves Z-Wave JS
+// UI's own client ID by default.
+func TestConfigAgreesWithTheAdapters(t *testing.T) {
 	if config.MaxZigbeeNameLevels != zigbee2mqtt.MaxNameLevels {
 		t.Errorf("config.MaxZigbeeNameLevels = %d, zigbee2mqtt.MaxNameLevels = %d; want them equal",
 			config.MaxZigbeeNameLevels, zigbee2mqtt.MaxNameLevels)
+	}
+	if got, want := config.ZWaveClientIDPrefix+zwavejs.DefaultGatewayName, zwavejs.GatewayClientID(""); got != want {
+		t.Errorf("config's default Z-Wave JS UI client ID %q; want the gateway's own %q", got, want)
 	}
 }
