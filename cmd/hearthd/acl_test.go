@@ -227,3 +227,26 @@ func TestConfigAgreesWithTheAdapters(t *testing.T) {
 		t.Errorf("config's default Z-Wave JS UI client ID %q; want the gateway's own %q", got, want)
 	}
 }
+
+// The bridge's client_id is its account's even while the bridge is away:
+// no other account can take it (and with it the bridge's persistent
+// session) before the bridge comes back; the bridge's own account can.
+func TestBridgesClientIDIsReservedWhileItIsAway(t *testing.T) {
+	h := newHarness(t, harnessOptions{config: aclConfig, simLogin: bridgeLogin, automationLogin: tabletLogin})
+	h.settle("front_door")
+	h.stopSim() // the simulated bridge says offline and disconnects
+	h.stopSim = nil
+	h.eventually("the bridge to be offline", func() bool { return h.d.disp.Breakers()[0].Bridge == "offline" })
+	for _, v5 := range []bool{true, false} {
+		want := byte(0x05)
+		if v5 {
+			want = 0x87
+		}
+		if code := connectCode(t, h, "zigbee2mqtt-bridge", phoneLogin, v5); code != want {
+			t.Errorf("the phone with the absent bridge's client ID (MQTT 5: %v): CONNACK %#x; want %#x", v5, code, want)
+		}
+	}
+	if code := connectCode(t, h, "zigbee2mqtt-bridge", bridgeLogin, true); code != 0 {
+		t.Errorf("the bridge's own account with its client ID: CONNACK %#x; want accepted", code)
+	}
+}
