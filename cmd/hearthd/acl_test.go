@@ -250,3 +250,42 @@ func TestBridgesClientIDIsReservedWhileItIsAway(t *testing.T) {
 		t.Errorf("the bridge's own account with its client ID: CONNACK %#x; want accepted", code)
 	}
 }
+
+// A watched service's status counts only from its own account: an
+// "offline" on its status topic by another account (Hearth's, which the
+// ACL lets publish there) is dropped and counted, and the breaker stays
+// closed; the service's own "offline" is heard.
+func TestWatchedStatusCountsOnlyFromItsAccount(t *testing.T) {
+	cfg := strings.Replace(aclConfig, "devices:\n",
+		"  cloud:\n    protocol: status_topic\n    status_topic: cloud/status\n    mqtt_username: cloud\n    mqtt_password: cloud-password\ndevices:\n", 1)
+	h := newHarness(t, harnessOptions{config: cfg, simLogin: bridgeLogin, automationLogin: tabletLogin})
+	h.settle("front_door")
+	cloud := func() dispatcherBreaker {
+		for _, b := range h.d.disp.Breakers() {
+			if b.Service == "cloud" {
+				return dispatcherBreaker{b.State, b.Offline}
+			}
+		}
+		t.Fatal("no breaker of cloud")
+		return dispatcherBreaker{}
+	}
+	refusedPublish(t, "the phone", h.v5Client("phone-client", phoneLogin), "cloud/status", "offline", false)
+	other := h.v5Client("not-the-service", login{config.InternalUsername, h.d.internalPassword})
+	if _, err := other.c.Publish(ctxFor(t), &paho5.Publish{Topic: "cloud/status", QoS: 1, Payload: []byte("offline")}); err != nil {
+		t.Fatal(err)
+	}
+	h.eventually("the forged status to be dropped", func() bool { return untrustedReports(t, h, "cloud") == 1 })
+	if b := cloud(); b.offline {
+		t.Errorf("after the forged offline: %+v; want the service online", b)
+	}
+	own := h.v5Client("cloud-service", login{"cloud", "cloud-password"})
+	if _, err := own.c.Publish(ctxFor(t), &paho5.Publish{Topic: "cloud/status", QoS: 1, Payload: []byte("offline")}); err != nil {
+		t.Fatal(err)
+	}
+	h.eventually("the service's own offline to be heard", func() bool { return cloud().offline })
+}
+
+type dispatcherBreaker struct {
+	state   string
+	offline bool
+}
