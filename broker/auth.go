@@ -20,7 +20,7 @@ import (
 // Options.DenyPublish denies, and stamps every publish and will with the
 // publisher's username (Options.StampUsernameProperty).
 //
-// It decides in OnConnect, after the accept guard, rather than in mochi's
+// It decides in OnConnect, before the accept guard, rather than in mochi's
 // OnConnectAuthenticate: mochi answers a refusal there to a 3.1.1 client
 // with return code 0x05 "not authorized", where 3.1.1 has 0x04 "bad user
 // name or password" for it, and reports it to nobody. Its
@@ -35,6 +35,9 @@ type authenticator struct {
 	logins   *throttledLog     // refused logins
 	denials  *throttledLog     // refused publishes
 	log      *slog.Logger
+	// loginFailed, if set, is told the remote address of every CONNECT
+	// refused for its credentials (the failed-login guard's budget).
+	loginFailed func(remote string)
 
 	mu sync.RWMutex
 	// users maps each username to the SHA-256 of its password, so that
@@ -144,6 +147,9 @@ func (a *authenticator) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 			reason = "no username"
 		}
 		a.logins.warn("username", printable(l.username), "remote", cl.Net.Remote, "client_id", cl.ID, "reason", reason)
+		if a.loginFailed != nil {
+			a.loginFailed(cl.Net.Remote)
+		}
 		code := byte(0x04) // 3.1.1: bad user name or password
 		if v5 {
 			code = packets.ErrBadUsernameOrPassword.Code // 0x86

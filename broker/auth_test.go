@@ -38,8 +38,9 @@ func TestUsersRefuseBadLogins(t *testing.T) {
 	logs := &recorder{ch: make(chan slog.Record, 64)}
 	events := make(chan ConnectEvent, 64)
 	b := startBroker(t, Options{Listen: "127.0.0.1:0", Clock: clock, Logger: slog.New(logs),
-		Users:     map[string]string{"alice": "alice-secret-1"},
-		OnConnect: func(e ConnectEvent) { events <- e }})
+		LoginFailuresPerMinute: 100, // the failed-login guard is tested on its own
+		Users:                  map[string]string{"alice": "alice-secret-1"},
+		OnConnect:              func(e ConnectEvent) { events <- e }})
 	bad := []struct {
 		name string
 		cr   creds

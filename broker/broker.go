@@ -1,7 +1,10 @@
 // Package broker runs Hearth's embedded MQTT broker (mochi-mqtt), so that a
 // hub needs no separate Mosquitto: it owns the listeners and the broker's
 // limits, among them the accept guard that spreads out a reconnect flood
-// (see Options.MaxConnectRate). It never interprets topics or payloads;
+// (see Options.MaxConnectRate) and the limits before authentication that
+// bound what a client costs before it has logged in (Options.ConnectTimeout,
+// MaxConnectSize, MaxUnauthenticated, MaxKeepAlive, LoginFailuresPerMinute;
+// counted in Broker.Stats). It never interprets topics or payloads;
 // Hearth itself connects to it as an ordinary MQTT client, exactly as it
 // would to an external broker.
 //
@@ -52,9 +55,12 @@ type Options struct {
 	MaxPacketSize uint32
 	// Logger receives the broker's own warnings and errors, a summary of
 	// the CONNECTs the accept guard refused at most once per second, the
-	// refused logins and publishes of Users and DenyPublish, and the
-	// clients SetUsers disconnects; mochi's informational lines (every
-	// connect and disconnect) are left out. nil discards them.
+	// refused logins and publishes of Users and DenyPublish, the clients
+	// SetUsers disconnects, and a summary of the connections the limits
+	// before authentication closed, at most once per second; mochi's
+	// informational lines (every connect and disconnect) and its warning
+	// for every client with a keep alive under 5 s (0 included, which a
+	// client could send on every CONNECT) are left out. nil discards them.
 	Logger *slog.Logger
 
 	// MaxConnectRate is how many CONNECTs the broker accepts per second, a
@@ -64,8 +70,10 @@ type Options struct {
 	// means no limit.
 	//
 	// Only an accepted CONNECT takes a token: one refused for
-	// MaxConnections, or by mochi's own checks (a bad protocol version,
-	// say), spends none. Any one-second interval [k s, k+1 s) accepts at
+	// MaxConnections, for its credentials (Users), by the failed-login
+	// guard (LoginFailuresPerMinute) or by mochi's own checks (a bad
+	// protocol version, say), spends none, so that a password-guessing
+	// flood cannot use up the tokens legitimate clients need. Any one-second interval [k s, k+1 s) accepts at
 	// most ConnectBurst + ⌈MaxConnectRate⌉ − 1 CONNECTs; with the default
 	// burst of 1 and a whole rate, at most MaxConnectRate. (The bucket
 	// counts in floating point, so a CONNECT may be refused a few
@@ -92,7 +100,10 @@ type Options struct {
 	// Exempt lists client IDs the guard never refuses, neither for the
 	// rate nor for MaxConnections (they still count as connected): the
 	// daemon's own client, which must never be locked out of its own
-	// broker by the crowd it guards against.
+	// broker by the crowd it guards against. The limits before
+	// authentication (ConnectTimeout to LoginFailuresPerMinute) act before
+	// a client ID is known and apply to it too; an address's share of
+	// MaxUnauthenticated keeps another host from filling the cap.
 	Exempt []string
 	// MaxInflight is each client's receive maximum: how many QoS 1 and 2
 	// publishes a client may have in flight to the broker (MQTT 5 Receive
@@ -123,8 +134,9 @@ type Options struct {
 	// password, at most once per second (Clock) with a count of the
 	// refusals in between. Passwords are compared in constant time. Empty
 	// admits every client, verifying nobody. SetUsers replaces it while
-	// the broker runs. A refused CONNECT has passed the accept guard: it
-	// spends a token of MaxConnectRate.
+	// the broker runs. The credentials are checked before the accept
+	// guard: a refused CONNECT spends no token of MaxConnectRate, and
+	// counts against its address's LoginFailuresPerMinute instead.
 	Users map[string]string
 	// StampUsernameProperty, when set, is the key of an MQTT 5 user
 	// property that tells subscribers who published a message: from every
@@ -162,6 +174,55 @@ type Options struct {
 	// same username may take its own session over, as a client that
 	// reconnects before the broker noticed its old connection die does.
 	ClientIDOwners map[string]string
+
+	// The limits before authentication. They bound what a client costs
+	// the broker before it has logged in, on every listener (DialPipe's
+	// too, except MaxUnauthenticated), and are counted in Broker.Stats and
+	// logged as a warning at most once per second (Clock) with the counts
+	// since the last line, never one line per connection.
+
+	// ConnectTimeout is how long a new connection has, from accept, to
+	// send its whole CONNECT packet; then it is closed without an answer.
+	// It is a socket deadline, on the real clock, not on Clock. 0 means
+	// DefaultConnectTimeout (5 s).
+	ConnectTimeout time.Duration
+	// MaxConnectSize bounds the remaining length of the first packet, in
+	// bytes: a first packet that is not a CONNECT, claims more, or has a
+	// malformed length closes the connection without an answer, before
+	// any buffer of the claimed size is allocated (mochi allocates the
+	// claimed length up front, up to MaxPacketSize). 0 means
+	// DefaultMaxConnectSize (16 KiB).
+	MaxConnectSize int
+	// MaxUnauthenticated is how many TCP connections may be open that the
+	// broker has not admitted yet (from accept until their CONNECT is
+	// accepted); a socket beyond it is closed at accept. One remote
+	// address (an IPv6 /64) may hold at most a quarter of them (at least
+	// 1), so that one host cannot keep everyone else, hearthd's own
+	// reconnects included, from connecting. DialPipe's connections are not
+	// counted. 0 means DefaultMaxUnauthenticated (64).
+	MaxUnauthenticated int
+	// MaxKeepAlive is the longest keep alive the broker grants, whole
+	// seconds from 1 s to 65535 s. A client that asks for 0 (no keep
+	// alive) or for more gets this one: an MQTT 5 client is told in the
+	// CONNACK's Server Keep Alive, which it must then use [MQTT-3.1.2-21];
+	// a 3.1.1 client cannot be told (MQTT 3.1.1 lets the server disconnect
+	// an inactive client whatever its keep alive, §3.1.2.10). Either is
+	// disconnected, as every client, when the broker hears nothing from it
+	// for one and a half times its keep alive [MQTT-3.1.2-24]. 0 means
+	// DefaultMaxKeepAlive (5 min).
+	MaxKeepAlive time.Duration
+	// LoginFailuresPerMinute is each remote address's (an IPv6 /64's)
+	// budget of CONNECTs refused for their credentials: a token bucket of
+	// this size, refilled at this rate per minute. While an address has
+	// none left, its CONNECTs are refused before their password is
+	// checked, with CONNACK 0x9F "Connection rate exceeded" (MQTT 5) or
+	// 0x03 "Server unavailable" (3.1.1), whatever the password: admitting
+	// the right one would tell a guesser that it is right. So a flood of
+	// bad passwords from one address keeps back that address only, the
+	// right password from the same host included, until the flood stops.
+	// Concurrent CONNECTs from one address may overspend the budget by as
+	// many as are in flight. 0 means DefaultLoginFailuresPerMinute (10).
+	LoginFailuresPerMinute float64
 }
 
 // ConnectEvent is one CONNECT and the broker's decision.
@@ -174,8 +235,8 @@ type ConnectEvent struct {
 	// Accepted reports whether the client was let in.
 	Accepted bool
 	// Refusal says why a CONNECT was refused: RefusedRate,
-	// RefusedMaxConnections, RefusedCredentials or RefusedNotAuthorized;
-	// "" when accepted. A CONNECT refused for
+	// RefusedMaxConnections, RefusedCredentials, RefusedLoginFailures or
+	// RefusedNotAuthorized; "" when accepted. A CONNECT refused for
 	// another reason, such as an unsupported protocol version, is
 	// reported with RefusedOther when its CONNACK is sent.
 	Refusal string
@@ -190,6 +251,9 @@ const (
 	// RefusedCredentials: Options.Users does not admit the username and
 	// password, or the CONNECT had no username.
 	RefusedCredentials = "credentials"
+	// RefusedLoginFailures: the CONNECT's address had spent its budget of
+	// failed logins (Options.LoginFailuresPerMinute).
+	RefusedLoginFailures = "login_failures"
 	// RefusedNotAuthorized: Options.DenyPublish denied the will's topic,
 	// Options.ClientIDOwners reserves the client ID to another username,
 	// or a client verified as another username is connected with it.
@@ -201,11 +265,12 @@ const (
 
 // Broker is a running embedded broker.
 type Broker struct {
-	srv   *mqtt.Server
-	addr  string
-	pipe  *pipeListener
-	guard *guard
-	auth  *authenticator
+	srv    *mqtt.Server
+	addr   string
+	pipe   *pipeListener
+	guard  *guard
+	auth   *authenticator
+	limits *limits
 
 	closeOnce sync.Once
 	closeErr  error
@@ -237,7 +302,9 @@ func Start(opts Options) (*Broker, error) {
 		Logger:       logger,
 	})
 	b := &Broker{srv: srv, pipe: newPipeListener(), guard: newGuard(srv, opts)}
+	b.limits = newLimits(b.guard, opts)
 	b.auth = newAuthenticator(srv, b.guard, opts, b.guard.log.log)
+	b.auth.loginFailed = b.limits.loginFailed
 	var tcp net.Listener
 	if opts.Listen != "" {
 		var err error
@@ -253,22 +320,27 @@ func Start(opts Options) (*Broker, error) {
 		b.pipe.Close()
 		b.guard.stop()
 		b.auth.stop()
+		b.limits.stop()
 		return nil, fmt.Errorf("embedded broker: %w", err)
 	}
-	// The guard decides first, so that a flood is refused before any
-	// password is checked.
-	if err := srv.AddHook(b.guard, nil); err != nil {
+	// The failed-login guard and the credentials decide before the accept
+	// guard, so that only an admitted login spends a token of the rate.
+	// (A password check is a SHA-256 of at most MaxConnectSize bytes.)
+	if err := srv.AddHook(b.limits, nil); err != nil {
 		return fail(err)
 	}
 	if err := srv.AddHook(b.auth, nil); err != nil {
 		return fail(err)
 	}
+	if err := srv.AddHook(b.guard, nil); err != nil {
+		return fail(err)
+	}
 	if tcp != nil {
-		if err := srv.AddListener(guarded{listeners.NewNet(tcpListenerID, tcp), b.guard, b.auth}); err != nil {
+		if err := srv.AddListener(b.listener(tcpListenerID, tcp, true)); err != nil {
 			return fail(err)
 		}
 	}
-	if err := srv.AddListener(guarded{listeners.NewNet(pipeListenerID, b.pipe), b.guard, b.auth}); err != nil {
+	if err := srv.AddListener(b.listener(pipeListenerID, b.pipe, false)); err != nil {
 		return fail(err)
 	}
 	if err := srv.Serve(); err != nil {
@@ -276,6 +348,16 @@ func Start(opts Options) (*Broker, error) {
 		return nil, fmt.Errorf("embedded broker: %w", err)
 	}
 	return b, nil
+}
+
+// listener makes ln one of the broker's listeners, named id: its
+// connections pass the limits before authentication (counted against
+// MaxUnauthenticated if counted: every network listener) and the accept
+// guard. A listener that wraps ln in TLS hands it here wrapped, so that
+// the handshake, which happens at the first read, falls within the
+// CONNECT deadline.
+func (b *Broker) listener(id string, ln net.Listener, counted bool) listeners.Listener {
+	return guarded{listeners.NewNet(id, limitedListener{ln, b.limits, counted}), b.guard, b.auth, b.limits}
 }
 
 // check reports an option out of range.
@@ -289,6 +371,16 @@ func (o Options) check() error {
 		return fmt.Errorf("embedded broker: MaxConnections %d: want ≥ 0 (0: no limit)", o.MaxConnections)
 	case o.MaxInflight < 0 || o.MaxInflight > math.MaxUint16:
 		return fmt.Errorf("embedded broker: MaxInflight %d: want 0 to 65535 (0: %d)", o.MaxInflight, DefaultMaxInflight)
+	case o.ConnectTimeout < 0:
+		return fmt.Errorf("embedded broker: ConnectTimeout %v: want ≥ 0 (0: %v)", o.ConnectTimeout, DefaultConnectTimeout)
+	case o.MaxConnectSize < 0:
+		return fmt.Errorf("embedded broker: MaxConnectSize %d: want ≥ 0 (0: %d)", o.MaxConnectSize, DefaultMaxConnectSize)
+	case o.MaxUnauthenticated < 0:
+		return fmt.Errorf("embedded broker: MaxUnauthenticated %d: want ≥ 0 (0: %d)", o.MaxUnauthenticated, DefaultMaxUnauthenticated)
+	case o.MaxKeepAlive < 0 || o.MaxKeepAlive%time.Second != 0 || o.MaxKeepAlive > math.MaxUint16*time.Second:
+		return fmt.Errorf("embedded broker: MaxKeepAlive %v: want whole seconds from 0 to 65535s (0: %v)", o.MaxKeepAlive, DefaultMaxKeepAlive)
+	case math.IsNaN(o.LoginFailuresPerMinute) || math.IsInf(o.LoginFailuresPerMinute, 0) || o.LoginFailuresPerMinute < 0:
+		return fmt.Errorf("embedded broker: LoginFailuresPerMinute %v: want a finite number ≥ 0 (0: %d)", o.LoginFailuresPerMinute, DefaultLoginFailuresPerMinute)
 	}
 	return nil
 }
@@ -357,6 +449,7 @@ func (b *Broker) close() error {
 	err := b.srv.Close()
 	b.guard.stop()
 	b.auth.stop()
+	b.limits.stop()
 	return err
 }
 
@@ -371,7 +464,9 @@ const (
 )
 
 // warnAndAbove passes on only warnings and errors, less the read errors of
-// connections that the broker itself closed while stopping.
+// connections that the broker itself closed while stopping and mochi's
+// warning about a short keep alive, which it logs for every such CONNECT
+// before any hook (MaxKeepAlive replaces a keep alive of 0).
 type warnAndAbove struct{ slog.Handler }
 
 func (h warnAndAbove) Enabled(ctx context.Context, l slog.Level) bool {
@@ -379,6 +474,9 @@ func (h warnAndAbove) Enabled(ctx context.Context, l slog.Level) bool {
 }
 
 func (h warnAndAbove) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == mqtt.ErrMinimumKeepalive.Error() {
+		return nil
+	}
 	closed := false
 	r.Attrs(func(a slog.Attr) bool {
 		if err, ok := a.Value.Any().(error); ok && errors.Is(err, net.ErrClosed) {

@@ -118,7 +118,9 @@ func newGuard(srv *mqtt.Server, opts Options) *guard {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	g.log = &refusalLog{clock: g.clock, log: log}
+	g.log = &refusalLog{clock: g.clock, log: log,
+		msg:  "embedded broker refused CONNECTs (server busy); clients back off and retry",
+		keys: []string{RefusedMaxConnections, RefusedRate}}
 	return g
 }
 
@@ -241,23 +243,45 @@ func (g *guard) stop() { g.log.stop() }
 // guarded is a listener whose connections give back their guard slot when
 // mochi has finished with them. It leaves the guard's refusals, which the
 // refusal log summarises, out of mochi's per-connection warnings.
+//
+// It is also where the limits before authentication act, before mochi sees
+// a connection: mochi reads a packet by allocating a buffer of the length
+// its fixed header claims before reading it (Client.ReadPacket), gives a
+// connection no deadline until its CONNECT has passed the hooks, and
+// allocates each client's queues as it accepts it. So its net.Listener is
+// a limitedListener, which counts each connection against
+// Options.MaxUnauthenticated (closing it at accept beyond), and the
+// listener reads the CONNECT itself within Options.ConnectTimeout and at
+// most Options.MaxConnectSize bytes before it hands mochi the connection
+// with that packet replayed.
 type guarded struct {
 	listeners.Listener
-	g *guard
-	a *authenticator
+	g   *guard
+	a   *authenticator
+	lim *limits
 }
 
 func (l guarded) Serve(establish listeners.EstablishFn) {
 	l.Listener.Serve(func(id string, conn net.Conn) error {
-		if !l.g.serve(conn) {
-			conn.Close() // accepted as the broker closes
+		pc, ok := conn.(*primedConn)
+		if !ok {
+			pc = &primedConn{Conn: conn}
+		}
+		if !l.g.serve(pc) {
+			l.lim.done(pc)
+			pc.Close() // accepted as the broker closes
 			return nil
 		}
-		defer l.g.served(conn)
-		err := establish(id, conn)
-		l.g.release(conn)
-		l.a.forget(conn)
-		if errors.Is(err, errRefused) {
+		defer l.g.served(pc)
+		if !l.lim.readConnect(pc) {
+			l.lim.done(pc)
+			pc.Close()
+			return nil
+		}
+		err := establish(id, pc)
+		l.g.release(pc)
+		l.a.forget(pc)
+		if l.lim.ended(pc, err) || errors.Is(err, errRefused) {
 			return nil
 		}
 		return err
@@ -270,6 +294,8 @@ func (l guarded) Serve(establish listeners.EstablishFn) {
 type refusalLog struct {
 	clock clockwork.Clock
 	log   *slog.Logger
+	msg   string   // the line's message
+	keys  []string // the reasons each line counts, in this order
 
 	mu      sync.Mutex
 	counts  map[string]int
@@ -326,10 +352,11 @@ func (r *refusalLog) logLocked(now time.Time) {
 	if r.counts == nil {
 		return
 	}
-	r.log.Warn("embedded broker refused CONNECTs (server busy); clients back off and retry",
-		"max_connections", r.counts[RefusedMaxConnections],
-		"rate", r.counts[RefusedRate],
-		"over", now.Sub(r.since))
+	args := make([]any, 0, 2*len(r.keys)+2)
+	for _, k := range r.keys {
+		args = append(args, k, r.counts[k])
+	}
+	r.log.Warn(r.msg, append(args, "over", now.Sub(r.since))...)
 	r.counts = nil
 	r.last = now
 }

@@ -43,7 +43,9 @@ const (
 func TestAcceptGuardRefusesAboveItsRateAndEveryClientConnectsEventually(t *testing.T) {
 	clock := clockwork.NewFakeClockAt(t0)
 	events := make(chan ConnectEvent, 4096)
-	b := startBroker(t, Options{Listen: "127.0.0.1:0", MaxConnectRate: 10, Clock: clock,
+	// All 50 dial at once from one address: room for them all before
+	// authentication (MaxUnauthenticated gives an address a quarter).
+	b := startBroker(t, Options{Listen: "127.0.0.1:0", MaxConnectRate: 10, Clock: clock, MaxUnauthenticated: 200,
 		OnConnect: func(e ConnectEvent) { events <- e }})
 
 	const clients = 50

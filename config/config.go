@@ -166,6 +166,21 @@ type MQTT struct {
 	// many QoS 1 and 2 publishes a client may have in flight to it (MQTT 5
 	// Receive Maximum). 1 to the constant MaxInflight. Default 1024.
 	MaxInflight int
+
+	// The embedded broker's limits before authentication (key, default):
+	// ConnectTimeout (connect_timeout, 5s) is how long a new connection
+	// has to send its whole CONNECT; MaxUnauthenticated
+	// (max_unauthenticated, 64) how many connections may be open and not
+	// yet admitted, a quarter of them from one address; MaxClientKeepAlive
+	// (max_keepalive, 5m, whole seconds) the longest keep alive a client
+	// is granted, 0 or more being cut to it; LoginFailuresPerMinute
+	// (login_failures_per_minute, 10) each address's budget of refused
+	// logins, after which its CONNECTs are refused unchecked until the
+	// budget refills. See broker.Options for what each does.
+	ConnectTimeout         time.Duration
+	MaxUnauthenticated     int
+	MaxClientKeepAlive     time.Duration
+	LoginFailuresPerMinute float64
 }
 
 // TLS configures the connection to a TLS broker URL. File paths are read by
@@ -386,6 +401,11 @@ func Default() *Config {
 			MaxConnectRate: 100,
 			ConnectBurst:   10,
 			MaxInflight:    1024,
+
+			ConnectTimeout:         5 * time.Second,
+			MaxUnauthenticated:     64,
+			MaxClientKeepAlive:     5 * time.Minute,
+			LoginFailuresPerMinute: 10,
 		},
 		HTTP:          HTTP{Listen: "127.0.0.1:8080"},
 		HomeAssistant: HomeAssistant{Discovery: true, DiscoveryPrefix: "homeassistant"},

@@ -18,7 +18,7 @@ func TestParseErrors(t *testing.T) {
 	}{
 		// Keys.
 		{"unknown top-level key", "prfix: home\n", `hearth.yaml:1: prfix: unknown key (did you mean prefix? known here: prefix, data_dir, defaults, mqtt, http, homeassistant, services, devices, automations, principals)`},
-		{"unknown nested key", "mqtt:\n  tsl: {}\n", `hearth.yaml:2: mqtt.tsl: unknown key (did you mean tls? known here: listen, url, username, password, client_id, keepalive, tls, reconnect, republish_rate, max_connect_rate, connect_burst, max_connections, max_inflight, allow_anonymous, allow_anonymous_beyond_loopback, users)`},
+		{"unknown nested key", "mqtt:\n  tsl: {}\n", `hearth.yaml:2: mqtt.tsl: unknown key (did you mean tls? known here: listen, url, username, password, client_id, keepalive, tls, reconnect, republish_rate, max_connect_rate, connect_burst, max_connections, max_inflight, connect_timeout, max_unauthenticated, max_keepalive, login_failures_per_minute, allow_anonymous, allow_anonymous_beyond_loopback, users)`},
 		{"unknown device key", z2m + "devices:\n  lamp:\n    class: light\n    colour: red\n", `hearth.yaml:7: devices.lamp.colour: unknown key (known here: service, class, address, ttl, safety, sleepy, wake_interval, awake_window)`},
 		{"unknown key without a near match", "http:\n  port: 80\n", `hearth.yaml:2: http.port: unknown key (known here: listen, allow_anonymous, allow_anonymous_beyond_loopback)`},
 		{"duplicate top-level key", "prefix: a\nprefix: b\n", `hearth.yaml:2: prefix: duplicate key (first at line 1)`},
@@ -158,6 +158,14 @@ func TestParseErrors(t *testing.T) {
 		{"max connections zero", "mqtt:\n  max_connections: 0\n", `hearth.yaml:2: mqtt.max_connections: must be at least 1, got 0`},
 		{"max inflight zero", "mqtt:\n  max_inflight: 0\n", `hearth.yaml:2: mqtt.max_inflight: must be from 1 to 65535, got 0`},
 		{"max inflight beyond 16 bits", "mqtt:\n  max_inflight: 65536\n", `hearth.yaml:2: mqtt.max_inflight: must be from 1 to 65535, got 65536`},
+		{"connect timeout zero", "mqtt:\n  connect_timeout: 0s\n", `hearth.yaml:2: mqtt.connect_timeout: must be positive, got 0s`},
+		{"connect timeout without unit", "mqtt:\n  connect_timeout: 5\n", `hearth.yaml:2: mqtt.connect_timeout: want a duration, got 5 (no unit); use a Go duration such as 10s`},
+		{"max unauthenticated zero", "mqtt:\n  max_unauthenticated: 0\n", `hearth.yaml:2: mqtt.max_unauthenticated: must be at least 1, got 0`},
+		{"max keepalive fraction", "mqtt:\n  max_keepalive: 1500ms\n", `hearth.yaml:2: mqtt.max_keepalive: must be whole seconds, as MQTT counts it, got 1.5s`},
+		{"max keepalive beyond 16 bits", "mqtt:\n  max_keepalive: 65536s\n", `hearth.yaml:2: mqtt.max_keepalive: must be at most 18h12m15s, as MQTT counts it in 16 bits, got 18h12m16s`},
+		{"login failures zero", "mqtt:\n  login_failures_per_minute: 0\n", `hearth.yaml:2: mqtt.login_failures_per_minute: must be more than 0, got 0`},
+		{"limit before authentication with url", "mqtt:\n  url: tcp://broker:1883\n  max_keepalive: 60s\n",
+			`hearth.yaml:3: mqtt.max_keepalive: limits the embedded broker, which does not run when mqtt.url is set; set the external broker's own limits instead`},
 		{"broker limit with url", "mqtt:\n  url: tcp://broker:1883\n  max_connections: 50\n",
 			`hearth.yaml:3: mqtt.max_connections: limits the embedded broker, which does not run when mqtt.url is set; set the external broker's own limits instead`},
 		{"broker limits before url", "mqtt:\n  max_connect_rate: 20\n  connect_burst: 1\n  max_inflight: 100\n  url: ssl://broker:8883\n",

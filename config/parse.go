@@ -84,6 +84,10 @@ func (c *Config) schema() []field {
 			value("connect_burst", &m.ConnectBurst, atLeast(1)),
 			value("max_connections", &m.MaxConnections, atLeast(1)),
 			value("max_inflight", &m.MaxInflight, between(1, MaxInflight)),
+			value("connect_timeout", &m.ConnectTimeout, positive),
+			value("max_unauthenticated", &m.MaxUnauthenticated, atLeast(1)),
+			value("max_keepalive", &m.MaxClientKeepAlive, keepAlive),
+			value("login_failures_per_minute", &m.LoginFailuresPerMinute, positiveNumber),
 			value("allow_anonymous", &m.AllowAnonymous),
 			value("allow_anonymous_beyond_loopback", &m.AllowAnonymousBeyondLoopback),
 			field{"users", func(w *walker, n *yaml.Node, key string) {
@@ -368,6 +372,10 @@ func (c *Config) checkBrokerLimits(w *walker) {
 		{"mqtt.connect_burst", m.ConnectBurst != d.ConnectBurst},
 		{"mqtt.max_connections", m.MaxConnections != d.MaxConnections},
 		{"mqtt.max_inflight", m.MaxInflight != d.MaxInflight},
+		{"mqtt.connect_timeout", m.ConnectTimeout != d.ConnectTimeout},
+		{"mqtt.max_unauthenticated", m.MaxUnauthenticated != d.MaxUnauthenticated},
+		{"mqtt.max_keepalive", m.MaxClientKeepAlive != d.MaxClientKeepAlive},
+		{"mqtt.login_failures_per_minute", m.LoginFailuresPerMinute != d.LoginFailuresPerMinute},
 	}
 	for _, l := range limits {
 		if l.set {

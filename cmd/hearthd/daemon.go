@@ -163,7 +163,12 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 			ConnectBurst:   cfg.MQTT.ConnectBurst,
 			MaxConnections: cfg.MQTT.MaxConnections,
 			MaxInflight:    cfg.MQTT.MaxInflight,
-			Exempt:         []string{clientID}, // hearthd is never locked out of its own broker
+			// Limits before authentication.
+			ConnectTimeout:         cfg.MQTT.ConnectTimeout,
+			MaxUnauthenticated:     cfg.MQTT.MaxUnauthenticated,
+			MaxKeepAlive:           cfg.MQTT.MaxClientKeepAlive,
+			LoginFailuresPerMinute: cfg.MQTT.LoginFailuresPerMinute,
+			Exempt:                 []string{clientID}, // hearthd is never locked out of its own broker
 			// The accept guard measures load on the host, in real time,
 			// not on dp.clock: tests hold dp.clock still while hearthd,
 			// the simulator and the automation connect, and a token
