@@ -20,6 +20,7 @@ var allowed = map[string][]string{
 	"configs":               {},
 	"store":                 {"devices"},
 	"broker":                {},
+	"acl":                   {"protocols/mqtt"},
 	"health":                {},
 	"dispatcher":            {"devices", "retry", "breaker"},
 	"automations":           {"devices"},

@@ -117,8 +117,9 @@ func (a *authenticator) admits(username string, password [sha256.Size]byte) bool
 
 // OnConnect admits a CONNECT, or refuses it with CONNACK "bad username or
 // password" (0x86 to MQTT 5, 0x04 to 3.1.1), or, for a will on a topic
-// DenyPublish denies or a client ID reserved to another user, "not
-// authorized" (0x87 / 0x05).
+// DenyPublish denies, a client ID reserved to another user or the client
+// ID of a connected client verified as another user, "not authorized"
+// (0x87 / 0x05).
 func (a *authenticator) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 	c := pk.Connect
 	l := &login{cl: cl, username: string(c.Username), password: sha256.Sum256(c.Password)}
@@ -128,6 +129,8 @@ func (a *authenticator) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 	a.mu.Lock()
 	enforced := len(a.users) > 0
 	l.verified = enforced && c.UsernameFlag && a.admits(l.username, l.password)
+	takeover := l.verified && a.takesOverLocked(cl.ID, l.username)
+	idDenied = idDenied || takeover
 	admitted := !enforced || (l.verified && !willDenied && !idDenied)
 	if admitted {
 		a.clients[cl.Net.Conn] = l
@@ -154,9 +157,12 @@ func (a *authenticator) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 		a.guard.refuse(cl, a.guard.clock.Now(), RefusedCredentials, func() { writeConnack(cl, code) })
 		return errRefused
 	}
-	if idDenied {
+	switch {
+	case takeover:
+		a.denials.warn("username", printable(l.username), "client_id", printable(cl.ID), "remote", cl.Net.Remote, "what", "client ID of a connected client of another user")
+	case idDenied:
 		a.denials.warn("username", printable(l.username), "client_id", printable(cl.ID), "remote", cl.Net.Remote, "what", "reserved client ID")
-	} else {
+	default:
 		a.denials.warn("username", printable(l.username), "topic", printable(c.WillTopic), "remote", cl.Net.Remote, "what", "will")
 	}
 	code := packets.Err3NotAuthorized.Code // 0x05
@@ -165,6 +171,21 @@ func (a *authenticator) OnConnect(cl *mqtt.Client, pk packets.Packet) error {
 	}
 	a.guard.refuse(cl, a.guard.clock.Now(), RefusedNotAuthorized, func() { writeConnack(cl, code) })
 	return errRefused
+}
+
+// takesOverLocked reports whether a CONNECT of username with clientID
+// would take over the session of a connected client that the table
+// verified as another username: MQTT lets a CONNECT with a connected
+// client's ID throw that client off (MQTT 5.0 §3.1.4-3), which would let
+// any account throw a bridge off the broker, again and again. Call with
+// mu held.
+func (a *authenticator) takesOverLocked(clientID, username string) bool {
+	existing, ok := a.srv.Clients.Get(clientID)
+	if !ok || existing.Closed() || existing.Net.Conn == nil {
+		return false
+	}
+	l, ok := a.clients[existing.Net.Conn]
+	return ok && l.verified && l.username != username
 }
 
 // writeConnack writes a CONNACK that refuses with code, which is the

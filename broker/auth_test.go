@@ -432,3 +432,62 @@ func TestClientIDOwnersKeepOthersOffAReservedClientID(t *testing.T) {
 	default:
 	}
 }
+
+// Whatever ClientIDOwners says, a CONNECT with the client ID of a
+// connected client verified as another user is refused with 0x87 (0x05 to
+// 3.1.1), reported as RefusedNotAuthorized and logged, and that client
+// stays connected; the same user may take its own session over, and an
+// ID nobody connected with is free.
+func TestNoUserTakesOverAnotherUsersConnectedClient(t *testing.T) {
+	clock := clockwork.NewFakeClockAt(t0)
+	logs := &recorder{ch: make(chan slog.Record, 64)}
+	events := make(chan ConnectEvent, 64)
+	b := startBroker(t, Options{Listen: "127.0.0.1:0", Clock: clock, Logger: slog.New(logs),
+		Users:     map[string]string{"bridge": "bridge-password", "tablet": "tablet-password"},
+		OnConnect: func(e ConnectEvent) { events <- e }})
+	bridge := dialV5(t, b, "zigbee2mqtt-bridge", creds{"bridge", "bridge-password"})
+	bridge.subscribe(t, "own")
+	expectEvent(t, events, ConnectEvent{ClientID: "zigbee2mqtt-bridge", Accepted: true})
+	for _, v5 := range []bool{true, false} {
+		want := byte(0x05)
+		if v5 {
+			want = notAuthorized
+		}
+		if r := connectAs(b, "zigbee2mqtt-bridge", v5, creds{"tablet", "tablet-password"}); r.err != nil || r.code != want {
+			t.Errorf("another user with the bridge's client ID (MQTT 5: %v): CONNACK %#x, %v; want %#x", v5, r.code, r.err, want)
+		}
+		expectEvent(t, events, ConnectEvent{ClientID: "zigbee2mqtt-bridge", Refusal: RefusedNotAuthorized})
+	}
+	rec := nextRecord(t, logs)
+	if attrs := recordAttrs(rec); rec.Level != slog.LevelWarn || attrs["username"] != "tablet" || attrs["client_id"] != "zigbee2mqtt-bridge" ||
+		attrs["what"] != "client ID of a connected client of another user" {
+		t.Errorf("logged %s %q %v; want a warning naming the tablet, the client ID and why", rec.Level, rec.Message, attrs)
+	}
+	bridge.publish(t, "own", nil)
+	if m := recv(t, bridge.msgs); m.Topic != "own" {
+		t.Errorf("the bridge received %s; want its own message: it stays connected", m.Topic)
+	}
+	select {
+	case <-bridge.gone:
+		t.Fatal("the bridge was disconnected")
+	default:
+	}
+
+	if r := connectAs(b, "tablet-1", true, creds{"tablet", "tablet-password"}); !r.accepted() {
+		t.Errorf("the tablet with a free client ID: CONNACK %#x, %v; want accepted", r.code, r.err)
+	} else {
+		r.disconnect()
+	}
+	expectEvent(t, events, ConnectEvent{ClientID: "tablet-1", Accepted: true})
+
+	again := connectAs(b, "zigbee2mqtt-bridge", true, creds{"bridge", "bridge-password"})
+	if !again.accepted() {
+		t.Fatalf("the bridge taking its own session over: CONNACK %#x, %v; want accepted", again.code, again.err)
+	}
+	defer again.disconnect()
+	select {
+	case <-bridge.gone:
+	case <-time.After(eventWait):
+		t.Error("the bridge's old connection is still there after its own user took the session over")
+	}
+}

@@ -11,8 +11,10 @@
 // Without Options.Users every client that the accept guard lets in is
 // admitted; with it, only a client that connects with a known username and
 // its password (see SetUsers). Options.StampUsernameProperty tells
-// subscribers who published each message, and Options.DenyPublish keeps an
-// authenticated client off topics; subscriptions are never restricted.
+// subscribers who published each message, Options.DenyPublish keeps an
+// authenticated client off topics, and no client may take over the
+// session of a connected client of another user (Options.ClientIDOwners);
+// subscriptions are never restricted.
 package broker
 
 import (
@@ -163,6 +165,14 @@ type Options struct {
 	// (0x05 to 3.1.1), since MQTT lets a CONNECT with a connected client's
 	// ID throw that client off: no other user can take over the session
 	// of the daemon's own client.
+	//
+	// Besides, whatever ClientIDOwners says: while Users is not empty, a
+	// CONNECT with the client ID of a connected client that was verified
+	// as another username is refused alike (0x87 / 0x05,
+	// RefusedNotAuthorized, logged like the other refusals), so that no
+	// account can throw another's client (a bridge) off the broker. The
+	// same username may take its own session over, as a client that
+	// reconnects before the broker noticed its old connection die does.
 	ClientIDOwners map[string]string
 
 	// The limits before authentication. They bound what a client costs
@@ -244,8 +254,9 @@ const (
 	// RefusedLoginFailures: the CONNECT's address had spent its budget of
 	// failed logins (Options.LoginFailuresPerMinute).
 	RefusedLoginFailures = "login_failures"
-	// RefusedNotAuthorized: Options.DenyPublish denied the will's topic, or
-	// Options.ClientIDOwners reserves the client ID to another username.
+	// RefusedNotAuthorized: Options.DenyPublish denied the will's topic,
+	// Options.ClientIDOwners reserves the client ID to another username,
+	// or a client verified as another username is connected with it.
 	RefusedNotAuthorized = "not_authorized"
 	// RefusedOther: mochi refused the CONNECT itself, such as for a bad
 	// protocol version or an invalid client identifier.

@@ -122,6 +122,8 @@ func TestParseErrors(t *testing.T) {
 		{"address used twice", z2m + "devices:\n  a:\n    class: light\n    address: Hall\n  b:\n    class: light\n    address: Hall\n", `hearth.yaml:10: devices.b.address: "Hall" is already the address of devices.a (line 5) on service zigbee`},
 		{"address equal to another device's id", z2m + "devices:\n  hall:\n    class: light\n  b:\n    class: light\n    address: hall\n", `hearth.yaml:9: devices.b.address: "hall" is already the address of devices.hall (line 5) on service zigbee`},
 		{"address ending in a number", z2m + "devices:\n  a:\n    class: light\n    address: kitchen/2\n", `hearth.yaml:7: devices.a.address: "kitchen/2" ends in '/' and a number, which Zigbee2MQTT does not allow in a friendly_name`},
+		{"address deeper than the ACL covers", z2m + "devices:\n  a:\n    class: light\n    address: a/b/c/d/e\n", `hearth.yaml:7: devices.a.address: "a/b/c/d/e" has more than 4 topic levels: the ACL that keeps everyone but Hearth off a device's set and get topics covers friendly names of up to 4 levels`},
+		{"address with a set level", z2m + "devices:\n  a:\n    class: light\n    address: hall/set/lamp\n", `hearth.yaml:7: devices.a.address: "hall/set/lamp" has a level "set" or "get", which Zigbee2MQTT reads as a command topic`},
 		{"address with wildcard", z2m + "devices:\n  a:\n    class: light\n    address: hall+\n", `hearth.yaml:7: devices.a.address: "hall+" contains '+', an MQTT wildcard`},
 		{"empty address", z2m + "devices:\n  a:\n    class: light\n    address: \"\"\n", `hearth.yaml:7: devices.a.address: must not be empty (leave the key out for the default)`},
 

@@ -481,6 +481,12 @@ func (c *Config) checkDevices(w *walker) {
 		if s, _ := c.Service(d.Service); s.Protocol == ProtocolZigbee2MQTT && endsInNumber(d.Address) {
 			w.reportf(line, join(key, "address"), "%q ends in '/' and a number, which Zigbee2MQTT does not allow in a friendly_name", d.Address)
 			continue
+		} else if s.Protocol == ProtocolZigbee2MQTT && strings.Count(d.Address, "/") >= MaxZigbeeNameLevels {
+			w.reportf(line, join(key, "address"), "%q has more than %d topic levels: the ACL that keeps everyone but Hearth off a device's set and get topics covers friendly names of up to %d levels", d.Address, MaxZigbeeNameLevels, MaxZigbeeNameLevels)
+			continue
+		} else if s.Protocol == ProtocolZigbee2MQTT && hasCommandLevel(d.Address) {
+			w.reportf(line, join(key, "address"), "%q has a level \"set\" or \"get\", which Zigbee2MQTT reads as a command topic", d.Address)
+			continue
 		} else if s.Protocol == ProtocolZWaveJS && (strings.Count(d.Address, "/") > 1 || strings.HasPrefix(d.Address, "_")) {
 			w.reportf(line, join(key, "address"), "%q is not a Z-Wave JS UI node: write <node> or <location>/<node>, as the gateway names the node in its topics", d.Address)
 			continue
@@ -492,6 +498,24 @@ func (c *Config) checkDevices(w *walker) {
 		}
 		addresses[k] = owner{key, w.lines[key]}
 	}
+}
+
+// MaxZigbeeNameLevels is the most topic levels of a Zigbee2MQTT device's
+// address (its friendly_name): zigbee2mqtt.MaxNameLevels, the depth its
+// command filters enumerate (config imports no protocol; a test in
+// cmd/hearthd keeps the two equal).
+const MaxZigbeeNameLevels = 4
+
+// hasCommandLevel reports whether a level after the first of a friendly
+// name is "set" or "get".
+func hasCommandLevel(name string) bool {
+	levels := strings.Split(name, "/")
+	for _, l := range levels[1:] {
+		if l == "set" || l == "get" {
+			return true
+		}
+	}
+	return false
 }
 
 // endsInNumber reports whether the last of several topic levels is a

@@ -87,8 +87,11 @@ type daemon struct {
 	// internalPassword is the password Hearth connects to its embedded
 	// broker with, as config.InternalUsername; drawn at every start.
 	internalPassword string
+	// clientID and hearthUsername are Hearth's MQTT client ID and
+	// username (config.InternalUsername with the embedded broker).
+	clientID, hearthUsername string
 	// mqttAuth maps the embedded broker's usernames to principals and
-	// keeps principals off the topics of bridges; see setPrincipals.
+	// holds the ACL table the broker asks; see setPrincipals.
 	mqttAuth atomic.Pointer[mqttAuth]
 	// beforeStop, if set, runs first in stop: for parts that use the
 	// embedded broker from outside, such as the demo's simulator.
@@ -135,14 +138,19 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 	logAccounts(log, cfg, path, added)
 	d.authz = newAuthorizer(cfg)
 
-	clientID := cfg.MQTT.ClientID
-	if clientID == "" {
-		clientID = defaultClientID(cfg.DataDir)
-	}
-	d.mqttAuth.Store(newMQTTAuth(cfg))
-	d.onReload = append(d.onReload, d.setPrincipals)
+	clientID := hearthClientID(cfg)
 	d.brokerURL = cfg.MQTT.URL
 	username, password := cfg.MQTT.Username, cfg.MQTT.Password
+	if d.brokerURL == "" {
+		username = config.InternalUsername
+	}
+	d.clientID, d.hearthUsername = clientID, username
+	auth, err := newMQTTAuth(cfg, username, clientID)
+	if err != nil {
+		return nil, err
+	}
+	d.mqttAuth.Store(auth)
+	d.onReload = append(d.onReload, d.setPrincipals)
 	if d.brokerURL == "" {
 		// Hearth connects to its own broker with its own credentials,
 		// with or without principals, so that a reload that adds
@@ -174,7 +182,9 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 			// stamped and nothing denied.
 			Users:                 brokerUsers(cfg, d.internalPassword),
 			StampUsernameProperty: usernameProperty,
-			ClientIDOwners:        map[string]string{clientID: config.InternalUsername},
+			// Hearth's client ID, each bridge's client_id (Z-Wave JS
+			// UI's ZWAVE_GATEWAY-<gateway_name> by default).
+			ClientIDOwners: auth.table.ClientIDOwners(),
 			DenyPublish: func(username, topic string) bool {
 				return d.mqttAuth.Load().denies(username, topic)
 			},
@@ -269,22 +279,30 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 		}
 		switch s.Protocol {
 		case config.ProtocolZigbee2MQTT:
+			publisher, stamp := d.trustedPublisher(s)
 			a := zigbee2mqtt.New(d.conn, zigbee2mqtt.Options{
-				Service:   s.Name,
-				BaseTopic: s.BaseTopic,
-				Devices:   devs,
-				Logger:    log.With("component", "zigbee2mqtt", "service", s.Name),
+				Service:       s.Name,
+				BaseTopic:     s.BaseTopic,
+				Devices:       devs,
+				Logger:        log.With("component", "zigbee2mqtt", "service", s.Name),
+				Publisher:     publisher,
+				StampProperty: stamp,
 			})
+			d.countUntrusted(s.Name, a.Untrusted)
 			adapters = append(adapters, func(ctx context.Context, sink reports) error { return a.Start(ctx, sink) })
 			bridgeService(s, a)
 		case config.ProtocolZWaveJS:
+			publisher, stamp := d.trustedPublisher(s)
 			a := zwavejs.New(d.conn, zwavejs.Options{
-				Service:     s.Name,
-				BaseTopic:   s.BaseTopic,
-				GatewayName: s.GatewayName,
-				Devices:     devs,
-				Logger:      log.With("component", "zwavejs", "service", s.Name),
+				Service:       s.Name,
+				BaseTopic:     s.BaseTopic,
+				GatewayName:   s.GatewayName,
+				Devices:       devs,
+				Logger:        log.With("component", "zwavejs", "service", s.Name),
+				Publisher:     publisher,
+				StampProperty: stamp,
 			})
+			d.countUntrusted(s.Name, a.Untrusted)
 			adapters = append(adapters, func(ctx context.Context, sink reports) error { return a.Start(ctx, sink) })
 			bridgeService(s, a)
 		case config.ProtocolWebhook:

@@ -177,6 +177,7 @@ func newHarness(t testing.TB, o harnessOptions) *harness {
 		Broker:   h.d.brokerURL,
 		Username: o.simLogin.username,
 		Password: o.simLogin.password,
+		Logins:   bridgeLogins(cfg),
 		Devices:  simDevices(cfg),
 		Faults:   o.faults,
 		OnSet: func(e simulator.SetEvent) {
@@ -515,4 +516,34 @@ func openWithoutPrincipals(cfg *config.Config) {
 	}
 	cfg.MQTT.AllowAnonymous = cfg.MQTT.URL == "" // an external broker decides for itself
 	cfg.HTTP.AllowAnonymous = true
+}
+
+// withBridgeAccount gives config's Zigbee2MQTT services the accounts of
+// bridgeLogin (service zigbee) and upstairsLogin (service upstairs, if
+// any), as a config names a bridge's account: the broker's ACL lets each
+// publish only under its own base topic.
+func withBridgeAccount(config string) string {
+	config = strings.Replace(config, "  zigbee:\n    protocol: zigbee2mqtt\n",
+		"  zigbee:\n    protocol: zigbee2mqtt\n    mqtt_username: "+bridgeLogin.username+"\n    mqtt_password: "+bridgeLogin.password+"\n", 1)
+	return strings.Replace(config, "  upstairs:\n    protocol: zigbee2mqtt\n",
+		"  upstairs:\n    protocol: zigbee2mqtt\n    mqtt_username: "+upstairsLogin.username+"\n    mqtt_password: "+upstairsLogin.password+"\n", 1)
+}
+
+var upstairsLogin = login{"upstairs", "upstairs-password"}
+
+// bridgeLogins are the accounts the simulated bridges log in with, by
+// base topic: each MQTT service's own (from the config or the credentials
+// file that start filled cfg from), unless the embedded broker admits
+// anyone.
+func bridgeLogins(cfg *config.Config) map[string]simulator.Login {
+	if cfg.MQTT.AllowAnonymous || cfg.MQTT.URL != "" {
+		return nil
+	}
+	logins := map[string]simulator.Login{}
+	for _, s := range cfg.Services {
+		if s.BaseTopic != "" && s.MQTTPassword != "" {
+			logins[s.BaseTopic] = simulator.Login{Username: s.MQTTUsername, Password: s.MQTTPassword, ClientID: s.ClientID}
+		}
+	}
+	return logins
 }

@@ -85,7 +85,7 @@ func TestHTTPCommandSucceeds(t *testing.T) {
 // principalsConfig is testConfig with two principals, as a reload would
 // read it, and the simulated bridge as a broker user: principals turn on
 // authentication at the embedded broker.
-var principalsConfig = strings.Replace(testConfig, "mqtt:\n", "mqtt:\n  users:\n    zigbee2mqtt: {password: bridge-password}\n", 1) + `
+var principalsConfig = withBridgeAccount(testConfig) + `
 principals:
   tablet:
     http_token: tablet-token-0123456789

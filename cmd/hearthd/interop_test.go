@@ -312,6 +312,9 @@ type mosquitto struct {
 	t    *testing.T
 	port string
 	proc *proc
+	// creds are the -u and -P of the tests' own clients (subscribers,
+	// probes) on a broker that authenticates; none by default.
+	creds []string
 }
 
 // startMosquitto starts Mosquitto on a free loopback port and waits until
@@ -361,7 +364,7 @@ func freePort(t *testing.T) string {
 func (b *mosquitto) url() string { return "tcp://127.0.0.1:" + b.port }
 
 func (b *mosquitto) clientArgs() []string {
-	return []string{"-h", "127.0.0.1", "-p", b.port, "-V", "mqttv311"}
+	return append([]string{"-h", "127.0.0.1", "-p", b.port, "-V", "mqttv311"}, b.creds...)
 }
 
 // pub publishes with mosquitto_pub at QoS 1: it returns once the broker

@@ -6,6 +6,11 @@
 //
 //	hearthd [-config FILE] [-data-dir DIR] [-mqtt-listen ADDR] [-mqtt-url URL]
 //	        [-http-listen ADDR] [-log-level LEVEL] [-demo]
+//	hearthd -print-mosquitto-acl [-config FILE] [-data-dir DIR] [-mqtt-url URL]
+//
+// -print-mosquitto-acl prints, for a config with an external broker, the
+// dynamic-security file that makes Mosquitto 2 enforce the accounts and
+// topic ACLs the embedded broker would (see docs/SAFETY.md).
 //
 // Flags override the config file. With -demo and no -config, hearthd runs
 // the built-in sample configuration with simulated devices in the same
@@ -56,6 +61,9 @@ type options struct {
 	httpListen string
 	logLevel   string
 	demo       bool
+	// printMosquittoACL prints an external Mosquitto's dynamic-security
+	// file for the config and exits.
+	printMosquittoACL bool
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -68,6 +76,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.mqttURL, "mqtt-url", "", "external broker URL such as tcp://host:1883; no embedded broker runs (overrides mqtt.url)")
 	fs.StringVar(&o.httpListen, "http-listen", "", "HTTP listen address, host:port (overrides http.listen)")
 	fs.StringVar(&o.logLevel, "log-level", "", "log level: debug, info, warn or error (default info; warn with -demo)")
+	fs.BoolVar(&o.printMosquittoACL, "print-mosquitto-acl", false, "print Mosquitto 2's dynamic-security JSON (accounts, hashed passwords, ACLs) for the config's external broker on stdout, the mosquitto.conf lines on stderr, and exit")
 	fs.BoolVar(&o.demo, "demo", false, "run simulated devices in the same process and send them a few commands (anonymous, on loopback only)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -185,6 +194,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cfg, err := loadConfig(o)
 	if err != nil {
 		return err
+	}
+	if o.printMosquittoACL {
+		return printMosquittoACL(cfg, cryptoRand, stdout, stderr)
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 	if o.configFile == "" && !o.demo {

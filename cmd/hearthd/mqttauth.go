@@ -4,6 +4,7 @@ import (
 	crand "crypto/rand"
 	"encoding/base64"
 
+	"github.com/hearthd/hearth/acl"
 	"github.com/hearthd/hearth/config"
 	"github.com/hearthd/hearth/protocols/mqtt"
 )
@@ -20,14 +21,10 @@ type mqttAuth struct {
 	// principals maps a principal's MQTT username to its name. A broker
 	// user (mqtt.users) or Hearth itself is not in it.
 	principals map[string]string
-	// commands is the one filter under the prefix that principals may
-	// publish on: <prefix>/+/set.
-	commands string
-	// denied are the filters principals may not publish on otherwise:
-	// <prefix>/#, and each bridge's base topic and each watched
-	// service's status topic, so that a principal cannot command a device
-	// past Hearth nor speak for a bridge.
-	denied []string
+	// table is who may publish where (package acl): with the embedded
+	// broker, the broker asks it for every publish of an authenticated
+	// client.
+	table *acl.Table
 	// external is the principal of every command that arrives through an
 	// external broker: the generated DefaultPrincipal when the file names
 	// no principals, else "" (no principal: an external broker's stamp
@@ -35,8 +32,20 @@ type mqttAuth struct {
 	external string
 }
 
-func newMQTTAuth(cfg *config.Config) *mqttAuth {
-	a := &mqttAuth{principals: map[string]string{}, commands: cfg.Prefix + "/+/set", denied: []string{cfg.Prefix + "/#"}}
+// newMQTTAuth builds the table of cfg for Hearth's account hearthUsername
+// with client ID clientID. It fails only on what config refuses already
+// (a username shared by two accounts, a client ID reserved twice).
+func newMQTTAuth(cfg *config.Config, hearthUsername, clientID string) (*mqttAuth, error) {
+	if hearthUsername == "" {
+		// An external broker without credentials: the table is the
+		// embedded broker's, unused there.
+		hearthUsername = config.InternalUsername
+	}
+	table, err := acl.New(aclSpec(cfg, hearthUsername, clientID))
+	if err != nil {
+		return nil, err
+	}
+	a := &mqttAuth{principals: map[string]string{}, table: table}
 	for _, p := range cfg.Principals {
 		if p.MQTTUsername != "" {
 			a.principals[p.MQTTUsername] = p.Name
@@ -45,32 +54,13 @@ func newMQTTAuth(cfg *config.Config) *mqttAuth {
 	if cfg.MQTT.URL != "" && cfg.GeneratedPrincipal {
 		a.external = config.DefaultPrincipal
 	}
-	for _, s := range cfg.Services {
-		if s.BaseTopic != "" {
-			a.denied = append(a.denied, s.BaseTopic+"/#")
-		}
-		if s.StatusTopic != "" {
-			a.denied = append(a.denied, s.StatusTopic)
-		}
-	}
-	return a
+	return a, nil
 }
 
-// denies reports whether username, a principal's, may not publish on
-// topic (broker.Options.DenyPublish).
+// denies reports whether username may not publish on topic
+// (broker.Options.DenyPublish): the table's answer.
 func (a *mqttAuth) denies(username, topic string) bool {
-	if _, ok := a.principals[username]; !ok {
-		return false
-	}
-	if mqtt.Match(a.commands, topic) {
-		return false
-	}
-	for _, f := range a.denied {
-		if mqtt.Match(f, topic) {
-			return true
-		}
-	}
-	return false
+	return !a.table.MayPublish(username, topic)
 }
 
 // principal returns the name of the principal that published m, by the
@@ -115,7 +105,12 @@ func brokerUsers(cfg *config.Config, internalPassword string) map[string]string 
 // client it no longer admits. It changes nothing else of the daemon. For
 // the reload on SIGHUP; safe for concurrent use with running commands.
 func (d *daemon) setPrincipals(cfg *config.Config) {
-	d.mqttAuth.Store(newMQTTAuth(cfg))
+	a, err := newMQTTAuth(cfg, d.hearthUsername, d.clientID)
+	if err != nil {
+		d.log.Error("principals not reloaded; the running ACL stays", "err", err)
+		return
+	}
+	d.mqttAuth.Store(a)
 	if d.broker != nil {
 		d.broker.SetUsers(brokerUsers(cfg, d.internalPassword))
 	}

@@ -16,7 +16,7 @@ import (
 
 // mqttPrincipalsConfig is testConfig with two principals, the tablet and the
 // phone, and the Zigbee2MQTT bridge as a broker user.
-var mqttPrincipalsConfig = strings.Replace(testConfig, "mqtt:\n", "mqtt:\n  users:\n    zigbee2mqtt: {password: bridge-password}\n", 1) + `
+var mqttPrincipalsConfig = withBridgeAccount(testConfig) + `
 principals:
   wall_tablet:
     mqtt_username: tablet
@@ -50,12 +50,14 @@ func TestCommandsCarryThePrincipalThatPublishedThem(t *testing.T) {
 	phone.command(t, "front_door", `{"state":"LOCK","op_id":"from-phone"}`, forged)
 	h.expectPrincipal("from-phone", "phone")
 
-	// A broker user is no principal: its command, forged property or not,
-	// is unauthorized.
+	// A bridge's account is no principal: the broker refuses its command,
+	// forged property or not, since a bridge may publish only under its
+	// base topic.
 	bridge := h.v5Client("bridge-client", bridgeLogin)
-	bridge.command(t, "front_door", `{"state":"LOCK","op_id":"from-bridge"}`, forged)
-	if r := h.result("from-bridge"); r.Status != devices.Rejected || r.Reason != devices.ReasonUnauthorized {
-		t.Errorf("from-bridge: %s/%s; want rejected/unauthorized", r.Status, r.Reason)
+	pr, err := bridge.c.Publish(ctxFor(t), &paho5.Publish{Topic: "hearth/front_door/set", QoS: 1, Payload: []byte(`{"state":"LOCK","op_id":"from-bridge"}`),
+		Properties: &paho5.PublishProperties{User: forged}})
+	if pr == nil || pr.ReasonCode != 0x87 {
+		t.Errorf("the bridge's command: %+v, %v; want PUBACK 0x87 (not authorized)", pr, err)
 	}
 
 	thief := paho.NewClient(paho.NewClientOptions().AddBroker(h.d.brokerURL).SetClientID(defaultClientID(h.cfg.DataDir)).

@@ -5,14 +5,13 @@ package main
 
 import (
 	"github.com/hearthd/hearth/devices"
-	"strings"
 	"testing"
 )
 
 // garagePrincipalsConfig is safetyConfig (a garage door on a cover,
 // safety: critical) with the bridge as a broker user and a principal that
 // may close and stop the garage door, never open it.
-var garagePrincipalsConfig = strings.Replace(safetyConfig, "mqtt:\n", "mqtt:\n  users:\n    zigbee2mqtt: {password: bridge-password}\n", 1) + `principals:
+var garagePrincipalsConfig = withBridgeAccount(safetyConfig) + `principals:
   tablet:
     http_token: tablet-token-0123456789
     allow: {garage: [close, stop]}

@@ -308,7 +308,7 @@ func (h *harness) submitAs(principal, device, payload string) {
 // bridges as a broker user: principals turn on authentication at the
 // embedded broker (the harness logs in with bridgeLogin).
 func tabletConfig(grants string) string {
-	return strings.Replace(breakerConfig(true), "mqtt:\n", "mqtt:\n  users:\n    zigbee2mqtt: {password: bridge-password}\n", 1) + `principals:
+	return withBridgeAccount(breakerConfig(true)) + `principals:
   tablet:
     http_token: tablet-token-0123456789
     allow: {front_door: ` + grants + `}

@@ -16,9 +16,17 @@ import (
 
 // watch returns the handler of a watched service's status topic: its
 // online and offline payloads drive the service's breaker, as a bridge's
-// own state does; any other payload is logged and ignored.
+// own state does; any other payload is logged and ignored. With the
+// embedded broker authenticating, only the service's own account's
+// messages count (trustedPublisher); others are dropped and counted.
 func (d *daemon) watch(s config.Service) mqtt.Handler {
+	publisher, stamp := d.trustedPublisher(s)
+	trust := &mqtt.Trust{Publisher: publisher, StampProperty: stamp, Logger: d.log.With("service", s.Name), What: "status_topic"}
+	d.countUntrusted(s.Name, trust.Dropped)
 	return func(m mqtt.Message) {
+		if !trust.Trusted(m) {
+			return
+		}
 		switch string(m.Payload) {
 		case s.OnlinePayload:
 			d.disp.BridgeState(s.Name, true, m.Retained)

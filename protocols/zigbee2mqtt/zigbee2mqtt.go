@@ -75,6 +75,19 @@ type Options struct {
 	// friendly_name.
 	Devices []devices.Device
 	Logger  *slog.Logger
+	// Publisher, when set, is the only username whose reports count: a
+	// message on the bridge's topics (a state report, an availability, the
+	// bridge's state) whose StampProperty user property is not Publisher is
+	// dropped, confirms nothing and is counted (Untrusted), with a warning
+	// at most once a minute. For a broker that stamps every message with
+	// its publisher's authenticated username, as the embedded broker does
+	// (broker.Options.StampUsernameProperty); "" trusts the topic itself
+	// (an external broker, whose ACL must then keep everyone but the
+	// bridge off it).
+	Publisher string
+	// StampProperty is the key of that user property ("hearth-username");
+	// unused without Publisher.
+	StampProperty string
 }
 
 // Adapter speaks Zigbee2MQTT's MQTT API for one service.
@@ -86,6 +99,7 @@ type Adapter struct {
 	log     *slog.Logger
 	conn    Conn
 	online  atomic.Bool
+	trust   mqtt.Trust
 }
 
 // New returns an adapter that speaks over conn.
@@ -103,6 +117,7 @@ func New(conn Conn, opts Options) *Adapter {
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
 	}
+	a.trust = mqtt.Trust{Publisher: opts.Publisher, StampProperty: opts.StampProperty, Logger: a.log, What: "zigbee2mqtt"}
 	for _, d := range opts.Devices {
 		name := d.Address
 		if name == "" {
@@ -152,6 +167,10 @@ func (a *Adapter) Read(ctx context.Context, dev devices.Device, target devices.T
 // BridgeOnline reports whether the bridge last said it was online.
 func (a *Adapter) BridgeOnline() bool { return a.online.Load() }
 
+// Untrusted returns how many messages on the bridge's topics were dropped
+// since New because Options.Publisher did not publish them.
+func (a *Adapter) Untrusted() uint64 { return a.trust.Dropped() }
+
 func (a *Adapter) topic(dev devices.Device) string {
 	name := dev.Address
 	if name == "" {
@@ -166,6 +185,9 @@ func (a *Adapter) handle(m mqtt.Message) {
 		return
 	}
 	if rest == "bridge/state" {
+		if !a.trust.Trusted(m) {
+			return
+		}
 		online, ok := parseOnline(m.Payload)
 		if !ok {
 			a.log.Warn("zigbee2mqtt: unreadable bridge state", "topic", m.Topic, "payload", truncate(m.Payload))
@@ -177,6 +199,9 @@ func (a *Adapter) handle(m mqtt.Message) {
 	}
 	if name, ok := strings.CutSuffix(rest, "/availability"); ok {
 		if id, known := a.byName[name]; known {
+			if !a.trust.Trusted(m) {
+				return
+			}
 			online, ok := parseOnline(m.Payload)
 			if !ok {
 				a.log.Warn("zigbee2mqtt: unreadable availability", "topic", m.Topic, "payload", truncate(m.Payload))
@@ -189,6 +214,9 @@ func (a *Adapter) handle(m mqtt.Message) {
 	id, known := a.byName[rest]
 	if !known {
 		return // /set and /get echoes, other devices, bridge/* topics
+	}
+	if !a.trust.Trusted(m) {
+		return
 	}
 	var state map[string]any
 	if err := json.Unmarshal(m.Payload, &state); err != nil || state == nil {

@@ -197,6 +197,17 @@ type Options struct {
 	// "<location>/<node>" or "<node>" (default: the ID).
 	Devices []devices.Device
 	Logger  *slog.Logger
+	// Publisher, when set, is the only username whose messages count: a
+	// value, node status or gateway status whose StampProperty user
+	// property is not Publisher is dropped, confirms nothing and is
+	// counted (Untrusted), with a warning at most once a minute. For a
+	// broker that stamps every message with its publisher's authenticated
+	// username (the embedded broker); "" trusts the topic itself (an
+	// external broker, whose ACL must keep everyone but the gateway off it).
+	Publisher string
+	// StampProperty is the key of that user property ("hearth-username");
+	// unused without Publisher.
+	StampProperty string
 }
 
 // Adapter speaks Z-Wave JS UI's MQTT API for one service.
@@ -209,6 +220,7 @@ type Adapter struct {
 	log     *slog.Logger
 	conn    Conn
 	online  atomic.Bool
+	trust   mqtt.Trust
 
 	mu      sync.Mutex
 	nodeIDs map[string]int     // device ID → node ID learnt from its status
@@ -244,6 +256,7 @@ func New(conn Conn, opts Options) *Adapter {
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
 	}
+	a.trust = mqtt.Trust{Publisher: opts.Publisher, StampProperty: opts.StampProperty, Logger: a.log, What: "zwavejs"}
 	for _, d := range opts.Devices {
 		a.byAddr[address(d)] = d
 	}
@@ -259,6 +272,10 @@ func (a *Adapter) Start(ctx context.Context, sink Sink) error {
 
 // BridgeOnline reports whether the gateway last said it was online.
 func (a *Adapter) BridgeOnline() bool { return a.online.Load() }
+
+// Untrusted returns how many messages on the gateway's topics were
+// dropped since New because Options.Publisher did not publish them.
+func (a *Adapter) Untrusted() uint64 { return a.trust.Dropped() }
 
 // unsupportedError is a target the adapter cannot write: permanent.
 type unsupportedError struct{ msg string }
@@ -468,6 +485,9 @@ func (a *Adapter) handle(m mqtt.Message) {
 	}
 	if strings.HasPrefix(rest, "_CLIENTS/") {
 		if m.Topic == a.client+"/status" {
+			if !a.trust.Trusted(m) {
+				return
+			}
 			online, ok := parseOnline(m.Payload)
 			if !ok {
 				a.log.Warn("zwavejs: unreadable gateway status", "topic", m.Topic, "payload", truncate(m.Payload))
@@ -488,6 +508,12 @@ func (a *Adapter) handle(m mqtt.Message) {
 			continue
 		}
 		value := levels[n:]
+		if value[len(value)-1] == "set" {
+			return // writes, ours or anyone's
+		}
+		if !a.trust.Trusted(m) {
+			return
+		}
 		if len(value) == 1 && value[0] == "status" {
 			a.nodeStatus(dev, m)
 			return
@@ -496,9 +522,6 @@ func (a *Adapter) handle(m mqtt.Message) {
 			// The controller heard the node: news, but no value.
 			a.sink.Report(dev.ID, map[string]any{}, m.Retained)
 			return
-		}
-		if value[len(value)-1] == "set" {
-			return // writes, ours or anyone's
 		}
 		a.value(dev, value, m)
 		return

@@ -1,0 +1,104 @@
+package zigbee2mqtt
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/hearthd/hearth/protocols/mqtt"
+)
+
+// isCommand is Zigbee2MQTT's own test of a command topic for base_topic
+// "z2m": its bridge API, or a device command, which its
+// lib/extension/publish.ts matches with ^z2m/(?!bridge)(.+?)/(get|set)(?:/(.+))?$
+// (a negative lookahead, which Go's regexp lacks).
+func isCommand(topic string) bool {
+	if strings.HasPrefix(topic, "z2m/bridge/request/") {
+		return true
+	}
+	rest, ok := strings.CutPrefix(topic, "z2m/")
+	if !ok || strings.HasPrefix(rest, "bridge") {
+		return false
+	}
+	levels := strings.Split(rest, "/")
+	for i := 1; i < len(levels); i++ {
+		if levels[i] == "set" || levels[i] == "get" {
+			return true
+		}
+	}
+	return false
+}
+
+// Every command topic of a name of up to MaxNameLevels levels, with or
+// without an endpoint and an attribute, is covered; the device's state,
+// availability and the bridge's state and responses are not.
+func TestCommandFiltersCoverEveryCommandTopic(t *testing.T) {
+	filters := CommandFilters("z2m")
+	covered := func(topic string) bool {
+		for _, f := range filters {
+			if mqtt.Match(f, topic) {
+				return true
+			}
+		}
+		return false
+	}
+	names := []string{"Front Door", "hall/lamp", "a/b/c", "first_floor/hall/ceiling/lamp"}
+	for _, name := range names {
+		for _, suffix := range []string{"/set", "/set/state", "/set/color/x", "/get", "/get/state", "/left/set", "/left/set/state", "/l2/get"} {
+			topic := "z2m/" + name + suffix
+			if !covered(topic) {
+				t.Errorf("%s is a command topic; no filter covers it", topic)
+			}
+		}
+		for _, suffix := range []string{"", "/availability"} {
+			if topic := "z2m/" + name + suffix; covered(topic) {
+				t.Errorf("%s is a report; a command filter covers it", topic)
+			}
+		}
+	}
+	for _, topic := range []string{"z2m/bridge/state", "z2m/bridge/devices", "z2m/bridge/response/device/options", "z2m/bridge/info", "z2m/bridge/logging"} {
+		if covered(topic) {
+			t.Errorf("%s is the bridge's own; a command filter covers it", topic)
+		}
+	}
+	for _, topic := range []string{"z2m/bridge/request/permit_join", "z2m/bridge/request/device/remove"} {
+		if !covered(topic) {
+			t.Errorf("%s is the bridge API; no filter covers it", topic)
+		}
+	}
+}
+
+// Against Zigbee2MQTT's own rule: every topic of up to MaxNameLevels+2
+// levels below the base that the filters cover is one Zigbee2MQTT reads
+// as a command, and every command whose set or get level is at most
+// MaxNameLevels+1 deep is covered.
+func FuzzCommandFiltersAgreeWithZigbee2MQTT(f *testing.F) {
+	f.Add("Front Door/set")
+	f.Add("bridge/request/permit_join")
+	f.Add("a/b/c/d/e/get/x")
+	f.Add("bridgeish/set")
+	filters := CommandFilters("z2m")
+	f.Fuzz(func(t *testing.T, rest string) {
+		topic := "z2m/" + rest
+		if strings.ContainsAny(topic, "+#\x00") {
+			return
+		}
+		covered := false
+		for _, fl := range filters {
+			covered = covered || mqtt.Match(fl, topic)
+		}
+		cmd := isCommand(topic)
+		// Names that start with "bridge" are covered too (bridgeish/set):
+		// Zigbee2MQTT ignores those, and the bridge never publishes them.
+		if covered && !cmd && !strings.HasPrefix(rest, "bridge") {
+			t.Fatalf("%q is covered but is no command", topic)
+		}
+		levels := strings.Split(rest, "/")
+		shallow := false
+		for i := 1; i < len(levels) && i <= MaxNameLevels+1; i++ {
+			shallow = shallow || levels[i] == "set" || levels[i] == "get"
+		}
+		if cmd && shallow && !strings.HasPrefix(rest, "bridge") && !covered {
+			t.Fatalf("%q is a command within the enumerated depth but not covered", topic)
+		}
+	})
+}
