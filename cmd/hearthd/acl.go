@@ -110,21 +110,7 @@ func printMosquittoACL(cfg *config.Config, random io.Reader, stdout, stderr io.W
 	if err != nil {
 		return err
 	}
-	passwords := map[string]string{cfg.MQTT.Username: cfg.MQTT.Password}
-	for _, s := range cfg.Services {
-		if s.UsesMQTT() {
-			passwords[s.MQTTUsername] = s.MQTTPassword
-		}
-	}
-	for _, p := range cfg.Principals {
-		if p.MQTTUsername != "" {
-			passwords[p.MQTTUsername] = p.MQTTPassword
-		}
-	}
-	for _, u := range cfg.MQTT.Users {
-		passwords[u.Username] = u.Password
-	}
-	out, err := table.DynamicSecurity(passwords, random)
+	out, err := table.DynamicSecurity(accountPasswords(cfg, cfg.MQTT.Username, cfg.MQTT.Password), random)
 	if err != nil {
 		return fmt.Errorf("%w (passwords come from the config and %s)", err, path)
 	}

@@ -82,7 +82,16 @@ func brokerUsers(cfg *config.Config, internalPassword string) map[string]string 
 	if cfg.MQTT.AllowAnonymous {
 		return nil
 	}
-	users := map[string]string{config.InternalUsername: internalPassword}
+	return accountPasswords(cfg, config.InternalUsername, internalPassword)
+}
+
+// accountPasswords maps every MQTT account of cfg to its password: Hearth's
+// own (username, password), each MQTT service's that has a password (a
+// service without one has not been through the credentials file yet), each
+// principal's with MQTT credentials, and every mqtt.users entry. The
+// embedded broker's user table and the Mosquitto file are both made of it.
+func accountPasswords(cfg *config.Config, username, password string) map[string]string {
+	users := map[string]string{username: password}
 	for _, s := range cfg.Services {
 		if s.UsesMQTT() && s.MQTTPassword != "" {
 			users[s.MQTTUsername] = s.MQTTPassword
