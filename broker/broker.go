@@ -19,6 +19,7 @@ package broker
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -50,6 +51,16 @@ type Options struct {
 	// free port (see Broker.Addr). "" means no TCP listener: clients then
 	// reach the broker through DialPipe only.
 	Listen string
+	// TLSListen is the TCP address of an MQTT over TLS listener beside
+	// Listen (8883 by convention), host:port; port 0 picks a free port
+	// (see Broker.TLSAddr). "" means none. Needs TLSConfig. Its
+	// connections count under the same limits before authentication, and
+	// the TLS handshake falls within ConnectTimeout.
+	TLSListen string
+	// TLSConfig is the TLS listener's server configuration (certificate,
+	// or GetCertificate to change it while the broker runs; MinVersion).
+	// The broker uses it as given.
+	TLSConfig *tls.Config
 	// MaxPacketSize bounds one MQTT packet in bytes; 0 means
 	// DefaultMaxPacketSize.
 	MaxPacketSize uint32
@@ -265,12 +276,13 @@ const (
 
 // Broker is a running embedded broker.
 type Broker struct {
-	srv    *mqtt.Server
-	addr   string
-	pipe   *pipeListener
-	guard  *guard
-	auth   *authenticator
-	limits *limits
+	srv     *mqtt.Server
+	addr    string
+	tlsAddr string
+	pipe    *pipeListener
+	guard   *guard
+	auth    *authenticator
+	limits  *limits
 
 	closeOnce sync.Once
 	closeErr  error
@@ -313,9 +325,23 @@ func Start(opts Options) (*Broker, error) {
 		}
 		b.addr = tcp.Addr().String()
 	}
+	var tlsLn net.Listener
+	if opts.TLSListen != "" {
+		var err error
+		if tlsLn, err = net.Listen("tcp", opts.TLSListen); err != nil {
+			if tcp != nil {
+				tcp.Close()
+			}
+			return nil, fmt.Errorf("embedded broker: listen on %s: %w", opts.TLSListen, err)
+		}
+		b.tlsAddr = tlsLn.Addr().String()
+	}
 	fail := func(err error) (*Broker, error) {
 		if tcp != nil {
 			tcp.Close()
+		}
+		if tlsLn != nil {
+			tlsLn.Close()
 		}
 		b.pipe.Close()
 		b.guard.stop()
@@ -337,6 +363,11 @@ func Start(opts Options) (*Broker, error) {
 	}
 	if tcp != nil {
 		if err := srv.AddListener(b.listener(tcpListenerID, tcp, true)); err != nil {
+			return fail(err)
+		}
+	}
+	if tlsLn != nil {
+		if err := srv.AddListener(b.listener(tlsListenerID, tls.NewListener(tlsLn, opts.TLSConfig), true)); err != nil {
 			return fail(err)
 		}
 	}
@@ -363,6 +394,8 @@ func (b *Broker) listener(id string, ln net.Listener, counted bool) listeners.Li
 // check reports an option out of range.
 func (o Options) check() error {
 	switch r := o.MaxConnectRate; {
+	case o.TLSListen != "" && o.TLSConfig == nil:
+		return fmt.Errorf("embedded broker: TLSListen %s needs a TLSConfig", o.TLSListen)
 	case math.IsNaN(r) || math.IsInf(r, 0) || r < 0:
 		return fmt.Errorf("embedded broker: MaxConnectRate %v: want a finite number ≥ 0 (0: no limit)", r)
 	case o.ConnectBurst < 0:
@@ -388,6 +421,11 @@ func (o Options) check() error {
 // Addr returns the address the broker listens on, host:port, with the port
 // chosen when Options.Listen asked for port 0; "" without a TCP listener.
 func (b *Broker) Addr() string { return b.addr }
+
+// TLSAddr returns the address the TLS listener listens on, host:port,
+// with the port chosen when Options.TLSListen asked for port 0; "" without
+// one.
+func (b *Broker) TLSAddr() string { return b.tlsAddr }
 
 // URL returns the broker's address as an MQTT client URL, tcp://host:port;
 // "" without a TCP listener.
@@ -432,7 +470,7 @@ func (b *Broker) Close() error {
 }
 
 func (b *Broker) close() error {
-	for _, id := range []string{tcpListenerID, pipeListenerID} {
+	for _, id := range []string{tcpListenerID, tlsListenerID, pipeListenerID} {
 		if l, ok := b.srv.Listeners.Get(id); ok {
 			l.Close(func(string) {})
 		}
@@ -456,10 +494,11 @@ func (b *Broker) close() error {
 // closeWriteTimeout bounds the DISCONNECT that Close writes to each client.
 const closeWriteTimeout = time.Second
 
-// The broker's listeners: TCP, when Options.Listen is set, and the
-// in-memory one of DialPipe.
+// The broker's listeners: TCP, when Options.Listen is set, TLS, when
+// Options.TLSListen is, and the in-memory one of DialPipe.
 const (
 	tcpListenerID  = "tcp"
+	tlsListenerID  = "mqtts"
 	pipeListenerID = "pipe"
 )
 

@@ -213,11 +213,21 @@ func (c *Config) anonymousProblems() []anonymousProblem {
 		name, listen   string
 		allow, beyond  bool
 		embeddedBroker bool
+		listenKey      string // default name.listen
 	}
-	for _, s := range []side{
-		{"mqtt", c.MQTT.Listen, c.MQTT.AllowAnonymous, c.MQTT.AllowAnonymousBeyondLoopback, c.MQTT.URL == ""},
-		{"http", c.HTTP.Listen, c.HTTP.AllowAnonymous, c.HTTP.AllowAnonymousBeyondLoopback, true},
-	} {
+	sides := []side{
+		{"mqtt", c.MQTT.Listen, c.MQTT.AllowAnonymous, c.MQTT.AllowAnonymousBeyondLoopback, c.MQTT.URL == "", ""},
+		{"http", c.HTTP.Listen, c.HTTP.AllowAnonymous, c.HTTP.AllowAnonymousBeyondLoopback, true, ""},
+	}
+	if l := c.MQTT.MQTTS.Listen; l != "" && c.MQTT.URL == "" && c.MQTT.AllowAnonymous && Loopback(c.MQTT.Listen) && (len(c.Principals) == 0 || c.GeneratedPrincipal) {
+		// An mqtts listener beyond loopback opens the broker as mqtt.listen
+		// would; the checks above already speak for a mqtt.listen beyond.
+		sides = append(sides, side{"mqtt", l, true, c.MQTT.AllowAnonymousBeyondLoopback, true, "mqtt.mqtts.listen"})
+	}
+	for _, s := range sides {
+		if s.listenKey == "" {
+			s.listenKey = s.name + ".listen"
+		}
 		key := s.name + ".allow_anonymous"
 		switch {
 		case !s.allow && s.beyond:
@@ -228,7 +238,7 @@ func (c *Config) anonymousProblems() []anonymousProblem {
 		case !s.embeddedBroker:
 			add(key, "only for the embedded broker; with mqtt.url, the external broker decides who may connect")
 		case !Loopback(s.listen) && !s.beyond:
-			add(key, "is true and %s.listen %q is not a loopback address, so anyone who can reach it could connect unauthenticated; listen on 127.0.0.1, drop allow_anonymous and use the generated credentials, or set %s_beyond_loopback: true if this is wanted", s.name, s.listen, key)
+			add(key, "is true and %s %q is not a loopback address, so anyone who can reach it could connect unauthenticated; listen on 127.0.0.1, drop allow_anonymous and use the generated credentials, or set %s_beyond_loopback: true if this is wanted", s.listenKey, s.listen, key)
 		}
 	}
 	return out

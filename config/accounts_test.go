@@ -94,6 +94,8 @@ func TestAccountErrors(t *testing.T) {
 			`hearth.yaml:3: http.allow_anonymous: is true and http.listen "192.168.1.10:8080" is not a loopback address, so anyone who can reach it could connect unauthenticated; listen on 127.0.0.1, drop allow_anonymous and use the generated credentials, or set http.allow_anonymous_beyond_loopback: true if this is wanted`},
 		{"anonymous on a host name", "http:\n  listen: hub.local:8080\n  allow_anonymous: true\n",
 			`hearth.yaml:3: http.allow_anonymous: is true and http.listen "hub.local:8080" is not a loopback address, so anyone who can reach it could connect unauthenticated; listen on 127.0.0.1, drop allow_anonymous and use the generated credentials, or set http.allow_anonymous_beyond_loopback: true if this is wanted`},
+		{"anonymous mqtt with an mqtts listener on every interface", "mqtt:\n  allow_anonymous: true\n  mqtts: {listen: '0.0.0.0:8883', cert_file: c.pem, key_file: k.pem}\n",
+			`hearth.yaml:2: mqtt.allow_anonymous: is true and mqtt.mqtts.listen "0.0.0.0:8883" is not a loopback address, so anyone who can reach it could connect unauthenticated; listen on 127.0.0.1, drop allow_anonymous and use the generated credentials, or set mqtt.allow_anonymous_beyond_loopback: true if this is wanted`},
 		{"beyond loopback alone", "mqtt:\n  allow_anonymous_beyond_loopback: true\n",
 			`hearth.yaml:2: mqtt.allow_anonymous_beyond_loopback: has no effect without mqtt.allow_anonymous: true`},
 		{"anonymous with principals", principalsBase + "mqtt: {allow_anonymous: true}\nprincipals:\n  t:\n    http_token: 0123456789abcdef\n    allow: {front_door: [lock]}\n",

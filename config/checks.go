@@ -195,6 +195,14 @@ func listenAddress(s string) error {
 	return nil
 }
 
+// optionalListenAddress is listenAddress or "" (no listener).
+func optionalListenAddress(s string) error {
+	if s == "" {
+		return nil
+	}
+	return listenAddress(s)
+}
+
 func checkPort(port string, low int) error {
 	n, err := strconv.Atoi(port)
 	if strings.Trim(port, "0123456789") != "" || err != nil || n < low || n > 65535 {

@@ -112,6 +112,9 @@ type MQTT struct {
 	KeepAlive time.Duration
 	// TLS configures the connection to an ssl:// or mqtts:// URL.
 	TLS TLS
+	// MQTTS is the embedded broker's MQTT over TLS listener, beside
+	// Listen. Embedded broker only. Default none.
+	MQTTS MQTTS
 	// Reconnect spaces Hearth's own connects and reconnects. Default
 	// exponential backoff with full jitter, base 1s, multiplier 2, cap 60s.
 	Reconnect retry.Backoff
@@ -198,6 +201,23 @@ type TLS struct {
 	InsecureSkipVerify bool
 }
 
+// MQTTS is an MQTT over TLS listener of the embedded broker (8883 by
+// IANA's registration of secure-mqtt), TLS 1.2 at least.
+type MQTTS struct {
+	// Listen is its address, host:port. Default "": no such listener.
+	Listen string
+	// Cert is the server certificate it presents; required with Listen.
+	Cert ServerCert
+}
+
+// ServerCert names a server's PEM certificate (chain, leaf first) and its
+// PEM private key; both are given or neither. The daemon reads them at
+// start and again on SIGHUP.
+type ServerCert struct {
+	CertFile string
+	KeyFile  string
+}
+
 // HomeAssistant is how Hearth shows itself to Home Assistant.
 type HomeAssistant struct {
 	// Discovery announces each service's breaker as a Home Assistant
@@ -225,6 +245,9 @@ type HTTP struct {
 	// address other than loopback is wanted. Only with AllowAnonymous.
 	// Default false.
 	AllowAnonymousBeyondLoopback bool
+	// TLS, when its files are given, makes the API HTTPS instead of HTTP
+	// (TLS 1.2 at least) on Listen. Default none: plain HTTP.
+	TLS ServerCert
 }
 
 // Service is one bridge or service that reaches devices.

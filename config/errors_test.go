@@ -18,9 +18,9 @@ func TestParseErrors(t *testing.T) {
 	}{
 		// Keys.
 		{"unknown top-level key", "prfix: home\n", `hearth.yaml:1: prfix: unknown key (did you mean prefix? known here: prefix, data_dir, defaults, mqtt, http, homeassistant, services, devices, automations, principals)`},
-		{"unknown nested key", "mqtt:\n  tsl: {}\n", `hearth.yaml:2: mqtt.tsl: unknown key (did you mean tls? known here: listen, url, username, password, client_id, keepalive, tls, reconnect, republish_rate, max_connect_rate, connect_burst, max_connections, max_inflight, connect_timeout, max_unauthenticated, max_keepalive, login_failures_per_minute, allow_anonymous, allow_anonymous_beyond_loopback, users)`},
+		{"unknown nested key", "mqtt:\n  tsl: {}\n", `hearth.yaml:2: mqtt.tsl: unknown key (did you mean tls? known here: listen, url, username, password, client_id, keepalive, tls, mqtts, reconnect, republish_rate, max_connect_rate, connect_burst, max_connections, max_inflight, connect_timeout, max_unauthenticated, max_keepalive, login_failures_per_minute, allow_anonymous, allow_anonymous_beyond_loopback, users)`},
 		{"unknown device key", z2m + "devices:\n  lamp:\n    class: light\n    colour: red\n", `hearth.yaml:7: devices.lamp.colour: unknown key (known here: service, class, address, ttl, safety, sleepy, wake_interval, awake_window)`},
-		{"unknown key without a near match", "http:\n  port: 80\n", `hearth.yaml:2: http.port: unknown key (known here: listen, allow_anonymous, allow_anonymous_beyond_loopback)`},
+		{"unknown key without a near match", "http:\n  port: 80\n", `hearth.yaml:2: http.port: unknown key (known here: listen, allow_anonymous, allow_anonymous_beyond_loopback, tls)`},
 		{"duplicate top-level key", "prefix: a\nprefix: b\n", `hearth.yaml:2: prefix: duplicate key (first at line 1)`},
 		{"duplicate device", z2m + "devices:\n  lamp: {class: light}\n  lamp: {class: switch}\n", `hearth.yaml:6: devices.lamp: duplicate key (first at line 5)`},
 		{"merge key", "mqtt: &m {listen: ':1'}\nhttp:\n  <<: *m\n", `hearth.yaml:3: http: merge keys (<<) are not supported; write the keys out`},
@@ -147,6 +147,14 @@ func TestParseErrors(t *testing.T) {
 		{"tls with tcp url", "mqtt:\n  url: tcp://broker:1883\n  tls:\n    insecure_skip_verify: true\n", `hearth.yaml:3: mqtt.tls: TLS settings need an ssl:// or mqtts:// mqtt.url, not tcp://`},
 		{"cert without key", "mqtt:\n  url: ssl://broker:8883\n  tls:\n    cert_file: c.pem\n", `hearth.yaml:4: mqtt.tls.cert_file: needs mqtt.tls.key_file too`},
 		{"key without cert", "mqtt:\n  url: ssl://broker:8883\n  tls:\n    key_file: k.pem\n", `hearth.yaml:4: mqtt.tls.key_file: needs mqtt.tls.cert_file too`},
+		{"mqtts cert without key", "mqtt:\n  mqtts:\n    listen: ':8883'\n    cert_file: c.pem\n", `hearth.yaml:4: mqtt.mqtts.cert_file: needs mqtt.mqtts.key_file too`},
+		{"mqtts key without cert", "mqtt:\n  mqtts:\n    listen: ':8883'\n    key_file: k.pem\n", `hearth.yaml:4: mqtt.mqtts.key_file: needs mqtt.mqtts.cert_file too`},
+		{"mqtts without listen", "mqtt:\n  mqtts:\n    cert_file: c.pem\n    key_file: k.pem\n", `hearth.yaml:2: mqtt.mqtts.listen: is needed with mqtt.mqtts.cert_file and key_file: the address of the mqtts listener, such as 0.0.0.0:8883`},
+		{"mqtts without certificate", "mqtt:\n  mqtts:\n    listen: ':8883'\n", `hearth.yaml:3: mqtt.mqtts.listen: needs mqtt.mqtts.cert_file and mqtt.mqtts.key_file: the server certificate the listener presents`},
+		{"mqtts with an external broker", "mqtt:\n  url: tcp://nas:1883\n  mqtts: {listen: ':8883', cert_file: c.pem, key_file: k.pem}\n", `hearth.yaml:3: mqtt.mqtts: is a listener of the embedded broker; with mqtt.url no embedded broker runs (for TLS to an external broker use an mqtts:// mqtt.url and mqtt.tls)`},
+		{"mqtts bad listen", "mqtt:\n  mqtts: {listen: 'nowhere', cert_file: c.pem, key_file: k.pem}\n", `hearth.yaml:2: mqtt.mqtts.listen: want host:port such as 127.0.0.1:8080, got "nowhere"`},
+		{"http tls cert without key", "http:\n  tls:\n    cert_file: c.pem\n", `hearth.yaml:3: http.tls.cert_file: needs http.tls.key_file too`},
+		{"http tls key without cert", "http:\n  tls:\n    key_file: k.pem\n", `hearth.yaml:3: http.tls.key_file: needs http.tls.cert_file too`},
 
 		// The embedded broker's limits.
 		{"connect rate zero", "mqtt:\n  max_connect_rate: 0\n", `hearth.yaml:2: mqtt.max_connect_rate: must be more than 0, got 0`},

@@ -78,6 +78,11 @@ func (c *Config) schema() []field {
 				value("key_file", &m.TLS.KeyFile),
 				value("insecure_skip_verify", &m.TLS.InsecureSkipVerify),
 			),
+			section("mqtts",
+				value("listen", &m.MQTTS.Listen, optionalListenAddress),
+				value("cert_file", &m.MQTTS.Cert.CertFile),
+				value("key_file", &m.MQTTS.Cert.KeyFile),
+			),
 			section("reconnect", backoff(&m.Reconnect)...),
 			value("republish_rate", &m.RepublishRate, atLeast(1)),
 			value("max_connect_rate", &m.MaxConnectRate, positiveNumber),
@@ -100,6 +105,10 @@ func (c *Config) schema() []field {
 			value("listen", &c.HTTP.Listen, listenAddress),
 			value("allow_anonymous", &c.HTTP.AllowAnonymous),
 			value("allow_anonymous_beyond_loopback", &c.HTTP.AllowAnonymousBeyondLoopback),
+			section("tls",
+				value("cert_file", &c.HTTP.TLS.CertFile),
+				value("key_file", &c.HTTP.TLS.KeyFile),
+			),
 		),
 		section("homeassistant",
 			value("discovery", &c.HomeAssistant.Discovery),
@@ -343,6 +352,7 @@ func (c *Config) check(w *walker) {
 	if m.TLS.KeyFile != "" && m.TLS.CertFile == "" {
 		w.reportf(w.lines["mqtt.tls.key_file"], "mqtt.tls.key_file", "needs mqtt.tls.cert_file too")
 	}
+	c.checkServerTLS(w)
 	c.checkBrokerLimits(w)
 	w.checkBackoff("mqtt.reconnect", m.Reconnect)
 	if m.Reconnect.Strategy == retry.ServerProvided && !w.reported["mqtt.reconnect.backoff"] {
@@ -354,6 +364,33 @@ func (c *Config) check(w *walker) {
 	c.checkPrincipals(w)
 	c.checkAccounts(w)
 	c.checkAnonymous(w)
+}
+
+// checkServerTLS reports an mqtt.mqtts or http.tls that is half given:
+// a certificate without its key or the other way round, an mqtts listener
+// without a certificate or a certificate without a listener, or mqtts
+// with an external broker.
+func (c *Config) checkServerTLS(w *walker) {
+	pair := func(key string, sc ServerCert) {
+		if sc.CertFile != "" && sc.KeyFile == "" {
+			w.reportf(w.lines[key+".cert_file"], key+".cert_file", "needs %s.key_file too", key)
+		}
+		if sc.KeyFile != "" && sc.CertFile == "" {
+			w.reportf(w.lines[key+".key_file"], key+".key_file", "needs %s.cert_file too", key)
+		}
+	}
+	pair("mqtt.mqtts", c.MQTT.MQTTS.Cert)
+	pair("http.tls", c.HTTP.TLS)
+	s := c.MQTT.MQTTS
+	switch {
+	case s == (MQTTS{}):
+	case c.MQTT.URL != "":
+		w.reportf(w.lines["mqtt.mqtts"], "mqtt.mqtts", "is a listener of the embedded broker; with mqtt.url no embedded broker runs (for TLS to an external broker use an mqtts:// mqtt.url and mqtt.tls)")
+	case s.Listen == "" && !w.reported["mqtt.mqtts.listen"]:
+		w.reportf(w.lines["mqtt.mqtts"], "mqtt.mqtts.listen", "is needed with mqtt.mqtts.cert_file and key_file: the address of the mqtts listener, such as 0.0.0.0:8883")
+	case s.Cert == (ServerCert{}):
+		w.reportf(w.lines["mqtt.mqtts.listen"], "mqtt.mqtts.listen", "needs mqtt.mqtts.cert_file and mqtt.mqtts.key_file: the server certificate the listener presents")
+	}
 }
 
 // checkBrokerLimits reports limits of the embedded broker set together

@@ -160,8 +160,19 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 		// principals keeps it connected.
 		d.internalPassword = newInternalPassword()
 		username, password = config.InternalUsername, d.internalPassword
+		var mqtts *tls.Config
+		if cfg.MQTT.MQTTS.Listen != "" {
+			certs, err := loadServerCert("mqtt.mqtts", cfg.MQTT.MQTTS.Cert)
+			if err != nil {
+				return nil, err
+			}
+			d.onReload = append(d.onReload, func(*config.Config) { certs.reload(log) })
+			mqtts = certs.tlsConfig()
+		}
 		d.broker, err = broker.Start(broker.Options{
 			Listen:         cfg.MQTT.Listen,
+			TLSListen:      cfg.MQTT.MQTTS.Listen,
+			TLSConfig:      mqtts,
 			MaxConnectRate: cfg.MQTT.MaxConnectRate,
 			ConnectBurst:   cfg.MQTT.ConnectBurst,
 			MaxConnections: cfg.MQTT.MaxConnections,
@@ -197,6 +208,9 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 		}
 		d.brokerURL = d.broker.URL()
 		log.Info("embedded broker listening", "addr", d.broker.Addr())
+		if a := d.broker.TLSAddr(); a != "" {
+			log.Info("embedded broker listening for mqtts", "addr", a, "cert_file", cfg.MQTT.MQTTS.Cert.CertFile)
+		}
 	}
 
 	d.httpLn, err = net.Listen("tcp", cfg.HTTP.Listen)

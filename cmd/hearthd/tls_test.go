@@ -1,0 +1,143 @@
+package main
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hearthd/hearth/devices"
+)
+
+// testCA is a throwaway certificate authority of one test, in a temp
+// dir: ca.pem is its certificate, for clients to trust.
+type testCA struct {
+	t      *testing.T
+	dir    string
+	cert   *x509.Certificate
+	key    *ecdsa.PrivateKey
+	caFile string
+	serial int64
+}
+
+func newTestCA(t *testing.T) *testCA {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "Hearth test CA"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(time.Hour),
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca := &testCA{t: t, dir: t.TempDir(), cert: cert, key: key, serial: 1}
+	ca.caFile = filepath.Join(ca.dir, "ca.pem")
+	writePEM(t, ca.caFile, "CERTIFICATE", der)
+	return ca
+}
+
+// issue writes a server certificate for 127.0.0.1 signed by ca, with
+// the common name cn, to name.pem and name-key.pem in ca's dir, and
+// returns their paths.
+func (ca *testCA) issue(name, cn string) (certFile, keyFile string) {
+	t := ca.t
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca.serial++
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(ca.serial),
+		Subject:      pkix.Name{CommonName: cn},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile = filepath.Join(ca.dir, name+".pem"), filepath.Join(ca.dir, name+"-key.pem")
+	writePEM(t, certFile, "CERTIFICATE", der)
+	writePEM(t, keyFile, "PRIVATE KEY", keyDER)
+	return certFile, keyFile
+}
+
+func writePEM(t *testing.T, path, kind string, der []byte) {
+	t.Helper()
+	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: kind, Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// withMQTTS adds an mqtts listener on a free loopback port with the
+// given certificate to a harness config.
+func withMQTTS(config, certFile, keyFile string) string {
+	return strings.Replace(config, "mqtt:\n  listen: 127.0.0.1:0\n",
+		"mqtt:\n  listen: 127.0.0.1:0\n  mqtts:\n    listen: 127.0.0.1:0\n    cert_file: "+certFile+"\n    key_file: "+keyFile+"\n", 1)
+}
+
+// A principal's mosquitto_pub over mqtts, trusting the CA that signed
+// hearthd's certificate, is accepted and its command runs; one that
+// trusts only the system's roots fails the handshake and commands
+// nothing.
+func TestMQTTSAcceptsAClientThatTrustsTheCA(t *testing.T) {
+	mosquittoTools(t)
+	ca := newTestCA(t)
+	certFile, keyFile := ca.issue("server", "hearth")
+	h := newHarness(t, harnessOptions{config: withMQTTS(mqttPrincipalsConfig, certFile, keyFile), simLogin: bridgeLogin, automationLogin: tabletLogin})
+	host, port, err := net.SplitHostPort(h.d.broker.TLSAddr())
+	if err != nil {
+		t.Fatalf("mqtts address %q: %v", h.d.broker.TLSAddr(), err)
+	}
+	pub := func(trust []string, opID string) ([]byte, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), eventWait)
+		defer cancel()
+		args := append(trust, "-h", host, "-p", port, "-u", phoneLogin.username, "-P", phoneLogin.password,
+			"-q", "1", "-t", "hearth/front_door/set", "-m", `{"state":"LOCK","op_id":"`+opID+`"}`)
+		return exec.CommandContext(ctx, "mosquitto_pub", args...).CombinedOutput()
+	}
+	if out, err := pub([]string{"--capath", "/etc/ssl/certs"}, "untrusted"); err == nil {
+		t.Errorf("mosquitto_pub trusting only the system's roots: accepted (%s); want a failed handshake", out)
+	}
+	if out, err := pub([]string{"--cafile", ca.caFile}, "over-mqtts"); err != nil {
+		t.Fatalf("mosquitto_pub --cafile: %v: %s", err, out)
+	}
+	if r := h.final("over-mqtts"); r.Status != devices.Succeeded {
+		t.Fatalf("the command over mqtts ended %s (%s: %s); want succeeded", r.Status, r.Reason, r.Detail)
+	}
+	if _, found, err := h.d.store.Lookup("untrusted"); err != nil || found {
+		t.Errorf("the command of the client that refused the certificate: stored %v (%v); want never received", found, err)
+	}
+}
