@@ -499,13 +499,29 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 	var served net.Listener
 	d.httpSrv, served = newHTTPServer(api.Authenticate(&d.principals, mux), d.httpLn, dp.httpLimits) // see httpapi.go
 	d.httpSrv.BaseContext = func(net.Listener) context.Context { return httpCtx }
+	scheme := "http"
+	if cfg.HTTP.TLS.CertFile != "" {
+		// HTTPS: ServeTLS takes the certificate from TLSConfig (reloaded
+		// on SIGHUP) and offers HTTP/2 besides HTTP/1.1.
+		certs, err := loadServerCert("http.tls", cfg.HTTP.TLS)
+		if err != nil {
+			return nil, err
+		}
+		d.onReload = append(d.onReload, func(*config.Config) { certs.reload(log) })
+		d.httpSrv.TLSConfig = certs.tlsConfig()
+		scheme = "https"
+	}
 	go func() {
 		defer close(d.httpDone)
-		if err := d.httpSrv.Serve(served); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		serve := d.httpSrv.Serve
+		if scheme == "https" {
+			serve = func(ln net.Listener) error { return d.httpSrv.ServeTLS(ln, "", "") }
+		}
+		if err := serve(served); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("http server stopped", "err", err)
 		}
 	}()
-	log.Info("hearthd started", "broker", d.brokerURL, "http", d.httpLn.Addr().String(),
+	log.Info("hearthd started", "broker", d.brokerURL, "http", d.httpLn.Addr().String(), "scheme", scheme,
 		"services", len(cfg.Services), "devices", len(cfg.Devices), "prefix", cfg.Prefix)
 	return d, nil
 }

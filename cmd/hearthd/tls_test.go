@@ -5,11 +5,13 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"math/big"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -139,5 +141,43 @@ func TestMQTTSAcceptsAClientThatTrustsTheCA(t *testing.T) {
 	}
 	if _, found, err := h.d.store.Lookup("untrusted"); err != nil || found {
 		t.Errorf("the command of the client that refused the certificate: stored %v (%v); want never received", found, err)
+	}
+}
+
+// withHTTPS gives a harness config's HTTP API the certificate.
+func withHTTPS(config, certFile, keyFile string) string {
+	return strings.Replace(config, "http:\n  listen: 127.0.0.1:0\n",
+		"http:\n  listen: 127.0.0.1:0\n  tls:\n    cert_file: "+certFile+"\n    key_file: "+keyFile+"\n", 1)
+}
+
+// httpsClient trusts only ca.
+func httpsClient(t *testing.T, ca *testCA) *http.Client {
+	pool := x509.NewCertPool()
+	pool.AddCert(ca.cert)
+	return &http.Client{Timeout: eventWait, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+}
+
+// With http.tls the API is HTTPS: a client that trusts the CA reads
+// /readyz and the API, and plain HTTP gets no answer of the API.
+func TestHTTPSServesTheAPIWithTheConfiguredCertificate(t *testing.T) {
+	ca := newTestCA(t)
+	certFile, keyFile := ca.issue("server", "hearth")
+	h := newHarness(t, harnessOptions{config: withHTTPS(testConfig, certFile, keyFile)})
+	client := httpsClient(t, ca)
+	for _, path := range []string{"/readyz", "/api/v1/breakers"} {
+		resp, err := client.Get("https://" + h.d.httpAddr() + path)
+		if err != nil {
+			t.Fatalf("GET https %s: %v", path, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || resp.TLS == nil {
+			t.Errorf("GET https %s: %d, TLS %v; want 200 over TLS", path, resp.StatusCode, resp.TLS != nil)
+		}
+	}
+	if resp, err := (&http.Client{Timeout: eventWait}).Get("http://" + h.d.httpAddr() + "/api/v1/breakers"); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			t.Errorf("GET plain http: 200; want the API only over HTTPS")
+		}
 	}
 }
