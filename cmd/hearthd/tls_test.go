@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -9,6 +10,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"log/slog"
 	"math/big"
 	"net"
 	"net/http"
@@ -19,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hearthd/hearth/config"
 	"github.com/hearthd/hearth/devices"
 )
 
@@ -179,5 +182,86 @@ func TestHTTPSServesTheAPIWithTheConfiguredCertificate(t *testing.T) {
 		if resp.StatusCode == http.StatusOK {
 			t.Errorf("GET plain http: 200; want the API only over HTTPS")
 		}
+	}
+}
+
+// servedName is the common name of the certificate that addr presents to
+// a new TLS connection trusting ca.
+func servedName(t *testing.T, ca *testCA, addr string) string {
+	t.Helper()
+	pool := x509.NewCertPool()
+	pool.AddCert(ca.cert)
+	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: eventWait}, "tcp", addr, &tls.Config{RootCAs: pool})
+	if err != nil {
+		t.Fatalf("TLS to %s: %v", addr, err)
+	}
+	defer conn.Close()
+	return conn.ConnectionState().PeerCertificates[0].Subject.CommonName
+}
+
+// On a reload (SIGHUP) hearthd reads the certificates of mqtt.mqtts and
+// http.tls again: new connections to both see the new certificate. A
+// file that no longer loads keeps the one in use.
+func TestReloadSwapsTheServedCertificates(t *testing.T) {
+	ca := newTestCA(t)
+	certFile, keyFile := ca.issue("server", "before")
+	config := withHTTPS(withMQTTS(mqttPrincipalsConfig, certFile, keyFile), certFile, keyFile)
+	h := newHarness(t, harnessOptions{config: config, simLogin: bridgeLogin, automationLogin: tabletLogin})
+	addrs := map[string]string{"mqtts": h.d.broker.TLSAddr(), "https": h.d.httpAddr()}
+	for what, addr := range addrs {
+		if got := servedName(t, ca, addr); got != "before" {
+			t.Fatalf("%s before the reload: certificate %q; want \"before\"", what, got)
+		}
+	}
+	// A renewal writes new files in place (as certbot's deploy hook or
+	// cert-manager would), then signals hearthd.
+	newCert, newKey := ca.issue("renewed", "after")
+	for from, to := range map[string]string{newCert: certFile, newKey: keyFile} {
+		if err := os.Rename(from, to); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.d.reload(h.cfg)
+	for what, addr := range addrs {
+		if got := servedName(t, ca, addr); got != "after" {
+			t.Errorf("%s after the reload: certificate %q; want \"after\"", what, got)
+		}
+	}
+	if err := os.WriteFile(certFile, []byte("not a certificate"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h.d.reload(h.cfg)
+	for what, addr := range addrs {
+		if got := servedName(t, ca, addr); got != "after" {
+			t.Errorf("%s after a reload of a broken file: certificate %q; want the running \"after\"", what, got)
+		}
+	}
+}
+
+// A reload whose files do not load logs an error naming the key and the
+// files, and keeps the certificate in use.
+func TestCertificateReloadLogsTheFileThatDoesNotLoad(t *testing.T) {
+	ca := newTestCA(t)
+	certFile, keyFile := ca.issue("server", "running")
+	s, err := loadServerCert("http.tls", config.ServerCert{CertFile: certFile, KeyFile: keyFile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	running := s.cert.Load()
+	if err := os.Remove(keyFile); err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	s.reload(slog.New(slog.NewTextHandler(&logs, nil)))
+	if s.cert.Load() != running {
+		t.Errorf("the certificate changed after a failed reload; want the running one kept")
+	}
+	for _, want := range []string{"level=ERROR", "key=http.tls", "cert_file=" + certFile, "key_file=" + keyFile, "no such file"} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("log %q lacks %q", logs.String(), want)
+		}
+	}
+	if _, err := loadServerCert("http.tls", config.ServerCert{CertFile: certFile, KeyFile: keyFile}); err == nil || !strings.Contains(err.Error(), "http.tls") || !strings.Contains(err.Error(), keyFile) {
+		t.Errorf("loadServerCert of a missing key: %v; want an error naming http.tls and %s", err, keyFile)
 	}
 }
