@@ -103,3 +103,35 @@ func TestHTTPLongPollOutlivesTheWriteTimeout(t *testing.T) {
 		t.Errorf("GET ?wait=5s: %d %s; want 200 and the succeeded result", resp.StatusCode, body)
 	}
 }
+
+// With the connection cap reached, a further connection is not served
+// until one of those served closes: then it is answered.
+func TestHTTPServesAtMostTheConnectionCap(t *testing.T) {
+	h := newHarness(t, harnessOptions{httpLimits: httpLimits{maxConns: 1}})
+	first, err := net.Dial("tcp", h.d.httpAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	io.WriteString(first, "GET /healthz HTTP/1.1\r\nHost: hearth\r\n\r\n")
+	firstReader := bufio.NewReader(first)
+	if resp, err := http.ReadResponse(firstReader, nil); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("first connection: %v, %v; want 200", resp, err)
+	}
+	second, err := net.Dial("tcp", h.d.httpAddr()) // the kernel's backlog accepts it
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Close()
+	io.WriteString(second, "GET /healthz HTTP/1.1\r\nHost: hearth\r\n\r\n")
+	secondReader := bufio.NewReader(second)
+	second.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+	if resp, err := http.ReadResponse(secondReader, nil); err == nil {
+		t.Fatalf("second connection answered %d while the first is open; want it held at the cap of 1", resp.StatusCode)
+	}
+	first.Close()
+	second.SetReadDeadline(time.Now().Add(eventWait))
+	if resp, err := http.ReadResponse(secondReader, nil); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("second connection after the first closed: %v, %v; want 200", resp, err)
+	}
+}
