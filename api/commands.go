@@ -32,6 +32,10 @@ type Ops interface {
 // MaxWait is the longest ?wait= of GET /api/v1/ops/{op_id}.
 const MaxWait = 60 * time.Second
 
+// longPollSlack is how long past its ?wait= a long poll may take to write
+// its answer, beyond the server's WriteTimeout it replaces.
+const longPollSlack = 10 * time.Second
+
 // RetryAfter is the Retry-After of a 503 answer, in seconds: about the
 // time a restarting hearthd needs.
 const RetryAfter = 5
@@ -186,6 +190,10 @@ func (c *commands) get(w http.ResponseWriter, r *http.Request) {
 	}
 	var wake <-chan struct{}
 	if wait > 0 {
+		// The server's WriteTimeout counts from the end of the request's
+		// headers; a long poll moves its own deadline past its wait. A
+		// writer that cannot (a test's recorder) has no deadline to move.
+		http.NewResponseController(w).SetWriteDeadline(time.Now().Add(wait + longPollSlack))
 		var stop func()
 		wake, stop = c.Waiter.watch(opID) // before the read: see Waiter.watch
 		defer stop()

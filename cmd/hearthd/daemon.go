@@ -47,6 +47,9 @@ type deps struct {
 	// lockTimeout bounds the wait for the store's file lock; 0 means the
 	// store's default.
 	lockTimeout time.Duration
+	// httpLimits shortens the HTTP server's timeouts; zero fields take
+	// the defaults (httpapi.go).
+	httpLimits httpLimits
 	// random draws generated passwords and tokens; nil means crypto/rand.
 	random io.Reader
 }
@@ -479,14 +482,12 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 	d.onReload = append(d.onReload, d.setHTTPPrincipals)
 	var httpCtx context.Context
 	httpCtx, d.endHTTP = context.WithCancel(context.Background())
-	d.httpSrv = &http.Server{
-		Handler:           api.Authenticate(&d.principals, mux), // see httpapi.go
-		ReadHeaderTimeout: 10 * time.Second,
-		BaseContext:       func(net.Listener) context.Context { return httpCtx },
-	}
+	var served net.Listener
+	d.httpSrv, served = newHTTPServer(api.Authenticate(&d.principals, mux), d.httpLn, dp.httpLimits) // see httpapi.go
+	d.httpSrv.BaseContext = func(net.Listener) context.Context { return httpCtx }
 	go func() {
 		defer close(d.httpDone)
-		if err := d.httpSrv.Serve(d.httpLn); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := d.httpSrv.Serve(served); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("http server stopped", "err", err)
 		}
 	}()

@@ -129,6 +129,8 @@ type harnessOptions struct {
 	// the automation client connect with: a config with principals needs
 	// them. The zero value sends none.
 	simLogin, automationLogin login
+	// httpLimits shortens the HTTP server's timeouts; zero: the defaults.
+	httpLimits httpLimits
 }
 
 // login is an MQTT username and password.
@@ -164,7 +166,7 @@ func newHarness(t testing.TB, o harnessOptions) *harness {
 	if o.rand == nil {
 		o.rand = ceilingRand{}
 	}
-	h.d, err = start(cfg, deps{clock: o.clock, rand: o.rand, connRand: ceilingRand{}, logger: testLogger(t)})
+	h.d, err = start(cfg, deps{clock: o.clock, rand: o.rand, connRand: ceilingRand{}, logger: testLogger(t), httpLimits: o.httpLimits})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,12 @@
 package main
 
 import (
+	"net"
+	"net/http"
 	"sync/atomic"
+	"time"
+
+	"golang.org/x/net/netutil"
 
 	"github.com/jonboulle/clockwork"
 
@@ -16,6 +21,70 @@ import (
 // api.Authenticate wraps the whole mux, so every path under /api/ needs a
 // principal's bearer token unless http.allow_anonymous, whoever
 // registered it, while health and metrics stay open.
+
+// The HTTP server's limits, which bound what a client costs hearthd
+// whether or not it ever sends a token: a slow or silent client is
+// closed, and at most httpMaxConns connections are served at once (the
+// next waits in the listen backlog until one closes).
+const (
+	// httpReadHeaderTimeout bounds reading a request's headers.
+	httpReadHeaderTimeout = 10 * time.Second
+	// httpReadTimeout bounds reading a whole request, body included: a
+	// body sent a byte at a time is cut off then. Bodies are at most
+	// api's 64 KiB, which a LAN sends in milliseconds.
+	httpReadTimeout = 30 * time.Second
+	// httpWriteTimeout bounds a response from the end of its request's
+	// headers; GET /api/v1/ops/{op_id}?wait= moves its own deadline out by
+	// its wait (api.MaxWait at most), so a long poll still answers.
+	httpWriteTimeout = 30 * time.Second
+	// httpIdleTimeout closes a keep-alive connection idle this long.
+	httpIdleTimeout = 2 * time.Minute
+	// httpMaxHeaderBytes bounds a request's header block; a larger one is
+	// answered 431.
+	httpMaxHeaderBytes = 16 << 10
+	// httpMaxConns is how many connections the server holds at once.
+	httpMaxConns = 128
+)
+
+// httpLimits are the HTTP server's limits; a zero field takes the
+// constant above. Tests shorten them.
+type httpLimits struct {
+	readHeader, read, write, idle time.Duration
+	maxConns                      int
+}
+
+func (l httpLimits) or() httpLimits {
+	pick := func(v, d time.Duration) time.Duration {
+		if v > 0 {
+			return v
+		}
+		return d
+	}
+	if l.maxConns <= 0 {
+		l.maxConns = httpMaxConns
+	}
+	return httpLimits{
+		readHeader: pick(l.readHeader, httpReadHeaderTimeout),
+		read:       pick(l.read, httpReadTimeout),
+		write:      pick(l.write, httpWriteTimeout),
+		idle:       pick(l.idle, httpIdleTimeout),
+		maxConns:   l.maxConns,
+	}
+}
+
+// newHTTPServer returns hearthd's HTTP server for handler with the limits
+// l (zero fields: the defaults), and ln capped at l's connection count.
+func newHTTPServer(handler http.Handler, ln net.Listener, l httpLimits) (*http.Server, net.Listener) {
+	l = l.or()
+	return &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: l.readHeader,
+		ReadTimeout:       l.read,
+		WriteTimeout:      l.write,
+		IdleTimeout:       l.idle,
+		MaxHeaderBytes:    httpMaxHeaderBytes,
+	}, netutil.LimitListener(ln, l.maxConns)
+}
 
 // httpPrincipals is the API's view of the principals' HTTP tokens, which a
 // reload replaces whole (setHTTPPrincipals). A nil set means no
