@@ -169,6 +169,7 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 			d.onReload = append(d.onReload, func(*config.Config) { certs.reload(log) })
 			mqtts = certs.tlsConfig()
 		}
+		bm := newBrokerMetrics(d.metrics.Registry())
 		d.broker, err = broker.Start(broker.Options{
 			Listen:         cfg.MQTT.Listen,
 			TLSListen:      cfg.MQTT.MQTTS.Listen,
@@ -200,12 +201,18 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 			// UI's ZWAVE_GATEWAY-<gateway_name> by default).
 			ClientIDOwners: auth.table.ClientIDOwners(),
 			DenyPublish: func(username, topic string) bool {
-				return d.mqttAuth.Load().denies(username, topic)
+				denied := d.mqttAuth.Load().denies(username, topic)
+				if denied {
+					bm.publishes.Inc()
+				}
+				return denied
 			},
+			OnConnect: bm.connect,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("%w (choose another address with -mqtt-listen or mqtt.listen, or use an external broker with -mqtt-url)", err)
 		}
+		bm.watchLimits(d.metrics.Registry(), d.broker)
 		d.brokerURL = d.broker.URL()
 		log.Info("embedded broker listening", "addr", d.broker.Addr())
 		if a := d.broker.TLSAddr(); a != "" {
