@@ -15,6 +15,19 @@ func isCommand(topic string) bool {
 	if strings.HasPrefix(topic, "z2m/bridge/request/") {
 		return true
 	}
+	// The 1.x legacy API (advanced.legacy_api).
+	for _, legacy := range []string{"z2m/bridge/group/", "z2m/bridge/ota_update/"} {
+		if strings.HasPrefix(topic, legacy) {
+			return true
+		}
+	}
+	if rest, ok := strings.CutPrefix(topic, "z2m/bridge/config/"); ok && !strings.Contains(rest, "/") {
+		return true
+	}
+	switch topic {
+	case "z2m/bridge/configure", "z2m/bridge/networkmap", "z2m/bridge/networkmap/routes":
+		return true
+	}
 	rest, ok := strings.CutPrefix(topic, "z2m/")
 	if !ok || strings.HasPrefix(rest, "bridge") {
 		return false
@@ -41,7 +54,7 @@ func TestCommandFiltersCoverEveryCommandTopic(t *testing.T) {
 		}
 		return false
 	}
-	names := []string{"Front Door", "hall/lamp", "a/b/c", "first_floor/hall/ceiling/lamp"}
+	names := []string{"Front Door", "hall/lamp", "a/b/c", "first_floor/hall/ceiling/lamp", "a/b/c/d/e/f/g/h/i/j/k/l/m/n"}
 	for _, name := range names {
 		for _, suffix := range []string{"/set", "/set/state", "/set/color/x", "/get", "/get/state", "/left/set", "/left/set/state", "/l2/get"} {
 			topic := "z2m/" + name + suffix
@@ -55,22 +68,26 @@ func TestCommandFiltersCoverEveryCommandTopic(t *testing.T) {
 			}
 		}
 	}
-	for _, topic := range []string{"z2m/bridge/state", "z2m/bridge/devices", "z2m/bridge/response/device/options", "z2m/bridge/info", "z2m/bridge/logging"} {
+	for _, topic := range []string{"z2m/bridge/state", "z2m/bridge/devices", "z2m/bridge/response/device/options", "z2m/bridge/info", "z2m/bridge/logging",
+		"z2m/bridge/config", "z2m/bridge/log", "z2m/bridge/networkmap/raw", "z2m/bridge/networkmap/graphviz"} {
 		if covered(topic) {
 			t.Errorf("%s is the bridge's own; a command filter covers it", topic)
 		}
 	}
-	for _, topic := range []string{"z2m/bridge/request/permit_join", "z2m/bridge/request/device/remove"} {
+	for _, topic := range []string{"z2m/bridge/request/permit_join", "z2m/bridge/request/device/remove",
+		"z2m/bridge/config/permit_join", "z2m/bridge/config/remove", "z2m/bridge/config/rename",
+		"z2m/bridge/group/kitchen/add", "z2m/bridge/configure", "z2m/bridge/ota_update/update",
+		"z2m/bridge/networkmap", "z2m/bridge/networkmap/routes"} {
 		if !covered(topic) {
-			t.Errorf("%s is the bridge API; no filter covers it", topic)
+			t.Errorf("%s is the bridge API (or its 1.x legacy API); no filter covers it", topic)
 		}
 	}
 }
 
-// Against Zigbee2MQTT's own rule: every topic of up to MaxNameLevels+2
-// levels below the base that the filters cover is one Zigbee2MQTT reads
-// as a command, and every command whose set or get level is at most
-// MaxNameLevels+1 deep is covered.
+// Against Zigbee2MQTT's own rule: every topic below the base that the
+// filters cover is one Zigbee2MQTT reads as a command, and every command
+// whose set or get level is fewer than MaxCommandLevels levels deep is
+// covered.
 func FuzzCommandFiltersAgreeWithZigbee2MQTT(f *testing.F) {
 	f.Add("Front Door/set")
 	f.Add("bridge/request/permit_join")
@@ -94,10 +111,10 @@ func FuzzCommandFiltersAgreeWithZigbee2MQTT(f *testing.F) {
 		}
 		levels := strings.Split(rest, "/")
 		shallow := false
-		for i := 1; i < len(levels) && i <= MaxNameLevels+1; i++ {
+		for i := 1; i < len(levels) && i < MaxCommandLevels; i++ {
 			shallow = shallow || levels[i] == "set" || levels[i] == "get"
 		}
-		if cmd && shallow && !strings.HasPrefix(rest, "bridge") && !covered {
+		if cmd && (shallow || strings.HasPrefix(rest, "bridge")) && !covered {
 			t.Fatalf("%q is a command within the enumerated depth but not covered", topic)
 		}
 	})
