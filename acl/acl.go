@@ -136,6 +136,16 @@ func New(spec Spec) (*Table, error) {
 	for _, s := range spec.StatusServices {
 		deny(s.StatusTopic)
 	}
+	if spec.DiscoveryPrefix != "" {
+		// A discovery config names the topic Home Assistant publishes
+		// commands on: whoever writes one can make Home Assistant's own
+		// principal command a device (a "switch" whose command_topic is
+		// <prefix>/front_door/set with payload_on UNLOCK), or hide a
+		// breaker's problem sensor. Only Home Assistant's birth
+		// (<DiscoveryPrefix>/status, a principal's) is let through, by the
+		// principal's rule before this one.
+		deny(spec.DiscoveryPrefix + "/#")
+	}
 	commands := []Rule{{spec.Prefix + "/+/set", true}}
 	if spec.DiscoveryPrefix != "" {
 		commands = append(commands, Rule{spec.DiscoveryPrefix + "/status", true})

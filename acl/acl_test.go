@@ -26,7 +26,7 @@ func spec() Spec {
 		StatusServices: []StatusService{{Name: "cloud", Account: Account{Username: "cloud"}, StatusTopic: "cloud/status"}},
 		Principals: []Principal{
 			{Name: "tablet", Account: Account{Username: "tablet"}},
-			{Name: "ha", Account: Account{Username: "ha"}, Publish: []string{"notify/#", "zigbee2mqtt/#", "hearth/#"}},
+			{Name: "ha", Account: Account{Username: "ha"}, Publish: []string{"notify/#", "zigbee2mqtt/#", "hearth/#", "homeassistant/#"}},
 		},
 		Users: []User{{Account: Account{Username: "reader"}}, {Account: Account{Username: "logger"}, Publish: []string{"logs/#"}}},
 	}
@@ -92,6 +92,11 @@ func TestMayPublishFollowsEachAccountsRules(t *testing.T) {
 		{"ha", "zigbee2mqtt/Front Door/set", false},
 		{"ha", "hearth/bridge/state", false},
 		{"ha", "hearth/front_door/set", true},
+		// A discovery config would make Home Assistant command through
+		// its own principal; only the birth is let through.
+		{"ha", "homeassistant/switch/hall/lamp/config", false},
+		{"ha", "homeassistant/status", true},
+		{"tablet", "homeassistant/binary_sensor/hearth/service_zigbee/config", false},
 
 		{"reader", "hearth/front_door/set", false},
 		{"reader", "anything", false},

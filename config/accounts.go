@@ -83,10 +83,17 @@ func mqttName(s string) error {
 }
 
 // reservedTopics are the filters no principal or broker user may publish
-// on, each with the key that owns it: Hearth's whole prefix, every bridge's
-// base topic and every status topic.
+// on, each with the key that owns it: Hearth's whole prefix, Home
+// Assistant's discovery prefix (a principal may still publish its birth,
+// <discovery_prefix>/status, without naming it), every bridge's base topic
+// and every status topic.
 func (c *Config) reservedTopics() [][2]string {
 	out := [][2]string{{c.Prefix + "/#", "prefix"}}
+	if p := c.HomeAssistant.DiscoveryPrefix; p != "" {
+		// Whoever writes a discovery config can make Home Assistant
+		// command a device through its own principal.
+		out = append(out, [2]string{p + "/#", "homeassistant.discovery_prefix"})
+	}
 	for _, s := range c.Services {
 		if s.BaseTopic != "" && s.Commands() {
 			out = append(out, [2]string{s.BaseTopic + "/#", join(join("services", s.Name), "base_topic")})

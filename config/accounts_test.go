@@ -32,7 +32,7 @@ principals:
   ha:
     mqtt_username: homeassistant
     mqtt_password: ha-secret-1
-    mqtt_publish: ["homeassistant/+/+/set"]
+    mqtt_publish: ["statestream/#"]
     allow: {"*": ["*"]}
 `))
 	if err != nil {
@@ -55,7 +55,7 @@ principals:
 	}; !reflect.DeepEqual(c.MQTT.Users, want) {
 		t.Errorf("mqtt.users = %+v; want %+v (mqtt.users no longer need principals)", c.MQTT.Users, want)
 	}
-	if p, _ := c.Principal("ha"); !reflect.DeepEqual(p.MQTTPublish, []string{"homeassistant/+/+/set"}) {
+	if p, _ := c.Principal("ha"); !reflect.DeepEqual(p.MQTTPublish, []string{"statestream/#"}) {
 		t.Errorf("principal ha mqtt_publish = %q", p.MQTTPublish)
 	}
 	if c.MQTT.AllowAnonymous || c.HTTP.AllowAnonymous {
@@ -126,6 +126,8 @@ func TestAccountErrors(t *testing.T) {
 			`hearth.yaml:8: mqtt.users.script.publish: "zigbee2mqtt/+/set" overlaps services.zigbee.base_topic ("zigbee2mqtt/#"): only Hearth and the bridge that owns a topic may publish there`},
 		{"user publishing everywhere", z2m + "mqtt:\n  users:\n    script:\n      password: script-secret\n      publish: [\"#\"]\n",
 			`hearth.yaml:8: mqtt.users.script.publish: "#" overlaps prefix ("hearth/#"): only Hearth and the bridge that owns a topic may publish there`},
+		{"user publishing Home Assistant discovery", "mqtt:\n  users:\n    dashboard:\n      password: dashboard-secret\n      publish: [\"dashboard/#\", \"homeassistant/#\"]\n",
+			`hearth.yaml:5: mqtt.users.dashboard.publish: "homeassistant/#" overlaps homeassistant.discovery_prefix ("homeassistant/#"): only Hearth and the bridge that owns a topic may publish there`},
 		{"principal publishing on a status topic", z2m + "  cloud:\n    protocol: status_topic\n    status_topic: cloud/status\ndevices:\n  front_door: {class: lock, service: zigbee}\nprincipals:\n  t:\n    http_token: 0123456789abcdef\n    mqtt_publish: [\"cloud/+\"]\n    allow: {front_door: [lock]}\n",
 			`hearth.yaml:12: principals.t.mqtt_publish: "cloud/+" overlaps services.cloud.status_topic ("cloud/status"): only Hearth and the bridge that owns a topic may publish there`},
 		{"bad filter", "mqtt:\n  users:\n    script:\n      password: script-secret\n      publish: [\"a/#/b\"]\n",
