@@ -491,3 +491,18 @@ func TestNoUserTakesOverAnotherUsersConnectedClient(t *testing.T) {
 		t.Error("the bridge's old connection is still there after its own user took the session over")
 	}
 }
+
+// A PUBACK carries none of the PUBLISH's properties: the publisher never
+// gets its user properties back, nor the username the broker stamped.
+func TestPubackEchoesNoProperties(t *testing.T) {
+	b := startBroker(t, Options{Listen: "127.0.0.1:0", StampUsernameProperty: stampKey, Users: map[string]string{"alice": "alice-password"}})
+	alice := dialV5(t, b, "alice", creds{"alice", "alice-password"})
+	pr, err := alice.c.Publish(ctxFor(t), &paho5.Publish{Topic: "cmd/x", QoS: 1, Payload: []byte("x"),
+		Properties: &paho5.PublishProperties{User: paho5.UserProperties{{Key: "note", Value: "mine"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pr.Properties != nil && len(pr.Properties.User) > 0 {
+		t.Errorf("PUBACK user properties %v; want none", pr.Properties.User)
+	}
+}

@@ -301,6 +301,10 @@ func Start(opts Options) (*Broker, error) {
 	if caps.MaximumPacketSize == 0 {
 		caps.MaximumPacketSize = DefaultMaxPacketSize
 	}
+	// mochi copies a PUBLISH's properties into its PUBACK unless told not
+	// to: the publisher would get its user properties back, with the
+	// stamp of StampUsernameProperty among them.
+	caps.Compatibilities.NoInheritedPropertiesOnAck = true
 	caps.ReceiveMaximum = DefaultMaxInflight
 	if opts.MaxInflight > 0 {
 		caps.ReceiveMaximum = uint16(opts.MaxInflight)
