@@ -61,7 +61,8 @@ type Stats struct {
 	BadFirstPackets uint64
 	// UnauthenticatedFull counts sockets closed at accept because
 	// Options.MaxUnauthenticated connections (or an address's share of
-	// them) were unauthenticated.
+	// them) were unauthenticated, and unauthenticated connections closed
+	// to make room for one from an address that held fewer.
 	UnauthenticatedFull uint64
 	// KeepAliveTimeouts counts admitted clients the broker disconnected
 	// for silence beyond one and a half times their keep alive.
@@ -282,25 +283,75 @@ func addressKey(remote string) string {
 }
 
 // accept counts a new connection as unauthenticated, or reports false when
-// the cap (or its address's share) is reached.
+// its address's share is reached, or when the cap is reached and no
+// address holds at least two more than this one's. When the cap is
+// reached, a connection from an address that holds fewer takes the place
+// of the oldest connection of the address that holds the most, which is
+// closed: a few addresses that fill the cap with sockets that never log in
+// (a LAN host can take four IPv4 addresses) cannot keep a bridge from
+// another address out, since its CONNECT, read within a round trip, would
+// have to be pushed out by that many new sockets in that time.
 func (l *limits) accept(pc *primedConn) bool {
 	key := addressKey(pc.RemoteAddr().String())
 	l.mu.Lock()
-	if len(l.pending) >= l.maxUnauth || l.byAddr[key] >= l.perAddress {
+	var evict *primedConn
+	if l.byAddr[key] < l.perAddress && len(l.pending) >= l.maxUnauth {
+		evict = l.evictable(l.byAddr[key])
+	}
+	if l.byAddr[key] >= l.perAddress || (len(l.pending) >= l.maxUnauth && evict == nil) {
 		l.mu.Unlock()
 		l.unauthFull.Add(1)
 		l.log.add(limitUnauthenticated)
 		return false
 	}
-	pc.addr = key
+	if evict != nil {
+		l.forget(evict)
+	}
+	pc.addr, pc.since = key, time.Now()
 	l.pending[pc] = struct{}{}
 	l.byAddr[key]++
 	counted := l.counted
 	l.mu.Unlock()
+	if evict != nil {
+		evict.Conn.Close() // its reader ends; done finds it forgotten
+		l.unauthFull.Add(1)
+		l.log.add(limitUnauthenticated)
+	}
 	if counted != nil {
 		counted()
 	}
 	return true
+}
+
+// evictable returns the oldest pending connection of the address that
+// holds the most, if that address holds at least two more than held (the
+// newcomer's address), else nil. Call with mu held; the cap is small, so a
+// scan is cheap.
+func (l *limits) evictable(held int) *primedConn {
+	heaviest, most := "", 0
+	for addr, n := range l.byAddr {
+		if n > most {
+			heaviest, most = addr, n
+		}
+	}
+	if held+1 >= most {
+		return nil
+	}
+	var oldest *primedConn
+	for pc := range l.pending {
+		if pc.addr == heaviest && (oldest == nil || pc.since.Before(oldest.since)) {
+			oldest = pc
+		}
+	}
+	return oldest
+}
+
+// forget stops counting pc. Call with mu held.
+func (l *limits) forget(pc *primedConn) {
+	delete(l.pending, pc)
+	if l.byAddr[pc.addr]--; l.byAddr[pc.addr] <= 0 {
+		delete(l.byAddr, pc.addr)
+	}
 }
 
 // limitedListener closes, at accept and on the accepting goroutine, a
@@ -334,10 +385,7 @@ func (l *limits) done(pc *primedConn) {
 		l.mu.Unlock()
 		return
 	}
-	delete(l.pending, pc)
-	if l.byAddr[pc.addr]--; l.byAddr[pc.addr] <= 0 {
-		delete(l.byAddr, pc.addr)
-	}
+	l.forget(pc)
 	counted := l.counted
 	l.mu.Unlock()
 	if counted != nil {
@@ -436,8 +484,9 @@ func noEOF(err error) error {
 // mochi reads that packet from pending first, then the connection.
 type primedConn struct {
 	net.Conn
-	pending     []byte // read by mochi's goroutine only
-	addr        string // address key, while counted as unauthenticated
+	pending     []byte    // read by mochi's goroutine only
+	addr        string    // address key, while counted as unauthenticated
+	since       time.Time // when it was counted
 	established atomic.Bool
 }
 
