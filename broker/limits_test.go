@@ -207,13 +207,17 @@ func TestLegitimateConnectsSucceedDuringBadPasswordFlood(t *testing.T) {
 // address may hold only a quarter (2); a client counts until it is
 // admitted, so a legitimate client gets in as soon as a place is free.
 // DialPipe's in-process clients are not counted.
-func TestUnauthenticatedCapHolds(t *testing.T) {
+// fillTheCap starts a broker with MaxUnauthenticated 8 and fills it with
+// sockets that never finish their CONNECT, two from each of 127.0.0.2 to
+// 127.0.0.5 (each address's share); counted receives once each time a
+// connection starts or stops counting as unauthenticated.
+func fillTheCap(t *testing.T) (*Broker, chan struct{}, []net.Conn) {
+	t.Helper()
 	b := startBroker(t, Options{Listen: "127.0.0.1:0", MaxUnauthenticated: 8})
 	counted := make(chan struct{}, 64)
 	b.limits.mu.Lock()
 	b.limits.counted = func() { counted <- struct{}{} }
 	b.limits.mu.Unlock()
-
 	var held []net.Conn
 	for i := range 8 {
 		conn := dialFrom(t, b, fmt.Sprintf("127.0.0.%d", 2+i/2))
@@ -221,6 +225,11 @@ func TestUnauthenticatedCapHolds(t *testing.T) {
 		held = append(held, conn)
 		waitFor(t, counted, "a held socket counted")
 	}
+	return b, counted, held
+}
+
+func TestUnauthenticatedCapHolds(t *testing.T) {
+	b, _, held := fillTheCap(t)
 	if got := b.Stats().Unauthenticated; got != 8 {
 		t.Fatalf("Stats().Unauthenticated = %d; want 8", got)
 	}
@@ -240,19 +249,7 @@ func TestUnauthenticatedCapHolds(t *testing.T) {
 // nobody out: a client from another address takes the place of the
 // oldest socket of the address that holds the most, and logs in.
 func TestFewAddressesCannotFillTheCapAgainstOthers(t *testing.T) {
-	b := startBroker(t, Options{Listen: "127.0.0.1:0", MaxUnauthenticated: 8})
-	counted := make(chan struct{}, 64)
-	b.limits.mu.Lock()
-	b.limits.counted = func() { counted <- struct{}{} }
-	b.limits.mu.Unlock()
-
-	var held []net.Conn
-	for i := range 8 {
-		conn := dialFrom(t, b, fmt.Sprintf("127.0.0.%d", 2+i/2))
-		conn.Write([]byte{0x10, 100}) // a CONNECT that never ends
-		held = append(held, conn)
-		waitFor(t, counted, "a held socket counted")
-	}
+	b, counted, held := fillTheCap(t)
 	c := mustConnect(t, b, "legit", false) // from 127.0.0.1
 	defer c.disconnect()
 	waitFor(t, counted, "the client counted")
