@@ -8,8 +8,6 @@ import (
 	"slices"
 	"strings"
 	"unicode"
-
-	"gopkg.in/yaml.v3"
 )
 
 // DefaultPrincipal is the principal hearthd generates, with MQTT
@@ -18,42 +16,9 @@ import (
 // service or broker user may take its name as a username then.
 const DefaultPrincipal = "default"
 
-// filters is a field whose value is a list of MQTT topic filters, stored in
-// *p when every item is a valid filter. A null value leaves *p alone.
-func filters(name string, p *[]string) field {
-	return field{name, func(w *walker, n *yaml.Node, key string) {
-		line, alias := n.Line, n.Kind == yaml.AliasNode
-		n = resolve(n)
-		if isNull(n) {
-			return
-		}
-		if n.Kind != yaml.SequenceNode {
-			w.reportf(line, key, "want a list of MQTT topic filters, such as [\"dashboard/#\"], got %s", describe(n))
-			return
-		}
-		list := []string{}
-		ok := true
-		for _, item := range n.Content {
-			at := item.Line
-			if alias {
-				at = line
-			}
-			f, err := decode[string](resolve(item))
-			if err == nil {
-				err = publishFilter(f)
-			}
-			if err != nil {
-				w.report(at, key, err)
-				ok = false
-				continue
-			}
-			list = append(list, f)
-		}
-		if ok {
-			*p = list
-		}
-	}}
-}
+// topicFilters is what the publish lists of accounts hold, for the error
+// of a value that is no list.
+const topicFilters = `MQTT topic filters, such as ["dashboard/#"]`
 
 // publishFilter checks a filter an account may publish on: a topic
 // filter (topicFilter) without empty levels, not starting with '$'.

@@ -131,9 +131,9 @@ func TestAccountErrors(t *testing.T) {
 		{"principal publishing on a status topic", z2m + "  cloud:\n    protocol: status_topic\n    status_topic: cloud/status\ndevices:\n  front_door: {class: lock, service: zigbee}\nprincipals:\n  t:\n    http_token: 0123456789abcdef\n    mqtt_publish: [\"cloud/+\"]\n    allow: {front_door: [lock]}\n",
 			`hearth.yaml:12: principals.t.mqtt_publish: "cloud/+" overlaps services.cloud.status_topic ("cloud/status"): only Hearth and the bridge that owns a topic may publish there`},
 		{"bad filter", "mqtt:\n  users:\n    script:\n      password: script-secret\n      publish: [\"a/#/b\"]\n",
-			`hearth.yaml:5: mqtt.users.script.publish: "a/#/b": '#' must be the whole last topic level`},
+			`hearth.yaml:5: mqtt.users.script.publish[0]: "a/#/b": '#' must be the whole last topic level`},
 		{"empty level", "mqtt:\n  users:\n    script:\n      password: script-secret\n      publish: [\"a//b\"]\n",
-			`hearth.yaml:5: mqtt.users.script.publish: "a//b" has an empty topic level; separate levels with one '/' and put none at either end`},
+			`hearth.yaml:5: mqtt.users.script.publish[0]: "a//b" has an empty topic level; separate levels with one '/' and put none at either end`},
 		{"publish not a list", "mqtt:\n  users:\n    script:\n      password: script-secret\n      publish: a/b\n",
 			`hearth.yaml:5: mqtt.users.script.publish: want a list of MQTT topic filters, such as ["dashboard/#"], got "a/b"`},
 	}

@@ -384,10 +384,16 @@ func optionalString(name string, p **string) field {
 // stringList is a field whose value is a list of strings, each passing
 // every check, stored in *p when all do.
 func stringList(name string, p *[]string, checks ...func(string) error) field {
+	return listOf(name, "strings", p, checks...)
+}
+
+// listOf is stringList whose error for a value that is no list says it
+// wants a list of what ("MQTT topic filters, such as [...]").
+func listOf(name, what string, p *[]string, checks ...func(string) error) field {
 	return field{name, func(w *walker, n *yaml.Node, key string) {
 		var list []string
 		ok := true
-		w.items(n, key, "strings", func(item *yaml.Node, k string) {
+		w.items(n, key, what, func(item *yaml.Node, k string) {
 			var s string
 			value(name, &s, checks...).walk(w, item, k)
 			if w.reported[k] {

@@ -98,7 +98,7 @@ func walkPrincipal(w *walker, name string, n *yaml.Node, key string) Principal {
 		value("mqtt_username", &p.MQTTUsername, notEmpty),
 		value("mqtt_password", &p.MQTTPassword, minLength(MinPasswordLength)),
 		value("http_token", &p.HTTPToken, minLength(MinTokenLength)),
-		filters("mqtt_publish", &p.MQTTPublish),
+		listOf("mqtt_publish", topicFilters, &p.MQTTPublish, publishFilter),
 		field{"allow", func(w *walker, n *yaml.Node, key string) { p.Allow = walkGrants(w, n, key) }},
 	)
 	return p
@@ -133,7 +133,7 @@ func walkBrokerUser(w *walker, name string, n *yaml.Node, key string) BrokerUser
 	u := BrokerUser{Username: name}
 	w.mapping(n, key,
 		value("password", &u.Password, minLength(MinPasswordLength)),
-		filters("publish", &u.Publish),
+		listOf("publish", topicFilters, &u.Publish, publishFilter),
 	)
 	if k := join(key, "password"); u.Password == "" && !w.reported[k] && !w.reported[key] {
 		w.reportf(w.lines[key], k, "missing")
