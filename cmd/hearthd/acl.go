@@ -3,8 +3,9 @@ package main
 import (
 	"errors"
 	"fmt"
-	"github.com/prometheus/client_golang/prometheus"
 	"io"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hearthd/hearth/acl"
 	"github.com/hearthd/hearth/config"
