@@ -538,6 +538,9 @@ func (b *Broker) close() error {
 	b.guard.stop()
 	b.auth.stop()
 	b.limits.stop()
+	if b.cmds != nil {
+		b.cmds.nacks.stop()
+	}
 	return err
 }
 

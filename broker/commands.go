@@ -42,15 +42,29 @@ type Command struct {
 // Ack sends the publisher its PUBACK (QoS 1) or PUBREC (QoS 2, after which
 // the broker completes the exchange with PUBREL and PUBCOMP as for any
 // publish), and frees the command's place among the publisher's pending
-// commands (Options.MaxPendingCommands). Only the first call counts; later
-// ones do nothing. It never blocks: the acknowledgement is written by the
-// publisher's own writer, in the order the publisher sent its commands
-// (MQTT 5.0 §4.6), so that a command acked early waits for the ones
-// before it. A QoS 0 command has nothing to send; Ack still frees its
-// place. After the publisher has disconnected, Ack does nothing.
+// commands (Options.MaxPendingCommands). Only the first call of Ack or
+// Nack counts; later ones do nothing. It never blocks: the acknowledgement
+// is written by the publisher's own writer, in the order the publisher
+// sent its commands (MQTT 5.0 §4.6), so that a command acked early waits
+// for the ones before it. A QoS 0 command has nothing to send; Ack still
+// frees its place. After the publisher has disconnected, Ack does nothing.
 func (c Command) Ack() {
 	if c.ack != nil {
-		c.ack.done()
+		c.ack.done(acked)
+	}
+}
+
+// Nack tells the publisher that the command was not taken (Hearth could
+// not store it), in its turn as Ack would: an MQTT 5 publisher gets PUBACK
+// (or PUBREC) 0x80 "unspecified error", which ends the exchange; a 3.1.1
+// publisher, which MQTT 3.1.1 gives no way to tell, is disconnected
+// there, before the acknowledgements of its later commands, so that it
+// never takes them for received (a client with a persistent session sends
+// them again when it reconnects). At QoS 0 it only frees the command's
+// place. Only the first call of Ack or Nack counts.
+func (c Command) Nack() {
+	if c.ack != nil {
+		c.ack.done(nacked)
 	}
 }
 
@@ -74,6 +88,7 @@ type commands struct {
 	max    int
 	clock  clockwork.Clock
 	log    *slog.Logger
+	nacks  *throttledLog // 3.1.1 publishers disconnected at a Nack
 
 	mu         sync.Mutex
 	publishers map[*mqtt.Client]*publisher
@@ -81,13 +96,15 @@ type commands struct {
 
 func newCommands(srv *mqtt.Server, auth *authenticator, clock clockwork.Clock, opts Options) *commands {
 	h := &commands{
-		srv:        srv,
-		auth:       auth,
-		filter:     opts.CommandFilter,
-		on:         opts.OnCommand,
-		max:        opts.MaxPendingCommands,
-		clock:      clock,
-		log:        auth.log,
+		srv:    srv,
+		auth:   auth,
+		filter: opts.CommandFilter,
+		on:     opts.OnCommand,
+		max:    opts.MaxPendingCommands,
+		clock:  clock,
+		log:    auth.log,
+		nacks: &throttledLog{clock: clock, log: auth.log,
+			msg: "embedded broker disconnected an MQTT 3.1.1 publisher: Hearth could not take its command, and 3.1.1 has no negative PUBACK"},
 		publishers: map[*mqtt.Client]*publisher{},
 	}
 	if h.max == 0 {
@@ -195,11 +212,18 @@ type pendingAck struct {
 	p     *publisher
 	id    uint16
 	qos   byte
-	acked atomic.Bool
+	state atomic.Int32 // pending, acked or nacked
 }
 
-func (a *pendingAck) done() {
-	if a.acked.Swap(true) {
+// The states of a pendingAck.
+const (
+	pending int32 = iota
+	acked
+	nacked
+)
+
+func (a *pendingAck) done(state int32) {
+	if !a.state.CompareAndSwap(pending, state) {
 		return
 	}
 	select {
@@ -250,7 +274,7 @@ func (p *publisher) write() {
 		}
 		for {
 			p.mu.Lock()
-			if len(p.queue) == 0 || !p.queue[0].acked.Load() {
+			if len(p.queue) == 0 || p.queue[0].state.Load() == pending {
 				p.mu.Unlock()
 				break
 			}
@@ -271,10 +295,27 @@ func (p *publisher) write() {
 
 // acknowledge writes a's PUBACK, or its PUBREC with the in-flight record
 // that mochi's PUBREL handling looks for (as mochi's own processPublish
-// does for QoS 2), to the publisher.
+// does for QoS 2), to the publisher; for a nacked command, the PUBACK or
+// PUBREC 0x80 of MQTT 5, or the end of a 3.1.1 publisher's connection.
 func (p *publisher) acknowledge(a *pendingAck) {
 	cl := p.cl
 	if cl.Closed() {
+		return
+	}
+	if a.state.Load() == nacked {
+		switch {
+		case a.qos == 0:
+		case cl.Properties.ProtocolVersion >= 5:
+			kind := packets.Puback
+			if a.qos == 2 {
+				kind = packets.Pubrec
+			}
+			cl.WritePacket(packets.Packet{FixedHeader: packets.FixedHeader{Type: kind}, PacketID: a.id,
+				ReasonCode: packets.ErrUnspecifiedError.Code})
+		default:
+			p.h.nacks.warn("client_id", printable(cl.ID), "remote", cl.Net.Remote)
+			cl.Stop(packets.ErrUnspecifiedError)
+		}
 		return
 	}
 	switch a.qos {

@@ -333,6 +333,57 @@ func TestQoS2CommandIsReceivedOnlyWhenAcked(t *testing.T) {
 	eventually(t, "no message in flight", func() bool { return atomic.LoadInt64(&b.srv.Info.Inflight) == 0 })
 }
 
+// A command Hearth could not take is never acknowledged as received: an
+// MQTT 5 publisher gets PUBACK, or PUBREC, 0x80 in its turn; a 3.1.1
+// publisher, which has no negative PUBACK, is disconnected in its turn,
+// after the PUBACKs of the commands before it and without those after.
+func TestNackIsNeverAReceipt(t *testing.T) {
+	b, cmds := commandBroker(t, Options{})
+	v5, _ := tappedV5(t, b, "v5", creds{})
+	for _, qos := range []byte{1, 2} {
+		done := make(chan *paho5.PublishResponse, 1)
+		go func() {
+			pr, _ := v5.Publish(ctxFor(t), &paho5.Publish{Topic: "hearth/lamp/set", QoS: qos, Payload: []byte("ON")})
+			done <- pr
+		}()
+		nextCommand(t, cmds).Nack()
+		if pr := <-done; pr == nil || pr.ReasonCode != 0x80 {
+			t.Errorf("a nacked QoS %d command from an MQTT 5 client: %+v; want reason code 0x80", qos, pr)
+		}
+	}
+
+	lost := make(chan struct{})
+	var tp *tap
+	c := paho.NewClient(paho.NewClientOptions().AddBroker(b.URL()).SetClientID("v3").SetProtocolVersion(4).
+		SetAutoReconnect(false).SetOrderMatters(true).
+		SetConnectionLostHandler(func(paho.Client, error) { close(lost) }).
+		SetCustomOpenConnectionFn(func(*url.URL, paho.ClientOptions) (net.Conn, error) {
+			conn, err := net.Dial("tcp", b.Addr())
+			if err != nil {
+				return nil, err
+			}
+			tp = newTap(conn)
+			return tp, nil
+		}))
+	mustWait(t, c.Connect())
+	defer c.Disconnect(0)
+	toks := []paho.Token{c.Publish("hearth/lamp/set", 1, false, "0"), c.Publish("hearth/lamp/set", 1, false, "1"), c.Publish("hearth/lamp/set", 1, false, "2")}
+	first, second, third := nextCommand(t, cmds), nextCommand(t, cmds), nextCommand(t, cmds)
+	third.Ack()
+	second.Nack()
+	first.Ack()
+	waitFor(t, lost, "the 3.1.1 client to be disconnected at the nack")
+	if got, want := tp.seen(), []ackEvent{{"puback", first.ack.id}}; !slices.Equal(got, want) {
+		t.Errorf("the 3.1.1 client read %v; want %v: the PUBACK before the nack, none after", got, want)
+	}
+	mustWait(t, toks[0])
+	for i, tok := range toks[1:] {
+		if tok.WaitTimeout(eventWait) && tok.Error() == nil {
+			t.Errorf("command %d completed; want it failed with the connection", i+1)
+		}
+	}
+}
+
 // A 3.1.1 publisher that sends far more commands than MaxPendingCommands
 // (which Receive Maximum cannot tell a 3.1.1 client) has its reads paused
 // at the cap and loses nothing: every command is handed over exactly
