@@ -313,6 +313,32 @@ func TestQoS2CommandIsStoredWhenReceived(t *testing.T) {
 	}
 }
 
+// A command that cannot be stored gets no PUBACK, which would say it was:
+// with the store gone, an MQTT 5 publisher gets PUBACK 0x80 and a 3.1.1
+// publisher, which MQTT 3.1.1 cannot tell, loses its connection.
+func TestCommandNotStoredIsNotPubacked(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	v5 := h.v5ClientWith("v5", login{}, eventWait)
+	lost := make(chan struct{})
+	v3 := paho.NewClient(paho.NewClientOptions().AddBroker(h.d.brokerURL).SetClientID("v3").SetProtocolVersion(4).
+		SetAutoReconnect(false).SetConnectionLostHandler(func(paho.Client, error) { close(lost) }))
+	mustToken(t, v3.Connect())
+	defer v3.Disconnect(0)
+	if err := h.d.store.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	pr, _ := v5.c.Publish(ctxFor(t), &paho5.Publish{Topic: "hearth/hall_light/set", QoS: 1, Payload: []byte(`{"state":"ON"}`)})
+	if pr == nil || pr.ReasonCode != 0x80 {
+		t.Errorf("an MQTT 5 command the store could not take: %+v; want PUBACK 0x80", pr)
+	}
+	tok := v3.Publish("hearth/plug/set", 1, false, `{"state":"ON"}`)
+	waitClosed(t, lost, "the 3.1.1 publisher to lose its connection")
+	if tok.WaitTimeout(eventWait) && tok.Error() == nil {
+		t.Error("a 3.1.1 command the store could not take was PUBACKed")
+	}
+}
+
 // With the embedded broker a command reaches Hearth alone: another client
 // subscribed to the command topics receives none (the results are the
 // public feed).

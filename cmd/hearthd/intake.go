@@ -17,9 +17,10 @@ import (
 // dispatcher has answered it (Request.Done): stored and accepted, or
 // rejected with a result. With the embedded broker, the broker hands it
 // the commands directly (command), so that the PUBACK the publisher gets
-// is this acknowledgement; with an external broker they come through
+// is this acknowledgement, and a command the store could not take gets
+// none (broker.Command.Nack); with an external broker they come through
 // Hearth's subscription (handle), and the acknowledgement is Hearth's
-// PUBACK to that broker.
+// PUBACK to that broker, as before.
 //
 // It may be called before the dispatcher runs (the embedded broker starts
 // first): a command then waits until open, or is dropped unacknowledged
@@ -58,13 +59,16 @@ func (in *intake) open(disp *dispatcher.Dispatcher) {
 // stop releases the commands that wait for open, unacknowledged.
 func (in *intake) stop() { in.stopOnce.Do(func() { close(in.stopped) }) }
 
-// handle takes a command that came through Hearth's subscription.
+// handle takes a command that came through Hearth's subscription to an
+// external broker. The broker has PUBACKed its publisher already; the
+// acknowledgement to the broker, store_error included, is as it always
+// was.
 func (in *intake) handle(m mqtt.Message) {
 	principal := ""
 	if in.principal != nil {
 		principal = in.principal(m)
 	}
-	in.submit(m.Topic, m.Payload, m.Retained, principal, m.Ack)
+	in.submit(m.Topic, m.Payload, m.Retained, principal, m.Ack, m.Ack)
 }
 
 // command takes a command the embedded broker handed over
@@ -76,13 +80,15 @@ func (in *intake) command(c broker.Command) {
 	if in.principalOf != nil && c.Username != "" {
 		principal = in.principalOf(c.Username)
 	}
-	in.submit(c.Topic, c.Payload, c.Retained, principal, c.Ack)
+	in.submit(c.Topic, c.Payload, c.Retained, principal, c.Ack, c.Nack)
 }
 
 // submit hands a command on topic to the dispatcher, which calls ack once
-// it has answered it. An empty retained message, someone clearing a
-// retained command from the broker, is acked at once: nothing to answer.
-func (in *intake) submit(topic string, payload []byte, retained bool, principal string, ack func()) {
+// it has answered it, or nack if it could not store it (rejected,
+// store_error): that command was not taken, and its publisher must not
+// hear otherwise. An empty retained message, someone clearing a retained
+// command from the broker, is acked at once: nothing to answer.
+func (in *intake) submit(topic string, payload []byte, retained bool, principal string, ack, nack func()) {
 	device, ok := strings.CutPrefix(topic, in.prefix)
 	if ok {
 		device, ok = strings.CutSuffix(device, "/set")
@@ -102,7 +108,13 @@ func (in *intake) submit(topic string, payload []byte, retained bool, principal 
 		Payload:   payload,
 		Retained:  retained,
 		Principal: principal,
-		Done:      func(devices.Result) { ack() },
+		Done: func(r devices.Result) {
+			if r.Status == devices.Rejected && r.Reason == devices.ReasonStoreError {
+				nack()
+				return
+			}
+			ack()
+		},
 	})
 	if err != nil {
 		// Shutting down: the command was not accepted and is not acked.
