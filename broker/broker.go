@@ -244,9 +244,9 @@ type Options struct {
 	// "<prefix>/+/set") whose PUBLISHes are commands: the broker hands
 	// each to OnCommand instead of routing it to subscribers (a client
 	// subscribed to the filter receives none) or retaining it, and
-	// acknowledges it only when the command's Ack is called, so that a
-	// PUBACK can mean what OnCommand's owner says it means (Hearth's:
-	// stored). A PUBLISH that the ACL or DenyPublish refuses is answered as
+	// acknowledges it only when the command's Ack is called (or answers
+	// that it was not taken, at Nack), so that a PUBACK can mean what
+	// OnCommand's owner says it means (Hearth's: stored). A PUBLISH that the ACL or DenyPublish refuses is answered as
 	// before and never handed over. "" means no commands: every PUBLISH
 	// is routed. Needs OnCommand.
 	CommandFilter string

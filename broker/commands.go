@@ -18,7 +18,10 @@ const DefaultMaxPendingCommands = 256
 
 // Command is a PUBLISH on Options.CommandFilter, handed to
 // Options.OnCommand instead of being routed to subscribers. Its publisher
-// gets no PUBACK (QoS 1) or PUBREC (QoS 2) until Ack is called.
+// gets no PUBACK (QoS 1) or PUBREC (QoS 2) until Ack is called, and none
+// that says received if Nack is. A command neither acked nor nacked keeps
+// its place (and holds back the acknowledgements of the publisher's later
+// commands) until the publisher disconnects.
 type Command struct {
 	// Topic is the PUBLISH's topic, a topic alias resolved.
 	Topic string
