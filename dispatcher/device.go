@@ -180,10 +180,21 @@ func (q *deviceQueue) forget(ops []devices.Op) {
 }
 
 // push queues a stored op behind the device's earlier commands.
-func (q *deviceQueue) push(op devices.Op) {
+func (q *deviceQueue) push(op devices.Op) { q.pushTask(op, false) }
+
+// pushResumed queues an op resumed from the store after a restart. Its
+// queued result, if the device sleeps, counts as announced: the sender
+// heard "accepted" before the restart, and "queued" too unless the restart
+// came within moments of it; a restart with many commands pending for
+// sleeping devices would otherwise publish a queued result for each of
+// them, ahead of the live traffic. Once delivered at a wake and still pending, it is announced
+// again at the next sleep, like any other.
+func (q *deviceQueue) pushResumed(op devices.Op) { q.pushTask(op, true) }
+
+func (q *deviceQueue) pushTask(op devices.Op, announced bool) {
 	q.mu.Lock()
 	q.pushed++
-	q.waiting = append(q.waiting, &task{op: op, cancel: make(chan struct{}), order: q.pushed})
+	q.waiting = append(q.waiting, &task{op: op, cancel: make(chan struct{}), order: q.pushed, announced: announced})
 	q.mu.Unlock()
 	signal(q.wake)
 }

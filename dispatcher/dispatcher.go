@@ -369,7 +369,7 @@ func New(opts Options) (*Dispatcher, error) {
 		}
 		d.devices[dev.ID] = newDeviceQueue(d, dev, svc)
 	}
-	d.out = newOutbox(opts.Publisher, d.log)
+	d.out = newOutbox(d.prefix, opts.Publisher, d.log)
 	d.saver = newStateSaver(opts.Journal, d.log)
 	return d, nil
 }
