@@ -72,14 +72,16 @@ type InlineOptions struct {
 // OnConnect run once and there is nothing to reconnect. Create it with
 // NewInline, register subscriptions, then Run it once.
 //
-// As on a Conn, a message that matches several filters reaches each of
-// their handlers, in the order they were registered, and handlers are
-// called one at a time: messages of one publisher in the order it
-// published them, of several publishers in the order the broker routed
-// them. A handler runs on the publisher's goroutine inside the broker, so
-// while it runs every publisher whose message matches a subscription
-// waits: keep handlers short. A handler may publish; it must not
-// subscribe.
+// A message reaches every handler whose filter matches it exactly once,
+// also where filters partly overlap (a Conn may deliver it once per
+// filter there): a filter that an earlier one covers is not subscribed at
+// the broker, and its handler gets the messages of the covering one,
+// after the earlier handler. Handlers are called one at a time, as on a
+// Conn: messages of one publisher in the order it published them, of
+// several publishers in the order the broker routed them. A handler runs
+// on the publisher's goroutine inside the broker, so while it runs every
+// publisher whose message matches a subscription waits: keep handlers
+// short. A handler may publish; it must not subscribe.
 type Inline struct {
 	opts InlineOptions
 	log  *slog.Logger
@@ -90,7 +92,7 @@ type Inline struct {
 	mu sync.Mutex
 	// subs are the registered subscriptions; the slice is replaced, never
 	// changed, so that route reads it without holding mu.
-	subs []subscription
+	subs []inlineSub
 	// ends holds, per index of subs made at the broker, how to end it.
 	ends map[int]func()
 	// open: Run has started and not stopped: subscriptions are made at
@@ -99,6 +101,14 @@ type Inline struct {
 
 	connected atomic.Bool
 	up        chan struct{} // closed once the birth is out
+}
+
+// inlineSub is a registered subscription and the one, made at the
+// broker, whose messages its handler gets: itself, or the earlier one
+// that covers it (local).
+type inlineSub struct {
+	subscription
+	via int // index in Inline.subs
 }
 
 // NewInline returns an Inline that does nothing until Run.
@@ -123,9 +133,10 @@ func (c *Inline) Up() <-chan struct{} { return c.up }
 func (c *Inline) Conflict() error { return nil }
 
 // Subscribe registers h for filter, as Conn.Subscribe does: made at once
-// if Run has started (its retained messages reach the handlers before it
-// returns), else when Run starts; qos caps Message.QoS. A filter that an
-// earlier one covers is not subscribed at the broker again.
+// if Run has started (its retained messages reach h before it returns),
+// else when Run starts; qos caps Message.QoS. A filter that an earlier
+// one of at least its QoS covers is not subscribed at the broker again:
+// h gets the earlier one's messages that filter matches, and no replay.
 func (c *Inline) Subscribe(ctx context.Context, filter string, qos byte, h Handler) error {
 	return c.subscribe(subscription{filter: filter, qos: qos, handler: h})
 }
@@ -146,14 +157,15 @@ func (c *Inline) subscribe(s subscription) error {
 			return fmt.Errorf("subscribe %s: already subscribed with other options", s.filter)
 		}
 	}
-	for _, o := range c.subs {
+	i := len(c.subs)
+	via := i
+	for j, o := range c.subs {
 		if !o.local && o.manualAck == s.manualAck && o.qos >= s.qos && Covers(o.filter, s.filter) {
-			s.local = true
+			s.local, via = true, j
 			break
 		}
 	}
-	i := len(c.subs)
-	c.subs = append(slices.Clip(c.subs), s)
+	c.subs = append(slices.Clip(c.subs), inlineSub{subscription: s, via: via})
 	open := c.open.Load()
 	c.mu.Unlock()
 	if !open || s.local {
@@ -167,7 +179,7 @@ func (c *Inline) make(i int) error {
 	c.mu.Lock()
 	s := c.subs[i]
 	c.mu.Unlock()
-	unsubscribe, err := c.opts.Broker.Subscribe(s.filter, s.manualAck, c.route(s.qos))
+	unsubscribe, err := c.opts.Broker.Subscribe(s.filter, s.manualAck, c.route(i, s.qos))
 	if err != nil {
 		return fmt.Errorf("subscribe %s: %w", s.filter, err)
 	}
@@ -183,9 +195,10 @@ func (c *Inline) make(i int) error {
 	return nil
 }
 
-// route hands a message that arrived through a broker subscription at
-// qos to every handler whose filter matches, one message at a time.
-func (c *Inline) route(qos byte) Handler {
+// route hands a message that arrived through the broker subscription of
+// c.subs[via], at qos, to every handler of a subscription it carries whose
+// filter matches, one message at a time.
+func (c *Inline) route(via int, qos byte) Handler {
 	return func(m Message) {
 		if m.QoS > qos {
 			m.QoS = qos
@@ -195,8 +208,8 @@ func (c *Inline) route(qos byte) Handler {
 		c.mu.Lock()
 		subs := c.subs
 		c.mu.Unlock()
-		for _, s := range subs {
-			if Match(s.filter, m.Topic) {
+		for _, s := range subs[via:] {
+			if s.via == via && Match(s.filter, m.Topic) {
 				s.handler(m)
 			}
 		}
