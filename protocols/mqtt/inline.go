@@ -271,7 +271,7 @@ func (c *Inline) Run(ctx context.Context) error {
 		return err
 	}
 	c.connected.Store(true)
-	c.log.Info("mqtt connected inline to the embedded broker", "client_id", c.opts.ClientID)
+	c.log.Info("mqtt connected", "broker", "embedded, inline", "client_id", c.opts.ClientID)
 	if c.opts.OnConnect != nil {
 		c.opts.OnConnect(ctx)
 	}
