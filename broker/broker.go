@@ -4,13 +4,15 @@
 // (see Options.MaxConnectRate) and the limits before authentication that
 // bound what a client costs before it has logged in (Options.ConnectTimeout,
 // MaxConnectSize, MaxUnauthenticated, MaxKeepAlive, LoginFailuresPerMinute;
-// counted in Broker.Stats). It never interprets payloads. Hearth itself
-// connects to it as an ordinary MQTT client, as it would to an external
-// broker, except for commands: the PUBLISHes on Options.CommandFilter are
-// handed to Options.OnCommand instead of being routed, and acknowledged
-// only when Hearth says so (Command.Ack), so that a PUBACK can mean
-// "stored"; a publisher that outruns Hearth has its connection's reads
-// paused (Options.MaxPendingCommands), never its commands dropped.
+// counted in Broker.Stats). It never interprets payloads. Hearth's own
+// traffic needs no socket: PublishInline and SubscribeInline are mochi's
+// inline client, inside the broker's process, with the meaning an MQTT 5
+// subscription with No Local has. Commands need no subscription: the
+// PUBLISHes on Options.CommandFilter are handed to Options.OnCommand
+// instead of being routed, and acknowledged only when Hearth says so
+// (Command.Ack), so that a PUBACK can mean "stored"; a publisher that
+// outruns Hearth has its connection's reads paused
+// (Options.MaxPendingCommands), never its commands dropped.
 //
 // Without Options.Users every client that the accept guard lets in is
 // admitted; with it, only a client that connects with a known username and
@@ -315,6 +317,7 @@ type Broker struct {
 	auth    *authenticator
 	limits  *limits
 	cmds    *commands // nil without Options.CommandFilter
+	inline  inline
 
 	closeOnce sync.Once
 	closeErr  error
@@ -348,11 +351,15 @@ func Start(opts Options) (*Broker, error) {
 	srv := mqtt.New(&mqtt.Options{
 		Capabilities: caps,
 		Logger:       logger,
+		// Hearth's own traffic: PublishInline and SubscribeInline.
+		InlineClient: true,
 	})
 	b := &Broker{srv: srv, pipe: newPipeListener(), guard: newGuard(srv, opts)}
 	b.limits = newLimits(b.guard, opts)
 	b.auth = newAuthenticator(srv, b.guard, opts, b.guard.log.log)
 	b.auth.loginFailed = b.limits.loginFailed
+	b.inline.refused = &throttledLog{clock: b.guard.clock, log: b.guard.log.log,
+		msg: "embedded broker refused a CONNECT: its client ID is the broker's own inline client's"}
 	var tcp net.Listener
 	if opts.Listen != "" {
 		var err error
@@ -383,6 +390,7 @@ func Start(opts Options) (*Broker, error) {
 		b.guard.stop()
 		b.auth.stop()
 		b.limits.stop()
+		b.closeInline()
 		return nil, fmt.Errorf("embedded broker: %w", err)
 	}
 	// The failed-login guard and the credentials decide before the accept
@@ -392,6 +400,11 @@ func Start(opts Options) (*Broker, error) {
 		return fail(err)
 	}
 	if err := srv.AddHook(b.auth, nil); err != nil {
+		return fail(err)
+	}
+	// After the credentials, so that a bad password is a failed login
+	// whatever the client ID; before the guard, which spends a token.
+	if err := srv.AddHook(&inlineID{log: b.inline.refused}, nil); err != nil {
 		return fail(err)
 	}
 	if err := srv.AddHook(b.guard, nil); err != nil {
@@ -520,6 +533,7 @@ func (b *Broker) Close() error {
 }
 
 func (b *Broker) close() error {
+	b.closeInline()
 	for _, id := range []string{tcpListenerID, tlsListenerID, pipeListenerID} {
 		if l, ok := b.srv.Listeners.Get(id); ok {
 			l.Close(func(string) {})

@@ -62,7 +62,7 @@ type daemon struct {
 	store   *store.Store
 	broker  *broker.Broker // nil when an external broker is used
 	intake  *intake
-	conn    *mqtt.Conn
+	conn    link // inline in the embedded broker, or a Conn to an external one
 	disp    *dispatcher.Dispatcher
 	health  *health.Checker
 	metrics *health.Metrics
@@ -88,8 +88,11 @@ type daemon struct {
 	// reload; random draws the secrets of accounts a reload adds.
 	credentialsPath string
 	random          io.Reader
-	// internalPassword is the password Hearth connects to its embedded
-	// broker with, as config.InternalUsername; drawn at every start.
+	// internalPassword is the password of Hearth's own account on its
+	// embedded broker, config.InternalUsername; drawn at every start and
+	// told nobody. Hearth's traffic is inline and logs in with no
+	// account; the account keeps the broker's user table from being empty
+	// (which would admit everyone) and Hearth's client ID reserved.
 	internalPassword string
 	// clientID and hearthUsername are Hearth's MQTT client ID and
 	// username (config.InternalUsername with the embedded broker).
@@ -160,9 +163,7 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 	// runs.
 	d.intake = newIntake(cfg.Prefix, log)
 	if d.brokerURL == "" {
-		// Hearth connects to its own broker with its own credentials,
-		// with or without principals, so that a reload that adds
-		// principals keeps it connected.
+		// Hearth's own account, with or without principals.
 		d.internalPassword = newInternalPassword()
 		username, password = config.InternalUsername, d.internalPassword
 		var mqtts *tls.Config
@@ -188,7 +189,8 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 			MaxUnauthenticated:     cfg.MQTT.MaxUnauthenticated,
 			MaxKeepAlive:           cfg.MQTT.MaxClientKeepAlive,
 			LoginFailuresPerMinute: cfg.MQTT.LoginFailuresPerMinute,
-			Exempt:                 []string{clientID}, // hearthd is never locked out of its own broker
+			// Hearth's link is inline: it never CONNECTs, so no client ID
+			// is exempt from the accept guard.
 			// The accept guard measures load on the host, in real time,
 			// not on dp.clock: tests hold dp.clock still while hearthd,
 			// the simulator and the automation connect, and a token
@@ -242,7 +244,9 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 		return nil, err
 	}
 	var disp *dispatcher.Dispatcher
-	d.conn = mqtt.New(mqtt.Options{
+	// Inline with the embedded broker (see link.go): OnSession and
+	// OnConnect run once, at Run.
+	d.conn = newLink(d.broker, mqtt.Options{
 		URL:       d.brokerURL,
 		ClientID:  clientID,
 		Username:  username,
