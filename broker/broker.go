@@ -248,9 +248,13 @@ type Options struct {
 	// subscribed to the filter receives none) or retaining it, and
 	// acknowledges it only when the command's Ack is called (or answers
 	// that it was not taken, at Nack), so that a PUBACK can mean what
-	// OnCommand's owner says it means (Hearth's: stored). A PUBLISH that the ACL or DenyPublish refuses is answered as
-	// before and never handed over. "" means no commands: every PUBLISH
-	// is routed. Needs OnCommand.
+	// OnCommand's owner says it means (Hearth's: stored). A PUBLISH that
+	// the ACL or DenyPublish refuses is answered as before and never
+	// handed over; the broker's own (PublishInline) is routed as any. A
+	// client's will on the filter (sent at once, without an MQTT 5 Will
+	// Delay Interval) is handed over alike as its last command, with
+	// nothing to acknowledge, and routed nowhere. "" means no commands:
+	// every PUBLISH is routed. Needs OnCommand.
 	CommandFilter string
 	// OnCommand receives the commands of CommandFilter. It is called on
 	// the publisher's read loop, so in the order each client sent its

@@ -39,7 +39,7 @@ type Command struct {
 	// admitted without verification (while Users is empty).
 	Username string
 
-	ack *pendingAck
+	ack *pendingAck // nil for a will: nothing to acknowledge
 }
 
 // Ack sends the publisher its PUBACK (QoS 1) or PUBREC (QoS 2, after which
@@ -120,13 +120,16 @@ func newCommands(srv *mqtt.Server, auth *authenticator, clock clockwork.Clock, o
 func (h *commands) ID() string { return "hearth-commands" }
 
 // Provides says which hooks the command hook implements.
-func (h *commands) Provides(b byte) bool { return b == mqtt.OnPublish || b == mqtt.OnDisconnect }
+func (h *commands) Provides(b byte) bool {
+	return b == mqtt.OnPublish || b == mqtt.OnDisconnect || b == mqtt.OnWill
+}
 
 // OnPublish hands a PUBLISH on the command filter to OnCommand, once the
 // publisher has a place for it, and tells mochi to drop it. Any other
-// PUBLISH passes unchanged.
+// PUBLISH passes unchanged, and so does the broker's own (PublishInline:
+// Hearth's, which never comes back to Hearth, by No Local).
 func (h *commands) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, error) {
-	if !matchTopic(h.filter, pk.TopicName) {
+	if cl.Net.Inline || !matchTopic(h.filter, pk.TopicName) {
 		return pk, nil
 	}
 	cmd := Command{
@@ -147,6 +150,31 @@ func (h *commands) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet
 	cmd.ack = a
 	h.on(cmd)
 	return pk, packets.ErrRejectPacket
+}
+
+// OnWill hands a will on the command filter to OnCommand as the
+// publisher's last command, with nothing to acknowledge, and makes mochi
+// route it nowhere (no topic, not retained): mochi sends a will to
+// subscribers without asking OnPublish. A will with a delay (MQTT 5 Will
+// Delay Interval) is left to mochi, which routes it to the filter's
+// subscribers once the delay is over, and is no command.
+func (h *commands) OnWill(cl *mqtt.Client, will mqtt.Will) (mqtt.Will, error) {
+	if will.WillDelayInterval > 0 || !matchTopic(h.filter, will.TopicName) {
+		return will, nil
+	}
+	cmd := Command{
+		Topic:    will.TopicName,
+		Payload:  will.Payload,
+		QoS:      will.Qos,
+		Retained: will.Retain,
+		ClientID: cl.ID,
+	}
+	if username, verified := h.auth.identity(cl); verified {
+		cmd.Username = username
+	}
+	h.on(cmd)
+	will.TopicName, will.Retain = "", false
+	return will, nil
 }
 
 // publisher returns cl's pending commands, starting its writer at its

@@ -587,6 +587,35 @@ func TestRetainedAndQoS0CommandsAreHandedOverNotRetained(t *testing.T) {
 	}
 }
 
+// A will on the command filter is its client's last command: handed over
+// when the client dies, with nothing to acknowledge, and routed to no
+// subscriber. The broker's own publish there (PublishInline: Hearth's) is
+// no command and is routed as any.
+func TestWillIsACommandAndInlinePublishIsNot(t *testing.T) {
+	b, cmds := commandBroker(t, Options{})
+	watcher := dialV5(t, b, "watcher", creds{})
+	watcher.subscribe(t, "hearth/#")
+	dying := dialV5With(t, b, "dying", creds{}, &paho5.WillMessage{Topic: "hearth/heater/set", QoS: 1, Payload: []byte("OFF")}, nil)
+	dying.conn.Close()
+	c := nextCommand(t, cmds)
+	if c.Topic != "hearth/heater/set" || string(c.Payload) != "OFF" || c.ClientID != "dying" {
+		t.Errorf("the will: %+v; want the command OFF on hearth/heater/set from dying", c)
+	}
+	c.Ack() // nothing to acknowledge: does nothing
+	// mochi routes a will before it forgets its client.
+	eventually(t, "the broker to forget the dying client", func() bool {
+		_, ok := b.srv.Clients.Get("dying")
+		return !ok
+	})
+	if err := b.PublishInline("hearth/heater/set", []byte("ON"), false, 1); err != nil {
+		t.Fatal(err)
+	}
+	if m := recv(t, watcher.msgs); m.Topic != "hearth/heater/set" || string(m.Payload) != "ON" {
+		t.Errorf("the watcher received %s %q first; want the inline publish ON: the will is routed nowhere", m.Topic, m.Payload)
+	}
+	noCommand(t, cmds)
+}
+
 func TestStartRejectsCommandOptionsOutOfRange(t *testing.T) {
 	on := func(Command) {}
 	for _, tc := range []struct {
