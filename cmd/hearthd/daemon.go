@@ -61,7 +61,8 @@ type daemon struct {
 	log     *slog.Logger
 	store   *store.Store
 	broker  *broker.Broker // nil when an external broker is used
-	conn    link           // inline in the embedded broker, or a Conn to an external one
+	intake  *intake
+	conn    link // inline in the embedded broker, or a Conn to an external one
 	disp    *dispatcher.Dispatcher
 	health  *health.Checker
 	metrics *health.Metrics
@@ -157,6 +158,10 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 	}
 	d.mqttAuth.Store(auth)
 	d.onReload = append(d.onReload, d.setPrincipals)
+	// The intake exists before the embedded broker, which hands it
+	// commands from its start; it lets them through once the dispatcher
+	// runs.
+	d.intake = newIntake(cfg.Prefix, log)
 	if d.brokerURL == "" {
 		// Hearth's own account, with or without principals.
 		d.internalPassword = newInternalPassword()
@@ -210,6 +215,13 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 				return denied
 			},
 			OnConnect: bm.connect,
+			// Commands go straight to the intake, which acks each once
+			// the dispatcher has stored (or rejected) it: a PUBACK from
+			// this broker means stored. A publisher that outruns the
+			// intake is slowed at the broker's per-client cap, never
+			// dropped.
+			CommandFilter: cfg.Prefix + "/+/set",
+			OnCommand:     d.intake.command,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("%w (choose another address with -mqtt-listen or mqtt.listen, or use an external broker with -mqtt-url)", err)
@@ -411,21 +423,21 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 	disp.Restore(restored)
 
 	// Subscriptions are registered before the first connect, which makes
-	// them: the intake, then every bridge.
-	intake := newIntake(cfg.Prefix, disp, log)
+	// them: the intake's (with an external broker), then every bridge.
 	if d.broker != nil {
-		// Only the embedded broker's stamp can be trusted: on an
-		// external broker anyone can set the property.
-		intake.principal = func(m mqtt.Message) string { return d.mqttAuth.Load().principal(m) }
+		// The embedded broker verified the username it hands over with
+		// each command; it no longer routes commands to subscribers, so
+		// Hearth does not subscribe to them.
+		d.intake.principalOf = func(username string) string { return d.mqttAuth.Load().principalOf(username) }
 	} else {
 		// An external broker tells nobody who published; its ACL is what
 		// keeps <prefix>/+/set to the accounts allowed there. Without
 		// principals in the file, what comes through it is the generated
 		// principal's.
-		intake.principal = func(mqtt.Message) string { return d.mqttAuth.Load().external }
-	}
-	if err := d.conn.SubscribeManualAck(context.Background(), cfg.Prefix+"/+/set", 1, intake.handle); err != nil {
-		return nil, err
+		d.intake.principal = func(mqtt.Message) string { return d.mqttAuth.Load().external }
+		if err := d.conn.SubscribeManualAck(context.Background(), cfg.Prefix+"/+/set", 1, d.intake.handle); err != nil {
+			return nil, err
+		}
 	}
 	sink := reports{Dispatcher: disp, engine: d.engine}
 	for _, start := range adapters {
@@ -476,6 +488,7 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 	dispCtx, d.stopDisp = context.WithCancel(context.Background())
 	connCtx, d.stopConn = context.WithCancel(context.Background())
 	d.dispDone, d.connDone, d.httpDone = make(chan struct{}), make(chan struct{}), make(chan struct{})
+	d.intake.open(disp)
 	go func() {
 		defer close(d.dispDone)
 		if err := disp.Run(dispCtx); err != nil {
@@ -537,13 +550,17 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 	return d, nil
 }
 
-// stop shuts down in reverse dependency order: no new commands, the
-// dispatcher (pending commands stay stored), the MQTT connection (which
-// announces offline), HTTP, the embedded broker, the store.
+// stop shuts down in reverse dependency order: no new commands (one the
+// intake has not handed to the dispatcher is never acked), the dispatcher (pending commands stay
+// stored), the MQTT connection (which announces offline), HTTP, the
+// embedded broker, the store.
 func (d *daemon) stop() {
 	d.stopOnce.Do(func() {
 		if d.beforeStop != nil {
 			d.beforeStop()
+		}
+		if d.intake != nil {
+			d.intake.stop()
 		}
 		if d.stopDisp != nil {
 			d.stopDisp()
