@@ -161,7 +161,7 @@ func BenchmarkHeapIdle(b *testing.B) {
 	d := startBenchHearth(b, cfg)
 	names := switchNames(n)
 	mirrored := watchMirrors(b, d.brokerURL, names)
-	reportOnce(b, d.brokerURL, simulator.DefaultBaseTopic, names)
+	reportOnce(b, d.brokerURL, simulator.DefaultBaseTopic, names, mirrored)
 	waitFor(b, fmt.Sprintf("hearthd to mirror the %d devices' states", n), 10**benchWait, func() bool { return mirrored.Load() >= int64(n) })
 	var heap uint64
 	for b.Loop() {
@@ -194,7 +194,7 @@ func BenchmarkPendingSleepy(b *testing.B) {
 	before := liveHeap()
 	cfg := parseBenchConfig(b, text, dir)
 	d := startBenchHearth(b, cfg)
-	reportOnce(b, d.brokerURL, simulator.DefaultBaseTopic, []string{switchName(0)})
+	reportOnce(b, d.brokerURL, simulator.DefaultBaseTopic, []string{switchName(0)}, nil)
 
 	// The fill keeps at most 1,000 commands not yet queued, so that it
 	// outruns nothing: a command lost before hearthd stores it would
@@ -481,12 +481,18 @@ func watchMirrors(tb testing.TB, brokerURL string, names []string) *atomic.Int64
 // reports each device of names once, available with state OFF, then only
 // stays connected (until tb ends): devices that exist and are idle,
 // without the simulator's goroutine per device in this process's heap.
-func reportOnce(tb testing.TB, brokerURL, base string, names []string) {
+// With mirrored (see watchMirrors), it keeps at most 500 devices reported
+// and not yet mirrored, so that it outruns nothing: a report lost before
+// hearthd hears it would never be mirrored.
+func reportOnce(tb testing.TB, brokerURL, base string, names []string, mirrored *atomic.Int64) {
 	tb.Helper()
 	c := newAutomation(tb, brokerURL, "bench-bridge-"+base, "", nil)
 	mustToken(tb, c.Publish(base+"/bridge/state", 1, true, `{"state":"online"}`))
 	toks := make([]paho.Token, 0, 2*len(names))
-	for _, n := range names {
+	for i, n := range names {
+		if mirrored != nil {
+			waitFor(tb, "hearthd to mirror what was reported", *benchWait, func() bool { return int64(i)-mirrored.Load() < 500 })
+		}
 		toks = append(toks, c.Publish(base+"/"+n+"/availability", 1, true, `{"state":"online"}`),
 			c.Publish(base+"/"+n, 1, false, `{"state":"OFF"}`))
 	}
