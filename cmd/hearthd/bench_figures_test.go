@@ -149,8 +149,8 @@ func BenchmarkLatencyHalfLoad(b *testing.B) {
 // -hearth.idle (10,000) devices that have each reported their state once
 // and are idle. hearth_heap_MiB is the live heap after a full GC, less
 // what it was before hearthd's config was parsed; it counts hearthd,
-// its embedded broker (with its retained messages) and one idle MQTT
-// client of the bench. process_rss_MiB is the whole test process.
+// its embedded broker (with its retained messages) and the bench's idle
+// bridge client. process_rss_MiB is the whole test process.
 func BenchmarkHeapIdle(b *testing.B) {
 	if !runHearth() {
 		b.Skip("hearthd only")
@@ -160,9 +160,10 @@ func BenchmarkHeapIdle(b *testing.B) {
 	cfg := parseBenchConfig(b, benchConfig(n, 0), b.TempDir())
 	d := startBenchHearth(b, cfg)
 	names := switchNames(n)
-	mirrored := watchMirrors(b, d.brokerURL, names)
+	mirrored, watcher := watchMirrors(b, d.brokerURL, names)
 	reportOnce(b, d.brokerURL, simulator.DefaultBaseTopic, names, mirrored)
 	waitFor(b, fmt.Sprintf("hearthd to mirror the %d devices' states", n), 10**benchWait, func() bool { return mirrored.Load() >= int64(n) })
+	watcher.Disconnect(0) // its memory is the bench's, not hearthd's
 	var heap uint64
 	for b.Loop() {
 		heap = liveHeap()
@@ -457,8 +458,8 @@ func settle(progress func() int64) time.Time {
 
 // watchMirrors counts the devices of names whose state hearthd has
 // mirrored on hearth/<device> (retained), with a client subscribed until
-// tb ends.
-func watchMirrors(tb testing.TB, brokerURL string, names []string) *atomic.Int64 {
+// it is disconnected or tb ends.
+func watchMirrors(tb testing.TB, brokerURL string, names []string) (*atomic.Int64, paho.Client) {
 	tb.Helper()
 	want := make(map[string]bool, len(names))
 	for _, n := range names {
@@ -466,7 +467,7 @@ func watchMirrors(tb testing.TB, brokerURL string, names []string) *atomic.Int64
 	}
 	var mu sync.Mutex
 	var seen atomic.Int64
-	newAutomation(tb, brokerURL, "bench-mirrors", "hearth/+", func(_ paho.Client, m paho.Message) {
+	c := newAutomation(tb, brokerURL, "bench-mirrors", "hearth/+", func(_ paho.Client, m paho.Message) {
 		mu.Lock()
 		defer mu.Unlock()
 		if want[m.Topic()] {
@@ -474,7 +475,7 @@ func watchMirrors(tb testing.TB, brokerURL string, names []string) *atomic.Int64
 			seen.Add(1)
 		}
 	})
-	return &seen
+	return &seen, c
 }
 
 // reportOnce plays a Zigbee2MQTT bridge under base that comes online and
