@@ -168,6 +168,7 @@ func BenchmarkHeapIdle(b *testing.B) {
 	for b.Loop() {
 		heap = liveHeap()
 	}
+	writeHeapProfile(b, "HeapIdle")
 	b.ReportMetric(0, "ns/op")
 	b.ReportMetric(mib(int64(heap)-int64(before)), "hearth_heap_MiB")
 	b.ReportMetric(mib(int64(rss())), "process_rss_MiB")
@@ -225,6 +226,7 @@ func BenchmarkPendingSleepy(b *testing.B) {
 	fillRate := float64(pending) / time.Since(start).Seconds()
 	fill.Disconnect(0)
 	heap, resident := int64(liveHeap())-int64(before), rss()
+	writeHeapProfile(b, "PendingSleepy")
 
 	var restart time.Duration
 	round := 0

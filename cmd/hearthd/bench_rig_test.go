@@ -14,8 +14,10 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/metrics"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -46,6 +48,7 @@ var (
 	benchBig      = flag.Bool("hearth.big", false, "figure benchmarks: the issue's size of the pending figures, 100,000 commands")
 	benchPath     = flag.String("hearth.path", "both", "figure benchmarks: which path to run: both, raw or hearth (for a profile of one path)")
 	benchLog      = flag.String("hearth.log", "", "figure benchmarks: write hearthd's log (level info) to this file instead of discarding it")
+	benchHeapProf = flag.String("hearth.heapprofile", "", "figure benchmarks: write a heap profile to this file at the moment the heap figures measure (the file name gets the figure's name)")
 	benchWait     = flag.Duration("hearth.wait", 30*time.Second, "figure benchmarks: the failure deadline of one command; a burst waits 10 times as long in all")
 )
 
@@ -444,6 +447,28 @@ func liveHeap() uint64 {
 	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
 	metrics.Read(s)
 	return s[0].Value.Uint64()
+}
+
+// writeHeapProfile writes the live heap's profile to -hearth.heapprofile
+// with figure's name before its extension (heap.out → heap.HeapIdle.out),
+// when the flag is set: what a heap figure counts, by allocation site
+// (go tool pprof -sample_index=inuse_space).
+func writeHeapProfile(tb testing.TB, figure string) {
+	if *benchHeapProf == "" {
+		return
+	}
+	ext := filepath.Ext(*benchHeapProf)
+	name := strings.TrimSuffix(*benchHeapProf, ext) + "." + figure + ext
+	f, err := os.Create(name)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer f.Close()
+	runtime.GC()
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Logf("heap profile of %s: %s", figure, name)
 }
 
 // rss returns the resident set size of this whole process (the test
