@@ -273,10 +273,10 @@ func (c *Conn) subscribe(ctx context.Context, s subscription) error {
 	if client == nil || s.local {
 		return nil
 	}
-	return subscribeOn(ctx, client, []subscription{s})
+	return c.subscribeOn(ctx, client, []subscription{s})
 }
 
-func subscribeOn(ctx context.Context, client *paho.Client, subs []subscription) error {
+func (c *Conn) subscribeOn(ctx context.Context, client *paho.Client, subs []subscription) error {
 	if len(subs) == 0 {
 		return nil
 	}
@@ -289,17 +289,59 @@ func subscribeOn(ctx context.Context, client *paho.Client, subs []subscription) 
 			RetainAsPublished: s.manualAck,
 		})
 	}
-	ack, err := client.Subscribe(ctx, req)
-	if err != nil {
-		return fmt.Errorf("subscribe: %w", err)
+	for {
+		ack, err := client.Subscribe(ctx, req)
+		if ack == nil {
+			return fmt.Errorf("subscribe: %w", err)
+		}
+		if identifierInUse(ack.Reasons) {
+			// mochi-mqtt v2.7.9 keeps the packet identifiers of both
+			// directions in one set (mochi-mqtt/server#545), and refuses
+			// a SUBSCRIBE whose identifier it uses for a delivery to
+			// Hearth, such as one it resends from the session right
+			// after the CONNACK. The identifier is free once Hearth's
+			// PUBACK for it is in: try again after paho's next
+			// acknowledgements, with paho's next identifier.
+			c.log.Debug("mqtt: the broker has the SUBSCRIBE's packet identifier in use; subscribing again", "broker", c.opts.URL)
+			t := time.NewTimer(2 * ackInterval)
+			select {
+			case <-t.C:
+				continue
+			case <-ctx.Done():
+				t.Stop()
+				return fmt.Errorf("subscribe: %w", ctx.Err())
+			}
+		}
+		for i, code := range ack.Reasons {
+			if code >= 0x80 && i < len(subs) {
+				return fmt.Errorf("subscribe %s: refused by the broker (reason code 0x%02x)", subs[i].filter, code)
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("subscribe: %w", err)
+		}
+		return nil
 	}
-	for i, code := range ack.Reasons {
-		if code >= 0x80 && i < len(subs) {
-			return fmt.Errorf("subscribe %s: refused by the broker (reason code 0x%02x)", subs[i].filter, code)
+}
+
+// reasonIdentifierInUse is the SUBACK reason code "Packet Identifier in
+// use" (MQTT 5.0 §3.9.3).
+const reasonIdentifierInUse = 0x91
+
+// identifierInUse reports whether a SUBACK refused every filter with
+// "Packet Identifier in use".
+func identifierInUse(reasons []byte) bool {
+	for _, code := range reasons {
+		if code != reasonIdentifierInUse {
+			return false
 		}
 	}
-	return nil
+	return len(reasons) > 0
 }
+
+// ackInterval is how often paho writes the acknowledgements handlers have
+// given (real time, paho's own ticker; its default too).
+const ackInterval = 50 * time.Millisecond
 
 // route hands a received message to the handler whose filter matches. It
 // runs on the client's single receive goroutine, so handlers see messages
@@ -612,6 +654,7 @@ func (c *Conn) connect(ctx context.Context) (*paho.Client, <-chan error, error) 
 	client := paho.NewClient(paho.ClientConfig{
 		Conn:                       packets.NewThreadSafeConn(conn),
 		EnableManualAcknowledgment: true,
+		SendAcksInterval:           ackInterval,
 		OnClientError:              report,
 		OnServerDisconnect: func(d *paho.Disconnect) {
 			e := &DisconnectError{ReasonCode: d.ReasonCode}
@@ -677,7 +720,7 @@ func (c *Conn) connect(ctx context.Context) (*paho.Client, <-chan error, error) 
 	if c.opts.OnSession != nil {
 		c.opts.OnSession()
 	}
-	if err := subscribeOn(cctx, client, subs); err != nil {
+	if err := c.subscribeOn(cctx, client, subs); err != nil {
 		c.drop(client)
 		return nil, nil, err
 	}
