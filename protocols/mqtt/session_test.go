@@ -160,6 +160,7 @@ func TestConnWithoutSessionExpiryStartsCleanEveryTime(t *testing.T) {
 	b.ev.waitDisconnected(t, id)
 	pub := newClient(t, b.url())
 	pub.publish(t, "cmd/lamp/set", false, "lost")
+	pub.barrier(t) // fanned out (to nobody) before the next Conn subscribes
 
 	cmds := newInbox()
 	second := runConn(t, b.url(), Options{ClientID: id}, func(c *Conn) {
