@@ -211,6 +211,9 @@ type Conn struct {
 	connected   atomic.Bool
 	up          chan struct{} // closed on the first successful connect
 	upOnce      sync.Once
+	// lastAck is when a handler last acknowledged a message (UnixNano,
+	// real time: paho's acknowledgement ticker runs on it); see stop.
+	lastAck atomic.Int64
 
 	// What the previous connection's CONNACK granted, for the next one's
 	// (Run's goroutine only).
@@ -401,6 +404,9 @@ func (c *Conn) route(client *paho.Client) func(paho.PublishReceived) (bool, erro
 		var once sync.Once
 		ack := func() {
 			once.Do(func() {
+				if p.QoS > 0 {
+					c.lastAck.Store(time.Now().UnixNano())
+				}
 				if err := client.Ack(p); err != nil {
 					c.log.Debug("mqtt: ack", "topic", p.Topic, "err", err)
 				}
@@ -901,6 +907,11 @@ func (c *Conn) drop(client *paho.Client) {
 // broker does not send the will; the announcement says what the will
 // would. A DISCONNECT without a Session Expiry Interval keeps the session
 // for the one CONNECT asked for (MQTT 5.0 §3.14.2.2.2).
+//
+// Before the DISCONNECT it lets paho's acknowledgement ticker run twice
+// after the last Ack, so that every message acknowledged before the stop
+// has its PUBACK out: otherwise the broker would keep the last ones in
+// the session and deliver them again at the next start.
 func (c *Conn) stop(client *paho.Client) {
 	if a := c.opts.Status; a.Topic != "" {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -908,6 +919,10 @@ func (c *Conn) stop(client *paho.Client) {
 			c.log.Warn("mqtt: could not publish offline status", "err", err)
 		}
 		cancel()
+	}
+	if wait := time.Until(time.Unix(0, c.lastAck.Load()).Add(2 * ackInterval)); wait > 0 {
+		t := time.NewTimer(wait)
+		<-t.C
 	}
 	c.connected.Store(false)
 	c.mu.Lock()

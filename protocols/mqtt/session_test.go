@@ -369,3 +369,43 @@ func TestConnWarnsWhenAReconnectFindsNoSession(t *testing.T) {
 		})
 	}
 }
+
+// A clean stop sends the PUBACK of every message acknowledged before it,
+// ahead of its DISCONNECT, although paho writes acknowledgements on a
+// ticker: otherwise the broker would keep the last commands in the session
+// and deliver them again at the next start.
+func TestConnCleanStopSendsEveryAcknowledgementBeforeItsDisconnect(t *testing.T) {
+	b := startBroker(t)
+	const id = "hearth-ack-then-stop"
+	opts := Options{ClientID: id, SessionExpiry: 5 * time.Minute}
+	cmds := newInbox()
+	r := runConn(t, b.url(), opts, func(c *Conn) {
+		c.SubscribeManualAck(context.Background(), "cmd/#", 1, cmds.handler)
+	})
+	r.waitUp(t)
+	newClient(t, b.url()).publish(t, "cmd/lamp/set", false, "ON")
+	m := cmds.next(t)
+	m.Ack()
+	r.stop(t) // at once
+	b.ev.waitDisconnected(t, id)
+	select {
+	case ev := <-b.ev.completed:
+		if ev != (qosEvent{client: id, topic: "cmd/lamp/set"}) {
+			t.Errorf("PUBACK = %+v, want cmd/lamp/set from %s", ev, id)
+		}
+	default:
+		t.Fatalf("the broker had no PUBACK for the acknowledged command when the clean stop's DISCONNECT arrived")
+	}
+
+	again := newInbox()
+	next := runConn(t, b.url(), opts, func(c *Conn) {
+		c.SubscribeManualAck(context.Background(), "cmd/#", 1, again.acking)
+	})
+	next.waitUp(t)
+	next.barrier(t)
+	select {
+	case m := <-again:
+		t.Errorf("the next start got {%s %q dup %v} again", m.Topic, m.Payload, m.Duplicate)
+	default:
+	}
+}
