@@ -230,6 +230,10 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 		return nil, err
 	}
 	var disp *dispatcher.Dispatcher
+	var sessionExpiry time.Duration
+	if d.broker == nil {
+		sessionExpiry = cfg.MQTT.SessionExpiry
+	}
 	d.conn = mqtt.New(mqtt.Options{
 		URL:       d.brokerURL,
 		ClientID:  clientID,
@@ -238,6 +242,10 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 		TLS:       tlsConf,
 		KeepAlive: cfg.MQTT.KeepAlive,
 		Reconnect: cfg.MQTT.Reconnect,
+
+		// Only an external broker outlives hearthd, and can keep
+		// commands published while it is away.
+		SessionExpiry: sessionExpiry,
 		Status: mqtt.Announcement{
 			Topic:   cfg.Prefix + "/bridge/state",
 			Online:  "online",
