@@ -51,6 +51,7 @@ import (
 	"github.com/eclipse/paho.golang/packets"
 	"github.com/eclipse/paho.golang/paho"
 	"github.com/eclipse/paho.golang/paho/session"
+	"github.com/eclipse/paho.golang/paho/session/state"
 	"github.com/jonboulle/clockwork"
 
 	"github.com/hearthd/hearth/retry"
@@ -711,10 +712,16 @@ func (c *Conn) connect(ctx context.Context) (*paho.Client, <-chan error, error) 
 		default:
 		}
 	}
-	// A new paho client, and with it a new session state, for every
-	// connection: see the package comment.
+	// A new paho client and a new session state for every connection: see
+	// the package comment. The state is given, not paho's default, so
+	// that paho does not close it when the connection ends: closing it
+	// answers every publish still waiting for its PUBACK with an error
+	// of its own ("not fully acknowledged at time of shutdown"), which
+	// would overtake drop's LostError. (With a session expiry of 0 paho
+	// empties the state at the loss first, so nobody was answered.)
 	client := paho.NewClient(paho.ClientConfig{
 		Conn:                       packets.NewThreadSafeConn(conn),
+		Session:                    state.NewInMemory(),
 		EnableManualAcknowledgment: true,
 		SendAcksInterval:           ackInterval,
 		OnClientError:              report,
