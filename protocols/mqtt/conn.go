@@ -168,7 +168,9 @@ type Options struct {
 	// it, before the subscriptions are made: anything learned from
 	// retained messages on an earlier connection may be stale from here
 	// (a restarted broker may have lost them), and retained messages of
-	// the new session arrive only after it returns. Keep it short.
+	// the new session arrive only after it returns. Commands that waited
+	// in a kept session (SessionExpiry) may be handed over while it runs.
+	// Keep it short.
 	OnSession func()
 	// OnLost runs when an established connection is lost, before Run
 	// waits to reconnect: from here until the next OnSession nothing
