@@ -4,9 +4,15 @@
 // (see Options.MaxConnectRate) and the limits before authentication that
 // bound what a client costs before it has logged in (Options.ConnectTimeout,
 // MaxConnectSize, MaxUnauthenticated, MaxKeepAlive, LoginFailuresPerMinute;
-// counted in Broker.Stats). It never interprets topics or payloads;
-// Hearth itself connects to it as an ordinary MQTT client, exactly as it
-// would to an external broker.
+// counted in Broker.Stats). It never interprets payloads. Hearth's own
+// traffic needs no socket: PublishInline and SubscribeInline are mochi's
+// inline client, inside the broker's process, with the meaning an MQTT 5
+// subscription with No Local has. Commands need no subscription: the
+// PUBLISHes on Options.CommandFilter are handed to Options.OnCommand
+// instead of being routed, and acknowledged only when Hearth says so
+// (Command.Ack), so that a PUBACK can mean "stored"; a publisher that
+// outruns Hearth has its connection's reads paused
+// (Options.MaxPendingCommands), never its commands dropped.
 //
 // Without Options.Users every client that the accept guard lets in is
 // admitted; with it, only a client that connects with a known username and
@@ -67,8 +73,9 @@ type Options struct {
 	// Logger receives the broker's own warnings and errors, a summary of
 	// the CONNECTs the accept guard refused at most once per second, the
 	// refused logins and publishes of Users and DenyPublish, the clients
-	// SetUsers disconnects, and a summary of the connections the limits
-	// before authentication closed, at most once per second; mochi's
+	// SetUsers disconnects, a summary of the connections the limits
+	// before authentication closed, at most once per second, and one line
+	// per episode of a publisher slowed at MaxPendingCommands; mochi's
 	// informational lines (every connect and disconnect) and its warning
 	// for every client with a keep alive under 5 s (0 included, which a
 	// client could send on every CONNECT) are left out. nil discards them.
@@ -234,6 +241,36 @@ type Options struct {
 	// Concurrent CONNECTs from one address may overspend the budget by as
 	// many as are in flight. 0 means DefaultLoginFailuresPerMinute (10).
 	LoginFailuresPerMinute float64
+
+	// CommandFilter, when set, is a topic filter (Hearth's
+	// "<prefix>/+/set") whose PUBLISHes are commands: the broker hands
+	// each to OnCommand instead of routing it to subscribers (a client
+	// subscribed to the filter receives none) or retaining it, and
+	// acknowledges it only when the command's Ack is called (or answers
+	// that it was not taken, at Nack), so that a PUBACK can mean what
+	// OnCommand's owner says it means (Hearth's: stored). A PUBLISH that
+	// the ACL or DenyPublish refuses is answered as before and never
+	// handed over; the broker's own (PublishInline) is routed as any. A
+	// client's will on the filter (sent at once, without an MQTT 5 Will
+	// Delay Interval) is handed over alike as its last command, with
+	// nothing to acknowledge, and routed nowhere. "" means no commands:
+	// every PUBLISH is routed. Needs OnCommand.
+	CommandFilter string
+	// OnCommand receives the commands of CommandFilter. It is called on
+	// the publisher's read loop, so in the order each client sent its
+	// commands, concurrently for different clients. It may block: that
+	// pauses reading from this publisher only (TCP then slows it down),
+	// never another client.
+	OnCommand func(Command)
+	// MaxPendingCommands is how many commands one client may have pending
+	// (handed to OnCommand, their acknowledgement not yet written): at
+	// the cap, the broker stops reading that client's connection until
+	// one is acked, so that a publisher that outruns Hearth is slowed,
+	// never dropped. Each episode of slowing down is logged once, as a
+	// warning, when it ends (the client has no command pending, or has
+	// disconnected), with how long it lasted and how many commands
+	// waited. 0 means DefaultMaxPendingCommands.
+	MaxPendingCommands int
 }
 
 // ConnectEvent is one CONNECT and the broker's decision.
@@ -283,6 +320,8 @@ type Broker struct {
 	guard   *guard
 	auth    *authenticator
 	limits  *limits
+	cmds    *commands // nil without Options.CommandFilter
+	inline  inline
 
 	closeOnce sync.Once
 	closeErr  error
@@ -316,11 +355,15 @@ func Start(opts Options) (*Broker, error) {
 	srv := mqtt.New(&mqtt.Options{
 		Capabilities: caps,
 		Logger:       logger,
+		// Hearth's own traffic: PublishInline and SubscribeInline.
+		InlineClient: true,
 	})
 	b := &Broker{srv: srv, pipe: newPipeListener(), guard: newGuard(srv, opts)}
 	b.limits = newLimits(b.guard, opts)
 	b.auth = newAuthenticator(srv, b.guard, opts, b.guard.log.log)
 	b.auth.loginFailed = b.limits.loginFailed
+	b.inline.refused = &throttledLog{clock: b.guard.clock, log: b.guard.log.log,
+		msg: "embedded broker refused a CONNECT: its client ID is the broker's own inline client's"}
 	var tcp net.Listener
 	if opts.Listen != "" {
 		var err error
@@ -351,6 +394,7 @@ func Start(opts Options) (*Broker, error) {
 		b.guard.stop()
 		b.auth.stop()
 		b.limits.stop()
+		b.closeInline()
 		return nil, fmt.Errorf("embedded broker: %w", err)
 	}
 	// The failed-login guard and the credentials decide before the accept
@@ -362,8 +406,21 @@ func Start(opts Options) (*Broker, error) {
 	if err := srv.AddHook(b.auth, nil); err != nil {
 		return fail(err)
 	}
+	// After the credentials, so that a bad password is a failed login
+	// whatever the client ID; before the guard, which spends a token.
+	if err := srv.AddHook(&inlineID{log: b.inline.refused}, nil); err != nil {
+		return fail(err)
+	}
 	if err := srv.AddHook(b.guard, nil); err != nil {
 		return fail(err)
+	}
+	// Last: a command is handed over only once every other hook (the ACL
+	// and DenyPublish among them) has let it through.
+	if opts.CommandFilter != "" {
+		b.cmds = newCommands(srv, b.auth, b.guard.clock, opts)
+		if err := srv.AddHook(b.cmds, nil); err != nil {
+			return fail(err)
+		}
 	}
 	if tcp != nil {
 		if err := srv.AddListener(b.listener(tcpListenerID, tcp, true)); err != nil {
@@ -416,6 +473,12 @@ func (o Options) check() error {
 		return fmt.Errorf("embedded broker: MaxUnauthenticated %d: want ≥ 0 (0: %d)", o.MaxUnauthenticated, DefaultMaxUnauthenticated)
 	case o.MaxKeepAlive < 0 || o.MaxKeepAlive%time.Second != 0 || o.MaxKeepAlive > math.MaxUint16*time.Second:
 		return fmt.Errorf("embedded broker: MaxKeepAlive %v: want whole seconds from 0 to 65535s (0: %v)", o.MaxKeepAlive, DefaultMaxKeepAlive)
+	case o.CommandFilter != "" && !validFilter(o.CommandFilter):
+		return fmt.Errorf("embedded broker: CommandFilter %q: want a topic filter, its wildcards (+, a final #) each a whole level, not a shared subscription", o.CommandFilter)
+	case o.CommandFilter != "" && o.OnCommand == nil:
+		return fmt.Errorf("embedded broker: CommandFilter %q needs an OnCommand", o.CommandFilter)
+	case o.MaxPendingCommands < 0:
+		return fmt.Errorf("embedded broker: MaxPendingCommands %d: want ≥ 0 (0: %d)", o.MaxPendingCommands, DefaultMaxPendingCommands)
 	case math.IsNaN(o.LoginFailuresPerMinute) || math.IsInf(o.LoginFailuresPerMinute, 0) || o.LoginFailuresPerMinute < 0:
 		return fmt.Errorf("embedded broker: LoginFailuresPerMinute %v: want a finite number ≥ 0 (0: %d)", o.LoginFailuresPerMinute, DefaultLoginFailuresPerMinute)
 	}
@@ -474,6 +537,7 @@ func (b *Broker) Close() error {
 }
 
 func (b *Broker) close() error {
+	b.closeInline()
 	for _, id := range []string{tcpListenerID, tlsListenerID, pipeListenerID} {
 		if l, ok := b.srv.Listeners.Get(id); ok {
 			l.Close(func(string) {})
@@ -492,6 +556,9 @@ func (b *Broker) close() error {
 	b.guard.stop()
 	b.auth.stop()
 	b.limits.stop()
+	if b.cmds != nil {
+		b.cmds.nacks.stop()
+	}
 	return err
 }
 

@@ -265,7 +265,7 @@ func (l guarded) Serve(establish listeners.EstablishFn) {
 	l.Listener.Serve(func(id string, conn net.Conn) error {
 		pc, ok := conn.(*primedConn)
 		if !ok {
-			pc = &primedConn{Conn: conn}
+			pc = newPrimedConn(conn)
 		}
 		if !l.g.serve(pc) {
 			l.lim.done(pc)

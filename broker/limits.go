@@ -370,7 +370,7 @@ func (l limitedListener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		pc := &primedConn{Conn: conn}
+		pc := newPrimedConn(conn)
 		if !l.counted || l.lim.accept(pc) {
 			return pc, nil
 		}
@@ -488,6 +488,20 @@ type primedConn struct {
 	addr        string    // address key, while counted as unauthenticated
 	since       time.Time // when it was counted
 	established atomic.Bool
+	// closed is closed at the first Close: the command hook's waits on a
+	// connection whose read loop they hold up end with it.
+	closed    chan struct{}
+	closeOnce sync.Once
+}
+
+func newPrimedConn(conn net.Conn) *primedConn {
+	return &primedConn{Conn: conn, closed: make(chan struct{})}
+}
+
+// Close closes the connection and closed.
+func (c *primedConn) Close() error {
+	c.closeOnce.Do(func() { close(c.closed) })
+	return c.Conn.Close()
 }
 
 func (c *primedConn) Read(p []byte) (int, error) {

@@ -28,6 +28,10 @@ type deviceQueue struct {
 	waiting []*task // accepted, not started, in order
 	current *task   // being attempted, or nil
 	wake    chan struct{}
+	// running: the worker goroutine is running. It starts with the first
+	// command and ends when the queue is empty, so that a device costs a
+	// goroutine only while it has work (see startWorkerLocked).
+	running bool
 
 	state     map[string]any // last reported state, merged
 	available *bool          // last availability, nil if never reported
@@ -165,6 +169,7 @@ func (q *deviceQueue) restore(ops []devices.Op) {
 		}
 		q.waiting = slices.Insert(q.waiting, i, t)
 	}
+	q.startWorkerLocked()
 	q.mu.Unlock()
 	signal(q.wake)
 }
@@ -180,12 +185,48 @@ func (q *deviceQueue) forget(ops []devices.Op) {
 }
 
 // push queues a stored op behind the device's earlier commands.
-func (q *deviceQueue) push(op devices.Op) {
+func (q *deviceQueue) push(op devices.Op) { q.pushTask(op, false) }
+
+// pushResumed queues an op resumed from the store after a restart. Its
+// queued result, if the device sleeps, counts as announced: the sender
+// heard "accepted" before the restart, and "queued" too unless the restart
+// came within moments of it; a restart with many commands pending for
+// sleeping devices would otherwise publish a queued result for each of
+// them, ahead of the live traffic. Once delivered at a wake and still pending, it is announced
+// again at the next sleep, like any other.
+func (q *deviceQueue) pushResumed(op devices.Op) { q.pushTask(op, true) }
+
+func (q *deviceQueue) pushTask(op devices.Op, announced bool) {
 	q.mu.Lock()
 	q.pushed++
-	q.waiting = append(q.waiting, &task{op: op, cancel: make(chan struct{}), order: q.pushed})
+	q.waiting = append(q.waiting, &task{op: op, cancel: make(chan struct{}), order: q.pushed, announced: announced})
+	q.startWorkerLocked()
 	q.mu.Unlock()
 	signal(q.wake)
+}
+
+// startWorkerLocked starts the device's worker unless it runs already or
+// the dispatcher is stopping (the commands then stay pending in the
+// store). Called with q.mu held, from the dispatcher's Run goroutine (the
+// intake and resume), the only one that starts workers.
+func (q *deviceQueue) startWorkerLocked() {
+	ctx := q.d.workCtx
+	if q.running || ctx == nil || ctx.Err() != nil {
+		return
+	}
+	q.running = true
+	q.d.workers.Go(func() { q.run(ctx) })
+}
+
+// idleLocked reports whether the queue has no command left, and if so
+// marks the worker as ended: the next push starts a new one. Called with
+// q.mu held by the worker.
+func (q *deviceQueue) idleLocked() bool {
+	if len(q.waiting) > 0 || q.current != nil {
+		return false
+	}
+	q.running = false
+	return true
 }
 
 // end ends t in favour of the op byOpID. Called with q.mu held.
@@ -214,8 +255,8 @@ func supersededBy(op devices.Op, byOpID string, now time.Time) devices.Op {
 	return op
 }
 
-// run is the device's worker: it attempts one command at a time until ctx
-// is cancelled.
+// run is the device's worker: it attempts one command at a time until the
+// queue is empty or ctx is cancelled.
 func (q *deviceQueue) run(ctx context.Context) {
 	if q.dev.Sleep.Sleepy {
 		q.runSleepy(ctx)
@@ -230,15 +271,11 @@ func (q *deviceQueue) run(ctx context.Context) {
 			q.waiting = q.waiting[1:]
 			q.current = t
 		}
-		q.mu.Unlock()
-		if t == nil {
-			select {
-			case <-q.wake:
-				continue
-			case <-ctx.Done():
-				return
-			}
+		if t == nil && q.idleLocked() {
+			q.mu.Unlock()
+			return // the next command starts the worker again
 		}
+		q.mu.Unlock()
 		q.execute(ctx, t)
 		q.mu.Lock()
 		q.current = nil

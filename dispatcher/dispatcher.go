@@ -276,6 +276,12 @@ type Dispatcher struct {
 
 	stopped chan struct{} // closed when Run stops taking commands
 
+	// workCtx is Run's context, set before it resumes anything; workers
+	// are the device workers it started (see startWorkerLocked). Both
+	// are used only from Run's goroutine, except workers.Done.
+	workCtx context.Context
+	workers sync.WaitGroup
+
 	notifiers []*notifyQueue // one per notify service, in Options order
 	notifyTTL time.Duration
 }
@@ -369,7 +375,7 @@ func New(opts Options) (*Dispatcher, error) {
 		}
 		d.devices[dev.ID] = newDeviceQueue(d, dev, svc)
 	}
-	d.out = newOutbox(opts.Publisher, d.log)
+	d.out = newOutbox(d.prefix, opts.Publisher, d.log)
 	d.saver = newStateSaver(opts.Journal, d.log)
 	return d, nil
 }
@@ -398,13 +404,14 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	for _, q := range d.notifiers {
 		wg.Go(func() { d.runNotifier(ctx, q) })
 	}
+	// A device's worker runs only while it has commands: resume and the
+	// intake start it.
+	d.workCtx = ctx
 	d.resume(pending)
-	for _, q := range d.devices {
-		wg.Go(func() { q.run(ctx) })
-	}
 	d.runIntake(ctx)
 	close(d.stopped)
 	wg.Wait()
+	d.workers.Wait()
 	stopOut()
 	<-outDone
 	return nil

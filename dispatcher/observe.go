@@ -146,7 +146,7 @@ func (d *Dispatcher) resume(pending []devices.Op) {
 			superseded := q.supersede(op, now)
 			q.forget(superseded) // saved below; a failure there is logged, not undone
 			ended = append(ended, superseded...)
-			q.push(op)
+			q.pushResumed(op)
 			continue
 		}
 		op.UpdatedAt = now

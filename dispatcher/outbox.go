@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"hash/fnv"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 )
@@ -22,16 +24,34 @@ const retryPublishAfter = time.Second
 // later one; waits for a reconnect do not count.
 const maxPublishTries = 5
 
-// outbox publishes Hearth's own messages from one goroutine, in the order
-// they were pushed, so that the results of one command never overtake each
-// other and a result never overtakes the state that confirmed it. A
-// retained mirror (device state, availability) queued again while waiting
-// keeps its place and takes the newest payload. Pushing never blocks: a producer
-// (the intake, a device worker, the MQTT connection's OnConnect) must never
-// wait for the connection it may be the one to restore. While the
-// connection is down the outbox holds its messages; results are bounded by
-// the commands in flight, mirrors by the number of devices.
+// outboxLanes is how many publishes the outbox keeps in flight at once:
+// one per lane. A broker's Receive Maximum below it (Mosquitto's
+// max_inflight_messages is 20 by default) holds the excess in the
+// MQTT client until a PUBACK frees a slot.
+const outboxLanes = 32
+
+// outbox publishes Hearth's own messages, in the order they were pushed
+// per device, so that the results of one command never overtake each
+// other and a result never overtakes the state that confirmed it; messages
+// of different devices go out side by side, in lanes: a topic's lane is
+// chosen by the first level below the prefix (the device, "services" or
+// "notifications"), and each lane publishes one message at a time and
+// waits for its PUBACK. A retained mirror (device state, availability)
+// queued again while waiting keeps its place and takes the newest payload,
+// so a mirror replaced before it went out never goes out. Pushing never
+// blocks: a producer (the intake, a device worker, the MQTT connection's
+// OnConnect) must never wait for the connection it may be the one to
+// restore. While the connection is down the outbox holds its messages;
+// results are bounded by the commands in flight, mirrors by the number of
+// devices.
 type outbox struct {
+	prefix string // topics' prefix and its slash: "hearth/"
+	lanes  []*lane
+}
+
+// lane is one ordered queue of the outbox and the goroutine that
+// publishes it.
+type lane struct {
 	pub Publisher
 	log *slog.Logger
 
@@ -48,39 +68,74 @@ type outMsg struct {
 	retained bool
 }
 
-func newOutbox(pub Publisher, log *slog.Logger) *outbox {
-	return &outbox{pub: pub, log: log, mirrors: map[string][]byte{},
-		wake: make(chan struct{}, 1), up: make(chan struct{}, 1)}
+func newOutbox(prefix string, pub Publisher, log *slog.Logger) *outbox {
+	o := &outbox{prefix: prefix + "/", lanes: make([]*lane, outboxLanes)}
+	for i := range o.lanes {
+		o.lanes[i] = &lane{pub: pub, log: log, mirrors: map[string][]byte{},
+			wake: make(chan struct{}, 1), up: make(chan struct{}, 1)}
+	}
+	return o
+}
+
+// lane returns the lane of topic: messages on the same first level below
+// the prefix share one.
+func (o *outbox) lane(topic string) *lane {
+	key, _ := strings.CutPrefix(topic, o.prefix)
+	if i := strings.IndexByte(key, '/'); i >= 0 {
+		key = key[:i]
+	}
+	h := fnv.New32a()
+	h.Write([]byte(key))
+	return o.lanes[h.Sum32()%uint32(len(o.lanes))]
 }
 
 // push queues v, JSON-encoded, for topic at QoS 1; see pushRaw.
 func (o *outbox) push(topic string, v any, retained bool) {
+	l := o.lane(topic)
 	b, err := json.Marshal(v)
 	if err != nil {
-		o.log.Error("encode message", "topic", topic, "err", err)
+		l.log.Error("encode message", "topic", topic, "err", err)
 		return
 	}
-	o.pushRaw(topic, b, retained)
+	l.push(topic, b, retained)
 }
 
 // pushRaw queues payload for topic at QoS 1. A retained message replaces
 // any queued retained message for the same topic.
 func (o *outbox) pushRaw(topic string, payload []byte, retained bool) {
-	o.mu.Lock()
+	o.lane(topic).push(topic, payload, retained)
+}
+
+func (l *lane) push(topic string, payload []byte, retained bool) {
+	l.mu.Lock()
 	if retained {
-		if _, queued := o.mirrors[topic]; !queued {
-			o.queue = append(o.queue, outMsg{topic: topic, retained: true})
+		if _, queued := l.mirrors[topic]; !queued {
+			l.queue = append(l.queue, outMsg{topic: topic, retained: true})
 		}
-		o.mirrors[topic] = payload
+		l.mirrors[topic] = payload
 	} else {
-		o.queue = append(o.queue, outMsg{topic, payload, false})
+		l.queue = append(l.queue, outMsg{topic, payload, false})
 	}
-	o.mu.Unlock()
-	signal(o.wake)
+	l.mu.Unlock()
+	signal(l.wake)
 }
 
 // kick tells a waiting outbox that the connection is back.
-func (o *outbox) kick() { signal(o.up) }
+func (o *outbox) kick() {
+	for _, l := range o.lanes {
+		signal(l.up)
+	}
+}
+
+// run publishes every lane until ctx ends, then drains them (see drain),
+// side by side, and returns when all are done.
+func (o *outbox) run(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, l := range o.lanes {
+		wg.Go(func() { l.run(ctx) })
+	}
+	wg.Wait()
+}
 
 func signal(ch chan struct{}) {
 	select {
@@ -90,50 +145,50 @@ func signal(ch chan struct{}) {
 }
 
 // requeue puts m back at the head of its queue.
-func (o *outbox) requeue(m outMsg) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
+func (l *lane) requeue(m outMsg) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	if m.retained {
-		if _, newer := o.mirrors[m.topic]; newer {
+		if _, newer := l.mirrors[m.topic]; newer {
 			return // a newer payload is queued already
 		}
-		o.mirrors[m.topic] = m.payload
+		l.mirrors[m.topic] = m.payload
 		m.payload = nil
 	}
-	o.queue = append([]outMsg{m}, o.queue...)
+	l.queue = append([]outMsg{m}, l.queue...)
 }
 
 // next takes the oldest queued message.
-func (o *outbox) next() (outMsg, bool) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if len(o.queue) == 0 {
+func (l *lane) next() (outMsg, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.queue) == 0 {
 		return outMsg{}, false
 	}
-	m := o.queue[0]
-	o.queue[0] = outMsg{}
-	o.queue = o.queue[1:]
+	m := l.queue[0]
+	l.queue[0] = outMsg{}
+	l.queue = l.queue[1:]
 	if m.retained {
-		m.payload = o.mirrors[m.topic]
-		delete(o.mirrors, m.topic)
+		m.payload = l.mirrors[m.topic]
+		delete(l.mirrors, m.topic)
 	}
 	return m, true
 }
 
-func (o *outbox) run(ctx context.Context) {
+func (l *lane) run(ctx context.Context) {
 	for {
 		if ctx.Err() != nil {
-			o.drain()
+			l.drain()
 			return
 		}
-		if m, ok := o.next(); ok {
-			o.publish(ctx, m)
+		if m, ok := l.next(); ok {
+			l.publish(ctx, m)
 			continue
 		}
 		select {
-		case <-o.wake:
+		case <-l.wake:
 		case <-ctx.Done():
-			o.drain()
+			l.drain()
 			return
 		}
 	}
@@ -142,33 +197,33 @@ func (o *outbox) run(ctx context.Context) {
 // publish sends m until it is out, refused for good, tried maxPublishTries
 // times, or ctx ends. While the connection is down it waits for kick; after
 // any other failure it tries again a second later (or at once on kick).
-func (o *outbox) publish(ctx context.Context, m outMsg) {
+func (l *lane) publish(ctx context.Context, m outMsg) {
 	failures := 0
 	for {
-		err := o.publishOnce(ctx, m)
+		err := l.publishOnce(ctx, m)
 		switch {
 		case err == nil:
 			return
 		case ctx.Err() != nil:
-			o.requeue(m) // stopping: drain tries it once more
+			l.requeue(m) // stopping: drain tries it once more
 			return
 		case permanent(err):
-			o.log.Error("publish refused by the broker; dropped", "topic", m.topic, "err", err)
+			l.log.Error("publish refused by the broker; dropped", "topic", m.topic, "err", err)
 			return
 		case notSent(err), deliveryUnknown(err):
 			select {
-			case <-o.up:
+			case <-l.up:
 			case <-ctx.Done():
 				return
 			}
 		case failures+1 >= maxPublishTries:
-			o.log.Error("publish failed; dropped after retries", "topic", m.topic, "tries", maxPublishTries, "err", err)
+			l.log.Error("publish failed; dropped after retries", "topic", m.topic, "tries", maxPublishTries, "err", err)
 			return
 		default:
 			failures++
-			o.log.Warn("publish failed; retrying", "topic", m.topic, "err", err)
+			l.log.Warn("publish failed; retrying", "topic", m.topic, "err", err)
 			select {
-			case <-o.up:
+			case <-l.up:
 			case <-time.After(retryPublishAfter):
 			case <-ctx.Done():
 				return
@@ -184,7 +239,7 @@ const stopGrace = 2 * time.Second
 
 // publishOnce publishes m and waits for its PUBACK, up to publishTimeout,
 // or stopGrace after ctx ends.
-func (o *outbox) publishOnce(ctx context.Context, m outMsg) error {
+func (l *lane) publishOnce(ctx context.Context, m outMsg) error {
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), publishTimeout)
 	defer cancel()
 	finished := make(chan struct{})
@@ -199,7 +254,7 @@ func (o *outbox) publishOnce(ctx context.Context, m outMsg) error {
 		}
 	})
 	defer stop()
-	return o.pub.Publish(pctx, m.topic, 1, m.retained, m.payload)
+	return l.pub.Publish(pctx, m.topic, 1, m.retained, m.payload)
 }
 
 // permanent reports whether err says the broker refused the message for
@@ -212,16 +267,16 @@ func permanent(err error) bool {
 
 // drain publishes what is still queued at shutdown, for at most two
 // seconds, so the last results go out before the offline announcement.
-func (o *outbox) drain() {
+func (l *lane) drain() {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	for {
-		m, ok := o.next()
+		m, ok := l.next()
 		if !ok {
 			return
 		}
-		if err := o.pub.Publish(ctx, m.topic, 1, m.retained, m.payload); err != nil {
-			o.log.Warn("shutdown: unpublished messages dropped", "topic", m.topic, "err", err)
+		if err := l.pub.Publish(ctx, m.topic, 1, m.retained, m.payload); err != nil {
+			l.log.Warn("shutdown: unpublished messages dropped", "topic", m.topic, "err", err)
 			return
 		}
 	}

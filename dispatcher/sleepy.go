@@ -129,6 +129,10 @@ func (q *deviceQueue) runSleepy(ctx context.Context) {
 		}
 		clear(q.waiting[len(keep):])
 		q.waiting = keep
+		if q.idleLocked() {
+			q.mu.Unlock()
+			return // the next command starts the worker again
+		}
 		tasks := slices.Clone(q.waiting)
 		q.mu.Unlock()
 

@@ -83,9 +83,9 @@ func TestForgedReportConfirmsNothing(t *testing.T) {
 
 	forged := `{"state":"LOCK","lock_state":"locked"}`
 	refusedPublish(t, "the phone", phone, "zigbee2mqtt/Front Door", forged, false)
-	// Hearth's account may publish anywhere; a second connection with it
-	// (Hearth's own subscriptions do not hear its own connection) plays
-	// anyone the ACL lets onto the bridge's topic who is not the bridge.
+	// Hearth's account may publish anywhere; a connection with it (Hearth
+	// itself has none: its link is inline) plays anyone the ACL lets onto
+	// the bridge's topic who is not the bridge.
 	other := h.v5Client("not-the-bridge", login{config.InternalUsername, h.d.internalPassword})
 	if _, err := other.c.Publish(ctxFor(t), &paho5.Publish{Topic: "zigbee2mqtt/Front Door", QoS: 1, Payload: []byte(forged)}); err != nil {
 		t.Fatal(err)

@@ -10,7 +10,6 @@ import (
 	"github.com/hearthd/hearth/config"
 	"github.com/hearthd/hearth/devices"
 	"github.com/hearthd/hearth/dispatcher"
-	"github.com/hearthd/hearth/protocols/mqtt"
 )
 
 // rules maps the configured automations to the engine's rules, field by
@@ -66,7 +65,7 @@ func rules(cfg []config.Automation) []automations.Rule {
 // outbox, and publishes straight to the broker.
 type actuator struct {
 	disp *dispatcher.Dispatcher
-	conn *mqtt.Conn
+	conn link
 	log  *slog.Logger
 }
 

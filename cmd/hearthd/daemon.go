@@ -61,7 +61,8 @@ type daemon struct {
 	log     *slog.Logger
 	store   *store.Store
 	broker  *broker.Broker // nil when an external broker is used
-	conn    *mqtt.Conn
+	intake  *intake
+	conn    link // inline in the embedded broker, or a Conn to an external one
 	disp    *dispatcher.Dispatcher
 	health  *health.Checker
 	metrics *health.Metrics
@@ -87,8 +88,11 @@ type daemon struct {
 	// reload; random draws the secrets of accounts a reload adds.
 	credentialsPath string
 	random          io.Reader
-	// internalPassword is the password Hearth connects to its embedded
-	// broker with, as config.InternalUsername; drawn at every start.
+	// internalPassword is the password of Hearth's own account on its
+	// embedded broker, config.InternalUsername; drawn at every start and
+	// told nobody. Hearth's traffic is inline and logs in with no
+	// account; the account keeps the broker's user table from being empty
+	// (which would admit everyone) and Hearth's client ID reserved.
 	internalPassword string
 	// clientID and hearthUsername are Hearth's MQTT client ID and
 	// username (config.InternalUsername with the embedded broker).
@@ -154,10 +158,12 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 	}
 	d.mqttAuth.Store(auth)
 	d.onReload = append(d.onReload, d.setPrincipals)
+	// The intake exists before the embedded broker, which hands it
+	// commands from its start; it lets them through once the dispatcher
+	// runs.
+	d.intake = newIntake(cfg.Prefix, log)
 	if d.brokerURL == "" {
-		// Hearth connects to its own broker with its own credentials,
-		// with or without principals, so that a reload that adds
-		// principals keeps it connected.
+		// Hearth's own account, with or without principals.
 		d.internalPassword = newInternalPassword()
 		username, password = config.InternalUsername, d.internalPassword
 		var mqtts *tls.Config
@@ -183,7 +189,8 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 			MaxUnauthenticated:     cfg.MQTT.MaxUnauthenticated,
 			MaxKeepAlive:           cfg.MQTT.MaxClientKeepAlive,
 			LoginFailuresPerMinute: cfg.MQTT.LoginFailuresPerMinute,
-			Exempt:                 []string{clientID}, // hearthd is never locked out of its own broker
+			// Hearth's link is inline: it never CONNECTs, so no client ID
+			// is exempt from the accept guard.
 			// The accept guard measures load on the host, in real time,
 			// not on dp.clock: tests hold dp.clock still while hearthd,
 			// the simulator and the automation connect, and a token
@@ -208,6 +215,13 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 				return denied
 			},
 			OnConnect: bm.connect,
+			// Commands go straight to the intake, which acks each once
+			// the dispatcher has stored (or rejected) it: a PUBACK from
+			// this broker means stored. A publisher that outruns the
+			// intake is slowed at the broker's per-client cap, never
+			// dropped.
+			CommandFilter: cfg.Prefix + "/+/set",
+			OnCommand:     d.intake.command,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("%w (choose another address with -mqtt-listen or mqtt.listen, or use an external broker with -mqtt-url)", err)
@@ -230,11 +244,9 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 		return nil, err
 	}
 	var disp *dispatcher.Dispatcher
-	var sessionExpiry time.Duration
-	if d.broker == nil {
-		sessionExpiry = cfg.MQTT.SessionExpiry
-	}
-	d.conn = mqtt.New(mqtt.Options{
+	// Inline with the embedded broker (see link.go): OnSession and
+	// OnConnect run once, at Run.
+	d.conn = newLink(d.broker, mqtt.Options{
 		URL:       d.brokerURL,
 		ClientID:  clientID,
 		Username:  username,
@@ -243,9 +255,9 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 		KeepAlive: cfg.MQTT.KeepAlive,
 		Reconnect: cfg.MQTT.Reconnect,
 
-		// Only an external broker outlives hearthd, and can keep
-		// commands published while it is away.
-		SessionExpiry: sessionExpiry,
+		// An external broker's: it outlives hearthd and keeps the commands
+		// published while Hearth is away. Inline has no session.
+		SessionExpiry: cfg.MQTT.SessionExpiry,
 		Status: mqtt.Announcement{
 			Topic:   cfg.Prefix + "/bridge/state",
 			Online:  "online",
@@ -415,21 +427,21 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 	disp.Restore(restored)
 
 	// Subscriptions are registered before the first connect, which makes
-	// them: the intake, then every bridge.
-	intake := newIntake(cfg.Prefix, disp, log)
+	// them: the intake's (with an external broker), then every bridge.
 	if d.broker != nil {
-		// Only the embedded broker's stamp can be trusted: on an
-		// external broker anyone can set the property.
-		intake.principal = func(m mqtt.Message) string { return d.mqttAuth.Load().principal(m) }
+		// The embedded broker verified the username it hands over with
+		// each command; it no longer routes commands to subscribers, so
+		// Hearth does not subscribe to them.
+		d.intake.principalOf = func(username string) string { return d.mqttAuth.Load().principalOf(username) }
 	} else {
 		// An external broker tells nobody who published; its ACL is what
 		// keeps <prefix>/+/set to the accounts allowed there. Without
 		// principals in the file, what comes through it is the generated
 		// principal's.
-		intake.principal = func(mqtt.Message) string { return d.mqttAuth.Load().external }
-	}
-	if err := d.conn.SubscribeManualAck(context.Background(), cfg.Prefix+"/+/set", 1, intake.handle); err != nil {
-		return nil, err
+		d.intake.principal = func(mqtt.Message) string { return d.mqttAuth.Load().external }
+		if err := d.conn.SubscribeManualAck(context.Background(), cfg.Prefix+"/+/set", 1, d.intake.handle); err != nil {
+			return nil, err
+		}
 	}
 	sink := reports{Dispatcher: disp, engine: d.engine}
 	for _, start := range adapters {
@@ -480,6 +492,7 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 	dispCtx, d.stopDisp = context.WithCancel(context.Background())
 	connCtx, d.stopConn = context.WithCancel(context.Background())
 	d.dispDone, d.connDone, d.httpDone = make(chan struct{}), make(chan struct{}), make(chan struct{})
+	d.intake.open(disp)
 	go func() {
 		defer close(d.dispDone)
 		if err := disp.Run(dispCtx); err != nil {
@@ -541,13 +554,17 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 	return d, nil
 }
 
-// stop shuts down in reverse dependency order: no new commands, the
-// dispatcher (pending commands stay stored), the MQTT connection (which
-// announces offline), HTTP, the embedded broker, the store.
+// stop shuts down in reverse dependency order: no new commands (one the
+// intake has not handed to the dispatcher is never acked), the dispatcher (pending commands stay
+// stored), the MQTT connection (which announces offline), HTTP, the
+// embedded broker, the store.
 func (d *daemon) stop() {
 	d.stopOnce.Do(func() {
 		if d.beforeStop != nil {
 			d.beforeStop()
+		}
+		if d.intake != nil {
+			d.intake.stop()
 		}
 		if d.stopDisp != nil {
 			d.stopDisp()

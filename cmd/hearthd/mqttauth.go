@@ -6,13 +6,14 @@ import (
 
 	"github.com/hearthd/hearth/acl"
 	"github.com/hearthd/hearth/config"
-	"github.com/hearthd/hearth/protocols/mqtt"
 )
 
 // usernameProperty is the MQTT 5 user property in which the embedded
 // broker tells subscribers the username that published a message
-// (broker.Options.StampUsernameProperty): the intake maps it to the
-// principal that sent a command.
+// (broker.Options.StampUsernameProperty): the bridge adapters trust a
+// report only with their bridge's account in it. (Commands need no stamp:
+// the broker hands them to the intake with the publisher's username,
+// broker.Command.Username.)
 const usernameProperty = "hearth-username"
 
 // mqttAuth is who is who on the embedded broker, rebuilt from the
@@ -63,14 +64,10 @@ func (a *mqttAuth) denies(username, topic string) bool {
 	return !a.table.MayPublish(username, topic)
 }
 
-// principal returns the name of the principal that published m, by the
-// embedded broker's stamp; "" for anyone else: a broker user, an
-// anonymous client, Hearth itself.
-func (a *mqttAuth) principal(m mqtt.Message) string {
-	username, ok := m.UserProperty(usernameProperty)
-	if !ok {
-		return ""
-	}
+// principalOf returns the name of the principal whose MQTT username the
+// embedded broker verified (broker.Command.Username); "" for anyone else:
+// a broker user, an anonymous client (""), Hearth itself.
+func (a *mqttAuth) principalOf(username string) string {
 	return a.principals[username]
 }
 

@@ -64,7 +64,7 @@ func TestCommandsCarryThePrincipalThatPublishedThem(t *testing.T) {
 		SetUsername(bridgeLogin.username).SetPassword(bridgeLogin.password).
 		SetProtocolVersion(4).SetAutoReconnect(false).SetConnectRetry(false))
 	if tok := thief.Connect(); !tok.WaitTimeout(eventWait) || tok.(*paho.ConnectToken).ReturnCode() != 0x05 {
-		t.Errorf("a bridge user with hearthd's client ID: return code %d; want 5 (not authorized): it must not take hearthd's session over",
+		t.Errorf("a bridge user with hearthd's client ID: return code %d; want 5 (not authorized): hearthd's client ID is its account's",
 			tok.(*paho.ConnectToken).ReturnCode())
 	}
 

@@ -10,6 +10,7 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
+	"github.com/hearthd/hearth/broker"
 	"github.com/hearthd/hearth/devices"
 	"github.com/hearthd/hearth/store"
 )
@@ -262,5 +263,46 @@ func TestSleepyUnansweredRequestWaitsForTheNextWake(t *testing.T) {
 	r := h.await(func(r devices.Result) bool { return r.OpID == "late" && r.Status.Terminal() }, "late's end")
 	if r.Status != devices.Succeeded || r.Attempts != 2 {
 		t.Errorf("late: %s/%s after %d attempts; want succeeded after 2", r.Status, r.Reason, r.Attempts)
+	}
+}
+
+// After a restart, a command still waiting for a sleeping device is not
+// announced as queued a second time: its sender heard accepted and queued
+// before the restart, and with many such commands the repeats would go out
+// ahead of live traffic. A command accepted after the restart is announced.
+func TestSleepyResumedCommandIsNotAnnouncedQueuedAgain(t *testing.T) {
+	dir := t.TempDir()
+	// The broker outlives hearthd, so the automation hears whatever the
+	// restarted hearthd publishes from its first moment.
+	b, err := broker.Start(broker.Options{Listen: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	h := newHarness(t, harnessOptions{dataDir: dir, config: sleepyConfig, brokerURL: b.URL()})
+	h.publish("radiator", `{"current_heating_setpoint":21,"op_id":"t21","ttl":"1h"}`)
+	if r := h.result("t21"); r.Status != devices.Accepted {
+		t.Fatalf("t21: %s/%s; want accepted", r.Status, r.Reason)
+	}
+	if r := h.result("t21"); r.Status != devices.Queued {
+		t.Fatalf("t21: %s/%s; want queued", r.Status, r.Reason)
+	}
+	clock := h.clock
+	h.stopHearth()
+
+	h2 := newHarness(t, harnessOptions{dataDir: dir, clock: clock, config: sleepyConfig, brokerURL: b.URL(), automation: h})
+	// Another attribute, so that t21 is not superseded. Its queued result
+	// comes from the same device worker, after any of t21's.
+	h2.publish("radiator", `{"occupied_heating_setpoint":19,"op_id":"o19","ttl":"1h"}`)
+	if r := h2.result("o19"); r.Status != devices.Accepted {
+		t.Fatalf("o19: %s/%s; want accepted", r.Status, r.Reason)
+	}
+	if r := h2.result("o19"); r.Status != devices.Queued {
+		t.Fatalf("o19: %s/%s; want queued", r.Status, r.Reason)
+	}
+	for _, r := range h2.backlog {
+		if r.OpID == "t21" {
+			t.Errorf("after the restart t21 was announced again: %s/%s", r.Status, r.Reason)
+		}
 	}
 }

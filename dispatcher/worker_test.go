@@ -1,0 +1,54 @@
+package dispatcher
+
+import (
+	"testing"
+
+	"github.com/hearthd/hearth/devices"
+)
+
+// workerRunning reports whether the radiator's worker goroutine runs.
+func (r *r4Rig) workerRunning() bool {
+	q := r.d.devices["radiator"]
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.running
+}
+
+// A device costs a worker goroutine only while it has commands: none
+// before the first, none once its last has ended, and the next command
+// starts one again and is carried out.
+func TestDeviceWorkerRunsOnlyWhileTheDeviceHasCommands(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		awake bool
+	}{{"always listening", true}, {"sleepy", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := startR4(t, r4Options{awake: tc.awake})
+			if r.workerRunning() {
+				t.Fatal("a worker runs before the device has any command")
+			}
+			for i, c := range []struct{ opID, payload string }{
+				{"first", `{"current_heating_setpoint":20,"op_id":"first"}`},
+				{"second", `{"current_heating_setpoint":21,"op_id":"second"}`},
+			} {
+				r.submit(c.payload)
+				r.status(c.opID, devices.Accepted)
+				if !tc.awake && i == 0 {
+					// Asleep until its check-in; for the second command
+					// it is still awake (the clock stands still).
+					r.status(c.opID, devices.Queued)
+					r.report(map[string]any{"current_heating_setpoint": 16.0})
+				}
+				m := r.next()
+				if m.verb != "set" {
+					t.Fatalf("%s: a %s reached the bridge; want its set", c.opID, m.verb)
+				}
+				r.report(map[string]any{"current_heating_setpoint": m.target["current_heating_setpoint"]})
+				if res := r.await(c.opID+" terminal", func(res devices.Result) bool { return res.OpID == c.opID && res.Status.Terminal() }); res.Status != devices.Succeeded {
+					t.Fatalf("%s: %s/%s; want succeeded", c.opID, res.Status, res.Reason)
+				}
+				r.eventually("the worker to end after "+c.opID, func() bool { return !r.workerRunning() })
+			}
+		})
+	}
+}
