@@ -233,14 +233,7 @@ func TestDeploymentSetsNoAllowAnonymous(t *testing.T) {
 // Mosquitto admits only accounts, from the dynamic-security JSON that
 // hearth-init writes.
 func TestMosquittoConfLoadsTheDynamicSecurityPluginAndNoAnonymous(t *testing.T) {
-	conf := map[string][]string{}
-	for _, line := range strings.Split(readFile(t, "deploy/mosquitto/mosquitto.conf"), "\n") {
-		f := strings.Fields(line)
-		if len(f) == 0 || strings.HasPrefix(f[0], "#") {
-			continue
-		}
-		conf[f[0]] = append(conf[f[0]], strings.Join(f[1:], " "))
-	}
+	conf := mosquittoConf(t)
 	for key, want := range map[string]string{
 		"allow_anonymous":        "false",
 		"plugin":                 "/usr/lib/mosquitto_dynamic_security.so",
@@ -258,6 +251,44 @@ func TestMosquittoConfLoadsTheDynamicSecurityPluginAndNoAnonymous(t *testing.T) 
 		if _, ok := conf[l]; ok {
 			t.Errorf("mosquitto.conf has %s: the accounts and ACL are the plugin's", l)
 		}
+	}
+}
+
+// mosquittoConf returns the settings of deploy/mosquitto/mosquitto.conf:
+// each key's values, in file order.
+func mosquittoConf(t *testing.T) map[string][]string {
+	t.Helper()
+	conf := map[string][]string{}
+	for _, line := range strings.Split(readFile(t, "deploy/mosquitto/mosquitto.conf"), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 || strings.HasPrefix(f[0], "#") {
+			continue
+		}
+		conf[f[0]] = append(conf[f[0]], strings.Join(f[1:], " "))
+	}
+	return conf
+}
+
+// Mosquitto keeps Hearth's session and the commands waiting in it, across
+// its own restarts, with room for a backlog, and never cuts the session
+// short behind Hearth's back (README, "Commands sent while Hearth is
+// away").
+func TestMosquittoConfKeepsHearthsSession(t *testing.T) {
+	conf := mosquittoConf(t)
+	for key, want := range map[string]string{
+		"persistence":           "true",
+		"persistence_location":  "/mosquitto/data/",
+		"autosave_interval":     "60",
+		"max_queued_messages":   "10000",
+		"max_inflight_messages": "100",
+		"queue_qos0_messages":   "false",
+	} {
+		if got := conf[key]; !slices.Equal(got, []string{want}) {
+			t.Errorf("mosquitto.conf: %s %v, want %s", key, got, want)
+		}
+	}
+	if got, ok := conf["persistent_client_expiration"]; ok {
+		t.Errorf("mosquitto.conf has persistent_client_expiration %v: Mosquitto would cut Hearth's session to it without telling Hearth", got)
 	}
 }
 

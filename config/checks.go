@@ -68,6 +68,19 @@ func keepAlive(d time.Duration) error {
 	return nil
 }
 
+func sessionExpiry(d time.Duration) error {
+	if d < 0 {
+		return fmt.Errorf("must be 0 (a clean session at every connect) or more, got %s", fmtDuration(d))
+	}
+	if d%time.Second != 0 {
+		return fmt.Errorf("must be whole seconds, as MQTT counts it, got %s", fmtDuration(d))
+	}
+	if d > MaxSessionExpiry {
+		return fmt.Errorf("must be at most %s, as MQTT counts it in 32 bits (its largest value means never), got %s", fmtDuration(MaxSessionExpiry), fmtDuration(d))
+	}
+	return nil
+}
+
 // attempts checks the absolute bounds of max_attempts; checkAttempts
 // checks MaxAttempts, which allow_more_attempts lifts.
 func attempts(n int) error {

@@ -47,6 +47,11 @@ const (
 	// MaxInflight is the largest mqtt.max_inflight: MQTT 5 carries the
 	// Receive Maximum in 16 bits.
 	MaxInflight = 65535
+	// MaxSessionExpiry is the longest mqtt.session_expiry: MQTT 5 carries
+	// the Session Expiry Interval as a 32-bit number of seconds, whose
+	// largest value, 0xFFFFFFFF, means "never expires" (MQTT 5.0
+	// §3.1.2.11.2), which Hearth never asks for.
+	MaxSessionExpiry = (1<<32 - 2) * time.Second
 )
 
 // Config is Hearth's whole configuration. Parse fills what the file leaves
@@ -110,6 +115,15 @@ type MQTT struct {
 	// KeepAlive is the MQTT keep alive: whole seconds, at most MaxKeepAlive.
 	// Default 30s.
 	KeepAlive time.Duration
+	// SessionExpiry is how long an external broker (URL) keeps Hearth's
+	// MQTT session after a connection ends: the command subscription and
+	// the commands published to it meanwhile, delivered when Hearth is
+	// back (a restart of hearthd, of the broker with persistence on, a
+	// network cut). Whole seconds, at most MaxSessionExpiry; 0 starts a
+	// clean session at every connect, and whatever is published while
+	// Hearth is away is lost. Unused with the embedded broker, which
+	// lives and dies with hearthd. Default 5m.
+	SessionExpiry time.Duration
 	// TLS configures the connection to an ssl:// or mqtts:// URL.
 	TLS TLS
 	// MQTTS is the embedded broker's MQTT over TLS listener, beside
@@ -419,6 +433,7 @@ func Default() *Config {
 		MQTT: MQTT{
 			Listen:         "127.0.0.1:1883",
 			KeepAlive:      30 * time.Second,
+			SessionExpiry:  5 * time.Minute,
 			Reconnect:      retry.Backoff{Base: time.Second, Multiplier: 2, Cap: 60 * time.Second},
 			RepublishRate:  100,
 			MaxConnectRate: 100,

@@ -18,7 +18,7 @@ func TestParseErrors(t *testing.T) {
 	}{
 		// Keys.
 		{"unknown top-level key", "prfix: home\n", `hearth.yaml:1: prfix: unknown key (did you mean prefix? known here: prefix, data_dir, defaults, mqtt, http, homeassistant, services, devices, automations, principals)`},
-		{"unknown nested key", "mqtt:\n  tsl: {}\n", `hearth.yaml:2: mqtt.tsl: unknown key (did you mean tls? known here: listen, url, username, password, client_id, keepalive, tls, mqtts, reconnect, republish_rate, max_connect_rate, connect_burst, max_connections, max_inflight, connect_timeout, max_unauthenticated, max_keepalive, login_failures_per_minute, allow_anonymous, allow_anonymous_beyond_loopback, users)`},
+		{"unknown nested key", "mqtt:\n  tsl: {}\n", `hearth.yaml:2: mqtt.tsl: unknown key (did you mean tls? known here: listen, url, username, password, client_id, keepalive, session_expiry, tls, mqtts, reconnect, republish_rate, max_connect_rate, connect_burst, max_connections, max_inflight, connect_timeout, max_unauthenticated, max_keepalive, login_failures_per_minute, allow_anonymous, allow_anonymous_beyond_loopback, users)`},
 		{"unknown device key", z2m + "devices:\n  lamp:\n    class: light\n    colour: red\n", `hearth.yaml:7: devices.lamp.colour: unknown key (known here: service, class, address, ttl, safety, sleepy, wake_interval, awake_window)`},
 		{"unknown key without a near match", "http:\n  port: 80\n", `hearth.yaml:2: http.port: unknown key (known here: listen, allow_anonymous, allow_anonymous_beyond_loopback, tls)`},
 		{"duplicate top-level key", "prefix: a\nprefix: b\n", `hearth.yaml:2: prefix: duplicate key (first at line 1)`},
@@ -52,6 +52,11 @@ func TestParseErrors(t *testing.T) {
 		{"device ttl zero", z2m + "devices:\n  lamp:\n    class: light\n    ttl: 0s\n", `hearth.yaml:7: devices.lamp.ttl: must be positive, got 0s`},
 		{"keepalive fraction of a second", "mqtt:\n  keepalive: 1500ms\n", `hearth.yaml:2: mqtt.keepalive: must be whole seconds, as MQTT counts it, got 1.5s`},
 		{"keepalive over 16 bits", "mqtt:\n  keepalive: 20h\n", `hearth.yaml:2: mqtt.keepalive: must be at most 18h12m15s, as MQTT counts it in 16 bits, got 20h`},
+		{"session expiry negative", "mqtt:\n  url: tcp://broker:1883\n  session_expiry: -1m\n", `hearth.yaml:3: mqtt.session_expiry: must be 0 (a clean session at every connect) or more, got -1m`},
+		{"session expiry fraction of a second", "mqtt:\n  session_expiry: 90500ms\n", `hearth.yaml:2: mqtt.session_expiry: must be whole seconds, as MQTT counts it, got 1m30.5s`},
+		{"session expiry beyond 32 bits", "mqtt:\n  session_expiry: 1193047h\n", `hearth.yaml:2: mqtt.session_expiry: must be at most 1193046h28m14s, as MQTT counts it in 32 bits (its largest value means never), got 1193047h`},
+		{"session expiry without unit", "mqtt:\n  session_expiry: 300\n", `hearth.yaml:2: mqtt.session_expiry: want a duration, got 300 (no unit); use a Go duration such as 10s`},
+		{"session expiry as a word", "mqtt:\n  session_expiry: forever\n", `hearth.yaml:2: mqtt.session_expiry: want a duration, got "forever"; use a Go duration such as 10s`},
 		{"attempt timeout zero", z2m + "    retry:\n      attempt_timeout: 0s\n", `hearth.yaml:5: services.zigbee.retry.attempt_timeout: must be positive, got 0s`},
 
 		// Ranges and backoff.

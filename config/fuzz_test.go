@@ -17,6 +17,7 @@ func FuzzParse(f *testing.F) {
 		f.Add(data)
 	}
 	f.Add([]byte("mqtt: {listen: '0.0.0.0:1883', allow_anonymous: true}\n"))
+	f.Add([]byte("mqtt: {url: 'tcp://broker:1883', session_expiry: 1193046h28m14s}\n"))
 	f.Add([]byte("mqtt: {allow_anonymous: true, mqtts: {listen: ':8883', cert_file: c.pem}}\nhttp: {tls: {key_file: k.pem}}\n"))
 	f.Add([]byte("services:\n  z:\n    protocol: zigbee2mqtt\n    mqtt_username: z\n    client_id: c\nmqtt:\n  users:\n    u: {password: 12345678, publish: ['a/+/#']}\n"))
 	f.Add([]byte("principals:\n  p:\n    http_token: 0123456789abcdef\n    mqtt_publish: ['#']\n    allow: {'*': ['*']}\n"))

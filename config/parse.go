@@ -72,6 +72,7 @@ func (c *Config) schema() []field {
 			value("password", &m.Password),
 			value("client_id", &m.ClientID),
 			value("keepalive", &m.KeepAlive, keepAlive),
+			value("session_expiry", &m.SessionExpiry, sessionExpiry),
 			section("tls",
 				value("ca_file", &m.TLS.CAFile),
 				value("cert_file", &m.TLS.CertFile),

@@ -254,6 +254,10 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 		TLS:       tlsConf,
 		KeepAlive: cfg.MQTT.KeepAlive,
 		Reconnect: cfg.MQTT.Reconnect,
+
+		// An external broker's: it outlives hearthd and keeps the commands
+		// published while Hearth is away. Inline has no session.
+		SessionExpiry: cfg.MQTT.SessionExpiry,
 		Status: mqtt.Announcement{
 			Topic:   cfg.Prefix + "/bridge/state",
 			Online:  "online",

@@ -131,6 +131,8 @@ type harnessOptions struct {
 	simLogin, automationLogin login
 	// httpLimits shortens the HTTP server's timeouts; zero: the defaults.
 	httpLimits httpLimits
+	// logger is hearthd's log; nil: testLogger.
+	logger *slog.Logger
 }
 
 // login is an MQTT username and password.
@@ -166,7 +168,10 @@ func newHarness(t testing.TB, o harnessOptions) *harness {
 	if o.rand == nil {
 		o.rand = ceilingRand{}
 	}
-	h.d, err = start(cfg, deps{clock: o.clock, rand: o.rand, connRand: ceilingRand{}, logger: testLogger(t), httpLimits: o.httpLimits})
+	if o.logger == nil {
+		o.logger = testLogger(t)
+	}
+	h.d, err = start(cfg, deps{clock: o.clock, rand: o.rand, connRand: ceilingRand{}, logger: o.logger, httpLimits: o.httpLimits})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,21 @@
 // bridge retains its reports still sends news. Every subscription also
 // sets "No Local", so Hearth never receives its own publishes back.
 //
+// With Options.SessionExpiry the broker keeps a session for Hearth across
+// a gap (Clean Start 0 and a Session Expiry Interval, MQTT 5.0 §3.1.2.4,
+// §3.1.2.11.2): the command subscriptions and the commands published to
+// them while Hearth is away, which it delivers when Hearth is back. Only
+// commands: every other subscription is made at QoS 0, which a broker does
+// not queue for an absent client, because a bridge's report hours old
+// would arrive as if live; what Hearth missed there it learns from the
+// retained messages replayed on subscribe. The client side of the session
+// is never kept: every connection starts paho's session state afresh, so a
+// publish of Hearth's left unacknowledged by a lost connection is not sent
+// again behind its caller's back (the caller got a LostError and decides).
+// The CONNACK says what the broker granted: less than asked, or a reconnect
+// that finds no session although one should be there, is logged as a
+// warning saying what it means for lost commands.
+//
 // It never interprets topics or payloads: the bridge adapters and the
 // intake do. It imports retry of Hearth's and nothing else.
 package mqtt
@@ -36,6 +51,7 @@ import (
 	"github.com/eclipse/paho.golang/packets"
 	"github.com/eclipse/paho.golang/paho"
 	"github.com/eclipse/paho.golang/paho/session"
+	"github.com/eclipse/paho.golang/paho/session/state"
 	"github.com/jonboulle/clockwork"
 
 	"github.com/hearthd/hearth/retry"
@@ -60,8 +76,13 @@ type Message struct {
 	// Retained is the retain flag: on a SubscribeManualAck subscription the
 	// flag the sender set (Retain As Published); on a Subscribe one, true
 	// only for a message the broker replayed from its retained store.
-	Retained  bool
-	Duplicate bool // the DUP flag: a redelivery of a QoS 1 message
+	Retained bool
+	// Duplicate is the DUP flag: the broker may have delivered this QoS 1
+	// message before (MQTT 5.0 §3.3.1.1), for instance on a connection
+	// that ended before Hearth's PUBACK arrived, and sends it again from
+	// the session. Whatever acts on a message must not act twice on it:
+	// for commands, their op_id says.
+	Duplicate bool
 	ack       func()
 	user      paho.UserProperties
 }
@@ -115,6 +136,17 @@ type Options struct {
 	KeepAlive time.Duration
 	// ConnectTimeout bounds one connection attempt; 0 means 10 s.
 	ConnectTimeout time.Duration
+	// SessionExpiry is how long the broker is asked to keep Hearth's
+	// session after a connection ends (MQTT 5.0 §3.1.2.11.2): whole
+	// seconds, at most 0xFFFFFFFE s (0xFFFFFFFF means never expires, and
+	// is not asked for). More than 0: every CONNECT asks for Clean Start 0
+	// and this Session Expiry Interval, a clean stop keeps the session,
+	// and messages of SubscribeManualAck subscriptions published while
+	// Hearth is away are delivered when it is back; Subscribe
+	// subscriptions are made at QoS 0, so that none of theirs wait (see
+	// Subscribe). 0 (the default): a clean session at every connect, which
+	// ends with the connection.
+	SessionExpiry time.Duration
 	// Reconnect spaces connection attempts; its zero value is exponential
 	// backoff with full jitter, base 1 s, cap 60 s.
 	Reconnect retry.Backoff
@@ -136,7 +168,9 @@ type Options struct {
 	// it, before the subscriptions are made: anything learned from
 	// retained messages on an earlier connection may be stale from here
 	// (a restarted broker may have lost them), and retained messages of
-	// the new session arrive only after it returns. Keep it short.
+	// the new session arrive only after it returns. Commands that waited
+	// in a kept session (SessionExpiry) may be handed over while it runs.
+	// Keep it short.
 	OnSession func()
 	// OnLost runs when an established connection is lost, before Run
 	// waits to reconnect: from here until the next OnSession nothing
@@ -180,6 +214,15 @@ type Conn struct {
 	connected   atomic.Bool
 	up          chan struct{} // closed on the first successful connect
 	upOnce      sync.Once
+	// lastAck is when a handler last acknowledged a message (UnixNano,
+	// real time: paho's acknowledgement ticker runs on it); see stop.
+	lastAck atomic.Int64
+
+	// What the previous connection's CONNACK granted, for the next one's
+	// (Run's goroutine only).
+	granted    time.Duration // its session expiry; 0: none
+	lostAt     time.Time     // when it ended, on Clock; zero before the first
+	warnedUpTo time.Duration // the grant a warning was last logged for; -1: none
 }
 
 // New returns an unconnected Conn.
@@ -214,7 +257,7 @@ func New(opts Options) *Conn {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Conn{opts: opts, log: opts.Logger, up: make(chan struct{})}
+	return &Conn{opts: opts, log: opts.Logger, up: make(chan struct{}), warnedUpTo: -1}
 }
 
 // ClientID returns the MQTT client ID the connection uses.
@@ -237,6 +280,14 @@ func (c *Conn) Up() <-chan struct{} { return c.up }
 // messages arrive once; filters that only partly overlap are both
 // subscribed, and a broker may then send a message once per filter
 // (MQTT 5 §3.3.4), which reaches the handlers each time.
+//
+// With Options.SessionExpiry the broker is asked for QoS 0 whatever qos
+// says, so that it queues none of these messages for Hearth's session
+// while Hearth is away: they would arrive on its return as if live, and a
+// report hours old could move an automation or open a breaker. A live
+// connection (TCP) delivers them as it would at QoS 1; what was in flight
+// when it ended is lost, as with a clean session, and the retained
+// messages replayed at the resubscribe say what Hearth missed.
 func (c *Conn) Subscribe(ctx context.Context, filter string, qos byte, h Handler) error {
 	return c.subscribe(ctx, subscription{filter: filter, qos: qos, handler: h})
 }
@@ -273,33 +324,79 @@ func (c *Conn) subscribe(ctx context.Context, s subscription) error {
 	if client == nil || s.local {
 		return nil
 	}
-	return subscribeOn(ctx, client, []subscription{s})
+	return c.subscribeOn(ctx, client, []subscription{s})
 }
 
-func subscribeOn(ctx context.Context, client *paho.Client, subs []subscription) error {
+func (c *Conn) subscribeOn(ctx context.Context, client *paho.Client, subs []subscription) error {
 	if len(subs) == 0 {
 		return nil
 	}
 	req := &paho.Subscribe{}
 	for _, s := range subs {
+		qos := s.qos
+		if c.opts.SessionExpiry > 0 && !s.manualAck {
+			qos = 0 // nothing of it waits in the session: see Subscribe
+		}
 		req.Subscriptions = append(req.Subscriptions, paho.SubscribeOptions{
 			Topic:             s.filter,
-			QoS:               s.qos,
+			QoS:               qos,
 			NoLocal:           true,
 			RetainAsPublished: s.manualAck,
 		})
 	}
-	ack, err := client.Subscribe(ctx, req)
-	if err != nil {
-		return fmt.Errorf("subscribe: %w", err)
+	for {
+		ack, err := client.Subscribe(ctx, req)
+		if ack == nil {
+			return fmt.Errorf("subscribe: %w", err)
+		}
+		if identifierInUse(ack.Reasons) {
+			// mochi-mqtt v2.7.9 keeps the packet identifiers of both
+			// directions in one set (mochi-mqtt/server#545), and refuses
+			// a SUBSCRIBE whose identifier it uses for a delivery to
+			// Hearth, such as one it resends from the session right
+			// after the CONNACK. The identifier is free once Hearth's
+			// PUBACK for it is in: try again after paho's next
+			// acknowledgements, with paho's next identifier.
+			c.log.Debug("mqtt: the broker has the SUBSCRIBE's packet identifier in use; subscribing again", "broker", c.opts.URL)
+			t := time.NewTimer(2 * ackInterval)
+			select {
+			case <-t.C:
+				continue
+			case <-ctx.Done():
+				t.Stop()
+				return fmt.Errorf("subscribe: %w", ctx.Err())
+			}
+		}
+		for i, code := range ack.Reasons {
+			if code >= 0x80 && i < len(subs) {
+				return fmt.Errorf("subscribe %s: refused by the broker (reason code 0x%02x)", subs[i].filter, code)
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("subscribe: %w", err)
+		}
+		return nil
 	}
-	for i, code := range ack.Reasons {
-		if code >= 0x80 && i < len(subs) {
-			return fmt.Errorf("subscribe %s: refused by the broker (reason code 0x%02x)", subs[i].filter, code)
+}
+
+// reasonIdentifierInUse is the SUBACK reason code "Packet Identifier in
+// use" (MQTT 5.0 §3.9.3).
+const reasonIdentifierInUse = 0x91
+
+// identifierInUse reports whether a SUBACK refused every filter with
+// "Packet Identifier in use".
+func identifierInUse(reasons []byte) bool {
+	for _, code := range reasons {
+		if code != reasonIdentifierInUse {
+			return false
 		}
 	}
-	return nil
+	return len(reasons) > 0
 }
+
+// ackInterval is how often paho writes the acknowledgements handlers have
+// given (real time, paho's own ticker; its default too).
+const ackInterval = 50 * time.Millisecond
 
 // route hands a received message to the handler whose filter matches. It
 // runs on the client's single receive goroutine, so handlers see messages
@@ -310,6 +407,9 @@ func (c *Conn) route(client *paho.Client) func(paho.PublishReceived) (bool, erro
 		var once sync.Once
 		ack := func() {
 			once.Do(func() {
+				if p.QoS > 0 {
+					c.lastAck.Store(time.Now().UnixNano())
+				}
 				if err := client.Ack(p); err != nil {
 					c.log.Debug("mqtt: ack", "topic", p.Topic, "err", err)
 				}
@@ -395,6 +495,10 @@ func Covers(a, b string) bool {
 // Publish sends payload to topic and, for QoS 1 and 2, waits for the
 // broker's acknowledgement or ctx. It returns ErrNotConnected at once while
 // the connection is down: the caller decides whether to hold the message.
+// With Options.SessionExpiry, use QoS 0 or 1: every connection numbers its
+// packets afresh, and a QoS 2 publish could take the packet identifier of
+// an earlier one whose PUBREL the broker's session still awaits, which the
+// broker would then take for that one again (MQTT 5.0 §4.3.3).
 func (c *Conn) Publish(ctx context.Context, topic string, qos byte, retained bool, payload []byte) error {
 	c.mu.Lock()
 	client, gone := c.client, c.gone
@@ -500,6 +604,7 @@ func (c *Conn) Run(ctx context.Context) error {
 			select {
 			case err = <-lost:
 				c.drop(client)
+				c.lostAt = c.opts.Clock.Now()
 				c.log.Warn("mqtt connection lost", "broker", c.opts.URL, "err", err)
 				if takenOver(err) && c.opts.Clock.Since(since) < c.opts.ShortConnection {
 					short++
@@ -609,9 +714,18 @@ func (c *Conn) connect(ctx context.Context) (*paho.Client, <-chan error, error) 
 		default:
 		}
 	}
+	// A new paho client and a new session state for every connection: see
+	// the package comment. The state is given, not paho's default, so
+	// that paho does not close it when the connection ends: closing it
+	// answers every publish still waiting for its PUBACK with an error
+	// of its own ("not fully acknowledged at time of shutdown"), which
+	// would overtake drop's LostError. (With a session expiry of 0 paho
+	// empties the state at the loss first, so nobody was answered.)
 	client := paho.NewClient(paho.ClientConfig{
 		Conn:                       packets.NewThreadSafeConn(conn),
+		Session:                    state.NewInMemory(),
 		EnableManualAcknowledgment: true,
+		SendAcksInterval:           ackInterval,
 		OnClientError:              report,
 		OnServerDisconnect: func(d *paho.Disconnect) {
 			e := &DisconnectError{ReasonCode: d.ReasonCode}
@@ -626,7 +740,11 @@ func (c *Conn) connect(ctx context.Context) (*paho.Client, <-chan error, error) 
 	cp := &paho.Connect{
 		ClientID:   c.opts.ClientID,
 		KeepAlive:  uint16(c.opts.KeepAlive / time.Second),
-		CleanStart: true,
+		CleanStart: c.opts.SessionExpiry <= 0,
+	}
+	if c.opts.SessionExpiry > 0 {
+		expiry := sessionSeconds(c.opts.SessionExpiry)
+		cp.Properties = &paho.ConnectProperties{SessionExpiryInterval: &expiry}
 	}
 	if c.opts.Username != "" {
 		cp.Username, cp.UsernameFlag = c.opts.Username, true
@@ -649,6 +767,7 @@ func (c *Conn) connect(ctx context.Context) (*paho.Client, <-chan error, error) 
 		}
 		return nil, nil, err
 	}
+	present := c.session(ca)
 	go func() {
 		<-client.Done()
 		// paho closes the client before it calls OnServerDisconnect:
@@ -677,7 +796,7 @@ func (c *Conn) connect(ctx context.Context) (*paho.Client, <-chan error, error) 
 	if c.opts.OnSession != nil {
 		c.opts.OnSession()
 	}
-	if err := subscribeOn(cctx, client, subs); err != nil {
+	if err := c.subscribeOn(cctx, client, subs); err != nil {
 		c.drop(client)
 		return nil, nil, err
 	}
@@ -688,12 +807,71 @@ func (c *Conn) connect(ctx context.Context) (*paho.Client, <-chan error, error) 
 		}
 	}
 	c.connected.Store(true)
-	c.log.Info("mqtt connected", "broker", c.opts.URL, "client_id", c.opts.ClientID)
+	if c.opts.SessionExpiry > 0 {
+		c.log.Info("mqtt connected", "broker", c.opts.URL, "client_id", c.opts.ClientID,
+			"session_present", present, "session_expiry", c.granted)
+	} else {
+		c.log.Info("mqtt connected", "broker", c.opts.URL, "client_id", c.opts.ClientID)
+	}
 	if c.opts.OnConnect != nil {
 		c.opts.OnConnect(ctx)
 	}
 	c.upOnce.Do(func() { close(c.up) })
 	return client, lost, nil
+}
+
+// sessionSeconds is d as a Session Expiry Interval: whole seconds, below
+// 0xFFFFFFFF ("never").
+func sessionSeconds(d time.Duration) uint32 {
+	s := d / time.Second
+	if s >= 0xFFFFFFFF {
+		s = 0xFFFFFFFE
+	}
+	return uint32(s)
+}
+
+// session reads what the broker's CONNACK says of the session and reports
+// whether the broker had one for Hearth (Session Present). It logs a
+// warning when the broker keeps the session for less than asked (once per
+// grant), and when a reconnect finds no session that should still be
+// there. It runs on Run's goroutine.
+func (c *Conn) session(ca *paho.Connack) bool {
+	asked := time.Duration(sessionSeconds(c.opts.SessionExpiry)) * time.Second
+	if c.opts.SessionExpiry <= 0 {
+		asked = 0
+	}
+	granted := asked
+	if ca.Properties != nil && ca.Properties.SessionExpiryInterval != nil {
+		// The broker's own, which replaces Hearth's (MQTT 5.0 §3.2.2.3.2).
+		granted = time.Duration(*ca.Properties.SessionExpiryInterval) * time.Second
+	}
+	prev, lostAt := c.granted, c.lostAt
+	c.granted = granted
+	if asked == 0 {
+		return ca.SessionPresent
+	}
+	if granted < asked && granted != c.warnedUpTo {
+		c.warnedUpTo = granted
+		if granted == 0 {
+			c.log.Warn("mqtt: the broker keeps no session for Hearth: commands published while Hearth is away (restarting, or cut off) are lost",
+				"broker", c.opts.URL, "asked", asked, "granted", granted)
+		} else {
+			c.log.Warn(fmt.Sprintf("mqtt: the broker keeps Hearth's session for %v, less than the %v asked: commands published while Hearth is away for longer are lost", granted, asked),
+				"broker", c.opts.URL, "asked", asked, "granted", granted)
+		}
+	}
+	if ca.SessionPresent || lostAt.IsZero() || prev == 0 {
+		return ca.SessionPresent
+	}
+	away := c.opts.Clock.Since(lostAt)
+	if away < prev {
+		c.log.Warn("mqtt: the broker kept no session for Hearth although it was away for less than the session expiry: commands published meanwhile may be lost; is the broker's persistence on? (a broker restarted without it forgets sessions)",
+			"broker", c.opts.URL, "away", away, "session_expiry", prev)
+	} else {
+		c.log.Warn("mqtt: Hearth was away for longer than its session expiry: commands published after the session ended were lost",
+			"broker", c.opts.URL, "away", away, "session_expiry", prev)
+	}
+	return false
 }
 
 // dial opens the network connection for the URL's scheme: tcp:// and
@@ -736,7 +914,13 @@ func (c *Conn) drop(client *paho.Client) {
 
 // stop announces offline and disconnects with reason "normal", so the
 // broker does not send the will; the announcement says what the will
-// would.
+// would. A DISCONNECT without a Session Expiry Interval keeps the session
+// for the one CONNECT asked for (MQTT 5.0 §3.14.2.2.2).
+//
+// Before the DISCONNECT it lets paho's acknowledgement ticker run twice
+// after the last Ack, so that every message acknowledged before the stop
+// has its PUBACK out: otherwise the broker would keep the last ones in
+// the session and deliver them again at the next start.
 func (c *Conn) stop(client *paho.Client) {
 	if a := c.opts.Status; a.Topic != "" {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -744,6 +928,10 @@ func (c *Conn) stop(client *paho.Client) {
 			c.log.Warn("mqtt: could not publish offline status", "err", err)
 		}
 		cancel()
+	}
+	if wait := time.Until(time.Unix(0, c.lastAck.Load()).Add(2 * ackInterval)); wait > 0 {
+		t := time.NewTimer(wait)
+		<-t.C
 	}
 	c.connected.Store(false)
 	c.mu.Lock()

@@ -27,12 +27,20 @@ type broker struct {
 	addr string // host:port
 	srv  *mochi.Server
 	ev   *events
+	// caps, if set, changes mochi's default capabilities at every start.
+	caps func(*mochi.Capabilities)
 }
 
 // startBroker runs a broker on a free loopback port until the test ends.
 func startBroker(t *testing.T) *broker {
 	t.Helper()
-	b := &broker{t: t, addr: "127.0.0.1:0"}
+	return startBrokerWith(t, nil)
+}
+
+// startBrokerWith is startBroker with mochi's capabilities changed by caps.
+func startBrokerWith(t *testing.T, caps func(*mochi.Capabilities)) *broker {
+	t.Helper()
+	b := &broker{t: t, addr: "127.0.0.1:0", caps: caps}
 	b.start()
 	t.Cleanup(b.stop)
 	return b
@@ -68,7 +76,12 @@ func (b *broker) start() {
 	}
 	b.addr = ln.Addr().String()
 	b.ev = newEvents()
-	srv := mochi.New(&mochi.Options{Logger: slog.New(endedHandler{b.ev.ended})})
+	opts := &mochi.Options{Logger: slog.New(endedHandler{b.ev.ended})}
+	if b.caps != nil {
+		opts.Capabilities = mochi.NewDefaultServerCapabilities()
+		b.caps(opts.Capabilities)
+	}
+	srv := mochi.New(opts)
 	if err := srv.AddHook(new(auth.AllowHook), nil); err != nil {
 		b.t.Fatal(err)
 	}
