@@ -93,6 +93,9 @@ type commands struct {
 	log    *slog.Logger
 	nacks  *throttledLog // 3.1.1 publishers disconnected at a Nack
 
+	// Counts for Stats.
+	slowed, nacked atomic.Uint64
+
 	mu         sync.Mutex
 	publishers map[*mqtt.Client]*publisher
 }
@@ -334,6 +337,7 @@ func (p *publisher) acknowledge(a *pendingAck) {
 		return
 	}
 	if a.state.Load() == nacked {
+		p.h.nacked.Add(1)
 		switch {
 		case a.qos == 0:
 		case cl.Properties.ProtocolVersion >= 5:
@@ -377,6 +381,7 @@ func (p *publisher) summaryLocked(gone bool) {
 	if p.slowSince.IsZero() {
 		return
 	}
+	p.h.slowed.Add(1)
 	username, _ := p.h.auth.identity(p.cl)
 	p.h.log.Warn("embedded broker slowed a publisher: its commands came faster than Hearth stored them, so the broker paused reading its connection",
 		"client_id", printable(p.cl.ID), "username", printable(username), "remote", p.cl.Net.Remote,

@@ -155,12 +155,25 @@ func tappedV3(t *testing.T, b *Broker, id string, cr creds) (paho.Client, *tap) 
 // the test ends.
 func tappedV5(t *testing.T, b *Broker, id string, cr creds) (*paho5.Client, *tap) {
 	t.Helper()
+	return tappedV5Login(t, b, id, cr, paho5.ClientConfig{})
+}
+
+// tappedV5Config is tappedV5 with the client's config (its Conn is the
+// tap's) and no login.
+func tappedV5Config(t *testing.T, b *Broker, id string, cfg paho5.ClientConfig) (*paho5.Client, *tap) {
+	t.Helper()
+	return tappedV5Login(t, b, id, creds{}, cfg)
+}
+
+func tappedV5Login(t *testing.T, b *Broker, id string, cr creds, cfg paho5.ClientConfig) (*paho5.Client, *tap) {
+	t.Helper()
 	conn, err := net.Dial("tcp", b.Addr())
 	if err != nil {
 		t.Fatal(err)
 	}
 	tp := newTap(conn)
-	c := paho5.NewClient(paho5.ClientConfig{Conn: tp})
+	cfg.Conn = tp
+	c := paho5.NewClient(cfg)
 	t.Cleanup(func() {
 		c.Disconnect(&paho5.Disconnect{})
 		conn.Close()
@@ -382,6 +395,9 @@ func TestNackIsNeverAReceipt(t *testing.T) {
 			t.Errorf("command %d completed; want it failed with the connection", i+1)
 		}
 	}
+	if got := b.Stats().CommandsNacked; got != 3 {
+		t.Errorf("Stats().CommandsNacked = %d; want 3 (two MQTT 5 commands, one 3.1.1)", got)
+	}
 }
 
 // A 3.1.1 publisher that sends far more commands than MaxPendingCommands
@@ -451,6 +467,9 @@ func TestPublisherAtTheCapIsSlowedNotDropped(t *testing.T) {
 	case rec := <-logs.ch:
 		t.Errorf("logged a second line %q %v; want one per episode", rec.Message, recordAttrs(rec))
 	default:
+	}
+	if got := b.Stats().PublishersSlowed; got != 1 {
+		t.Errorf("Stats().PublishersSlowed = %d; want 1 episode", got)
 	}
 }
 

@@ -74,11 +74,35 @@ type Stats struct {
 	// checked, because their address had spent its budget of failed
 	// logins (ConnectEvent RefusedLoginFailures).
 	LoginBackoffs uint64
+
+	// PublishersSlowed counts the episodes in which a publisher had
+	// Options.MaxPendingCommands commands not yet acknowledged, so that
+	// the broker paused reading its connection (each is logged once,
+	// when it ends).
+	PublishersSlowed uint64
+	// CommandsNacked counts commands answered with Command.Nack: a
+	// negative PUBACK to an MQTT 5 publisher, the end of a 3.1.1
+	// publisher's connection.
+	CommandsNacked uint64
+	// MessagesDropped counts messages the broker dropped on their way to
+	// a subscriber, after it had acknowledged them to their publisher:
+	// the subscriber's in-flight store (Options.MaxInflight) or its
+	// outbound queue was full. A slow automation misses results this
+	// way; mochi logs each at WARN ("client store quota reached").
+	MessagesDropped uint64
 }
 
-// Stats returns the counts of the limits before authentication. It is
-// safe to call at any time, also after Close.
-func (b *Broker) Stats() Stats { return b.limits.stats() }
+// Stats returns the broker's counts: the limits before authentication,
+// the command hand-off and the messages dropped. It is safe to call at
+// any time, also after Close.
+func (b *Broker) Stats() Stats {
+	s := b.limits.stats()
+	if b.cmds != nil {
+		s.PublishersSlowed, s.CommandsNacked = b.cmds.slowed.Load(), b.cmds.nacked.Load()
+	}
+	s.MessagesDropped = uint64(atomic.LoadInt64(&b.srv.Info.MessagesDropped) + atomic.LoadInt64(&b.srv.Info.InflightDropped))
+	return s
+}
 
 // Reasons the limits log counts, as its line names them.
 const (

@@ -15,6 +15,12 @@ import (
 //	                                              authentication (connect_timeout, bad_first_packet,
 //	                                              max_unauthenticated) or for silence (keepalive)
 //	hearth_broker_unauthenticated_connections      connections open and not yet admitted
+//	hearth_broker_publishers_slowed_total          episodes of a publisher slowed at its cap of
+//	                                              commands not yet stored (reads paused)
+//	hearth_broker_commands_nacked_total            commands the store could not take, refused
+//	                                              with a negative PUBACK or a disconnect
+//	hearth_broker_messages_dropped_total           messages dropped on their way to a subscriber
+//	                                              whose in-flight store or queue was full
 //
 // Reasons are the broker's own (broker.Refused*, Stats); no label holds a
 // client ID, a username or an address, so the series stay few.
@@ -67,4 +73,18 @@ func (m *brokerMetrics) watchLimits(reg prometheus.Registerer, b *broker.Broker)
 		Name: "hearth_broker_unauthenticated_connections",
 		Help: "Connections open at the embedded broker and not yet admitted.",
 	}, func() float64 { return float64(b.Stats().Unauthenticated) }))
+	for _, c := range []struct {
+		name, help string
+		count      func(broker.Stats) uint64
+	}{
+		{"hearth_broker_publishers_slowed_total", "Episodes in which the embedded broker paused reading a publisher whose commands came faster than Hearth stored them.",
+			func(s broker.Stats) uint64 { return s.PublishersSlowed }},
+		{"hearth_broker_commands_nacked_total", "Commands the store could not take, refused to their publisher with a negative PUBACK (MQTT 5) or a disconnect (3.1.1).",
+			func(s broker.Stats) uint64 { return s.CommandsNacked }},
+		{"hearth_broker_messages_dropped_total", "Messages the embedded broker dropped on their way to a subscriber whose in-flight store or outbound queue was full.",
+			func(s broker.Stats) uint64 { return s.MessagesDropped }},
+	} {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: c.name, Help: c.help},
+			func() float64 { return float64(c.count(b.Stats())) }))
+	}
 }

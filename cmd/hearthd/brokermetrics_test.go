@@ -43,6 +43,9 @@ func TestBrokerRefusalsAreCounted(t *testing.T) {
 		`hearth_broker_refused_publishes_total 1`,
 		`hearth_broker_limit_closes_total{reason="connect_timeout"} 0`,
 		`hearth_broker_unauthenticated_connections 0`,
+		`hearth_broker_publishers_slowed_total 0`,
+		`hearth_broker_commands_nacked_total 0`,
+		`hearth_broker_messages_dropped_total 0`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %q", want)
