@@ -129,9 +129,19 @@ func (d *Dispatcher) Restore(states map[string]map[string]any) {
 // resume queues the stored pending ops again, in acceptance order. Those
 // whose TTL passed while Hearth was down end expired; those for a device no
 // longer configured end failed.
+//
+// One line at INFO says how many resumed, one at DEBUG per command: a
+// restart with many pending commands must not write a line for each of
+// them before it takes a new command.
 func (d *Dispatcher) resume(pending []devices.Op) {
 	now := d.now()
 	var ended []devices.Op
+	resumed := 0
+	defer func() {
+		if len(pending) > 0 {
+			d.log.Info("pending commands resumed", "resumed", resumed, "ended", len(ended))
+		}
+	}()
 	for _, op := range pending {
 		q, ok := d.devices[op.Device]
 		switch {
@@ -142,7 +152,8 @@ func (d *Dispatcher) resume(pending []devices.Op) {
 			op.Status, op.Reason = devices.Expired, devices.ReasonTTLElapsed
 			op.Detail = "the TTL passed while hearth was not running"
 		default:
-			d.log.Info("command resumed", "op_id", op.OpID, "device", op.Device, "attempts", op.Attempts, "deadline", op.Deadline)
+			d.log.Debug("command resumed", "op_id", op.OpID, "device", op.Device, "attempts", op.Attempts, "deadline", op.Deadline)
+			resumed++
 			superseded := q.supersede(op, now)
 			q.forget(superseded) // saved below; a failure there is logged, not undone
 			ended = append(ended, superseded...)

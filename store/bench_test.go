@@ -4,6 +4,8 @@ import (
 	"strconv"
 	"sync/atomic"
 	"testing"
+
+	"github.com/hearthd/hearth/devices"
 )
 
 // Each Save commits and fsyncs: these measure the disk under the test's
@@ -39,4 +41,31 @@ func BenchmarkSaveParallel(b *testing.B) {
 		}
 	})
 	b.ReportMetric(float64(b.N)/float64(s.commits.Load()-before), "ops/commit")
+}
+
+// BenchmarkPending100k reads back 100,000 pending ops, as a restart does
+// before it takes its first command: µs/op is the read cost per pending
+// command.
+func BenchmarkPending100k(b *testing.B) {
+	const n = 100_000
+	s := openStore(b, "", hooks{})
+	ops := make([]devices.Op, 0, 1000)
+	for i := range n {
+		op := newOp("")
+		op.OpID = "op-" + strconv.Itoa(i)
+		ops = append(ops, op)
+		if len(ops) == cap(ops) {
+			if err := s.Save(ops...); err != nil {
+				b.Fatal(err)
+			}
+			ops = ops[:0]
+		}
+	}
+	for b.Loop() {
+		got, err := s.Pending()
+		if err != nil || len(got) != n {
+			b.Fatalf("Pending: %d ops, %v; want %d", len(got), err, n)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/n, "µs/op")
 }

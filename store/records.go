@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
 	"strconv"
+	"sync"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -71,9 +73,13 @@ func (s *Store) Lookup(opID string) (devices.Op, bool, error) {
 
 // Pending returns every op whose last saved status is not terminal, in Seq
 // order: the work to resume after a restart.
+//
+// The records are decoded on every CPU at once: a restart reads them all
+// before it takes a new command.
 func (s *Store) Pending() ([]devices.Op, error) {
 	var ops []devices.Op
 	err := s.view(func(b buckets) error {
+		var ids, bodies [][]byte // valid until the transaction ends
 		c := b.pending.Cursor()
 		for k, _ := c.First(); k != nil; k, _ = c.Next() {
 			id := k[8:]
@@ -81,11 +87,30 @@ func (s *Store) Pending() ([]devices.Op, error) {
 			if v == nil {
 				return fmt.Errorf("pending index names op %q, which has no record", id)
 			}
-			var op devices.Op
-			if err := decodeOp(string(id), v, &op); err != nil {
-				return err
+			ids, bodies = append(ids, id), append(bodies, v)
+		}
+		ops = make([]devices.Op, len(ids))
+		chunks := (len(ids) + decodeChunk - 1) / decodeChunk
+		workers := min(runtime.GOMAXPROCS(0), chunks)
+		errs := make([]error, chunks) // the first error of each chunk
+		var wg sync.WaitGroup
+		for w := range workers {
+			wg.Go(func() {
+				for ch := w; ch < chunks; ch += workers {
+					for i := ch * decodeChunk; i < min((ch+1)*decodeChunk, len(ids)); i++ {
+						if err := decodeOp(string(ids[i]), bodies[i], &ops[i]); err != nil {
+							errs[ch] = err
+							return
+						}
+					}
+				}
+			})
+		}
+		wg.Wait()
+		for _, err := range errs {
+			if err != nil {
+				return err // the first in Seq order among those found
 			}
-			ops = append(ops, op)
 		}
 		return nil
 	})
@@ -94,6 +119,10 @@ func (s *Store) Pending() ([]devices.Op, error) {
 	}
 	return ops, nil
 }
+
+// decodeChunk is how many records one of Pending's decoders takes at a
+// time.
+const decodeChunk = 1024
 
 // SaveState stores device's last confirmed state, confirmed at at,
 // replacing the one before. Like Save it is durable when it returns nil

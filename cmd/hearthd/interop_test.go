@@ -828,7 +828,7 @@ func TestKill9ResumesPendingCommand(t *testing.T) {
 	}
 
 	hd = startProc(t, "hearthd", hearthdBin, "-config", cfg)
-	hd.mustLine(`msg="command resumed" component=dispatcher op_id=k1 device=hall_light attempts=1`, 0)
+	hd.mustLine(`msg="pending commands resumed" component=dispatcher resumed=1 ended=0`, 0)
 	for {
 		r, _ = results.result("hearth/hall_light/result")
 		if r.Status != devices.Accepted {
