@@ -70,6 +70,11 @@ type task struct {
 	// bridge yet; a command ended now (superseded) never reached the
 	// device, and its record says so.
 	unsent bool
+	// firstStored: the intake stored the op's first attempt with its
+	// acceptance, in the same commit (see firstAttemptWithAccept), so
+	// the first send needs no commit of its own. t.op says 0 attempts
+	// until that send is recorded in memory.
+	firstStored bool
 	// A sleepy device's command: the awake lease in which it was last
 	// delivered (it gets one delivery per lease), and whether its queued
 	// result for the current sleep is out.
@@ -185,7 +190,38 @@ func (q *deviceQueue) forget(ops []devices.Op) {
 }
 
 // push queues a stored op behind the device's earlier commands.
-func (q *deviceQueue) push(op devices.Op) { q.pushTask(op, false) }
+func (q *deviceQueue) push(op devices.Op) { q.pushTask(&task{op: op}) }
+
+// pushFirstStored queues an op whose first attempt the intake stored with
+// its acceptance (see firstAttemptWithAccept).
+func (q *deviceQueue) pushFirstStored(op devices.Op) { q.pushTask(&task{op: op, firstStored: true}) }
+
+// firstAttemptWithAccept reports whether the intake may store op's first
+// attempt in the commit that accepts it, so that the send that follows at
+// once needs no commit of its own (a stored attempt says only that a send
+// may have happened: after a crash its outcome counts as unknown, which is
+// true of a send about to go). It may when the send will go at once and
+// without a check first: the device listens (not sleepy), neither the
+// device nor the action is safety-critical (those are read fresh before
+// their first send), nothing of the device is queued or running, the
+// bridge is heard from and its breaker is closed. Anything else, or a
+// send that does not go after all, costs nothing more than a record
+// that says one attempt where none was made, until the op's next save.
+func (q *deviceQueue) firstAttemptWithAccept(op devices.Op, now time.Time) bool {
+	if q.dev.Sleep.Sleepy || q.dev.SafetyCritical() || devices.Risky(q.dev.Device, op.Target) {
+		return false
+	}
+	q.mu.Lock()
+	idle := q.current == nil && len(q.waiting) == 0
+	q.mu.Unlock()
+	if !idle {
+		return false
+	}
+	if ready, _, _ := q.svc.link.ready(now); !ready {
+		return false
+	}
+	return q.svc.breaker == nil || q.svc.breaker.Snapshot(now).State == breaker.Closed
+}
 
 // pushResumed queues an op resumed from the store after a restart. Its
 // queued result, if the device sleeps, counts as announced: the sender
@@ -194,12 +230,15 @@ func (q *deviceQueue) push(op devices.Op) { q.pushTask(op, false) }
 // sleeping devices would otherwise publish a queued result for each of
 // them, ahead of the live traffic. Once delivered at a wake and still pending, it is announced
 // again at the next sleep, like any other.
-func (q *deviceQueue) pushResumed(op devices.Op) { q.pushTask(op, true) }
+func (q *deviceQueue) pushResumed(op devices.Op) { q.pushTask(&task{op: op, announced: true}) }
 
-func (q *deviceQueue) pushTask(op devices.Op, announced bool) {
+// pushTask queues t, given its op and flags, behind the device's earlier
+// commands.
+func (q *deviceQueue) pushTask(t *task) {
 	q.mu.Lock()
 	q.pushed++
-	q.waiting = append(q.waiting, &task{op: op, cancel: make(chan struct{}), order: q.pushed, announced: announced})
+	t.cancel, t.order = make(chan struct{}), q.pushed
+	q.waiting = append(q.waiting, t)
 	q.startWorkerLocked()
 	q.mu.Unlock()
 	signal(q.wake)
@@ -486,8 +525,12 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 			return
 		}
 		prev, op := q.recordAttemptLocked(t, resend)
+		stored := t.firstStored && !resend && op.Attempts == 1
+		t.firstStored = false
 		q.mu.Unlock()
-		q.storeAttempt(op)
+		if !stored {
+			q.storeAttempt(op)
+		}
 
 		reconnect := d.nextReconnect()
 		linkUp, linkGen := svc.link.watch()

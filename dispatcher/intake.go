@@ -49,6 +49,9 @@ type admitted struct {
 	// supersededBy, if set, is a later command of this batch that covers
 	// this one: it is stored as superseded and never queued.
 	supersededBy string
+	// firstStored: its first attempt is stored with its acceptance
+	// (deviceQueue.firstAttemptWithAccept).
+	firstStored bool
 }
 
 // admit stores and queues one batch. A newer command supersedes the older
@@ -100,14 +103,24 @@ func (d *Dispatcher) admit(batch []Request) {
 	}
 
 	var toSave []devices.Op
+	first := map[*deviceQueue]bool{} // a device's first command of this batch was seen
 	for i := range items {
-		if it := &items[i]; it.queue != nil {
-			if it.supersededBy != "" {
-				toSave = append(toSave, supersededBy(it.op, it.supersededBy, now))
-			} else {
-				toSave = append(toSave, it.op)
-			}
+		it := &items[i]
+		if it.queue == nil {
+			continue
 		}
+		op := it.op
+		switch {
+		case it.supersededBy != "":
+			op = supersededBy(it.op, it.supersededBy, now)
+		case !op.Status.Terminal() && !first[it.queue] && it.queue.firstAttemptWithAccept(op, now):
+			// The device's send follows at once: its record rides this
+			// commit (attempt recorded before sent, one commit fewer).
+			op.Attempts, op.LastSentAt = 1, now
+			it.firstStored = true
+		}
+		first[it.queue] = true
+		toSave = append(toSave, op)
 	}
 	toSave = append(toSave, superseded...)
 	if len(toSave) > 0 {
@@ -153,6 +166,8 @@ func (d *Dispatcher) admit(batch []Request) {
 			case it.supersededBy != "":
 				d.log.Info("command superseded", "op_id", it.op.OpID, "device", it.op.Device, "by", it.supersededBy, "attempts", 0)
 				d.publishResult(supersededBy(it.op, it.supersededBy, now).Result())
+			case it.firstStored:
+				it.queue.pushFirstStored(it.op)
 			case !it.op.Status.Terminal():
 				it.queue.push(it.op)
 			}
