@@ -257,6 +257,44 @@ func (q *deviceQueue) startWorkerLocked() {
 	q.d.workers.Go(func() { q.run(ctx) })
 }
 
+// workerLinger is how long an always-listening device's worker waits for
+// its next command once its queue is empty, before it ends: a device
+// commanded often keeps its goroutine (a new one pays for growing its
+// stack at each command), one left alone costs none. It runs on the real
+// clock: it is housekeeping and decides nothing.
+var workerLinger = 30 * time.Second
+
+// linger waits up to workerLinger for a command while the queue is empty
+// and reports whether one came; false means the worker has ended (the
+// queue was still empty, or ctx ended).
+func (q *deviceQueue) linger(ctx context.Context) bool {
+	timer := time.NewTimer(workerLinger)
+	defer timer.Stop()
+	for {
+		expired := false
+		select {
+		case <-q.wake:
+		case <-timer.C:
+			expired = true
+		case <-ctx.Done():
+			return false
+		}
+		q.mu.Lock()
+		if len(q.waiting) > 0 {
+			q.mu.Unlock()
+			return true
+		}
+		if expired {
+			// Decided under q.mu: a push from here on starts a new
+			// worker.
+			q.idleLocked()
+			q.mu.Unlock()
+			return false
+		}
+		q.mu.Unlock() // woken for nothing: wait on
+	}
+}
+
 // idleLocked reports whether the queue has no command left, and if so
 // marks the worker as ended: the next push starts a new one. Called with
 // q.mu held by the worker.
@@ -310,11 +348,13 @@ func (q *deviceQueue) run(ctx context.Context) {
 			q.waiting = q.waiting[1:]
 			q.current = t
 		}
-		if t == nil && q.idleLocked() {
-			q.mu.Unlock()
+		q.mu.Unlock()
+		if t == nil {
+			if q.linger(ctx) {
+				continue
+			}
 			return // the next command starts the worker again
 		}
-		q.mu.Unlock()
 		q.execute(ctx, t)
 		q.mu.Lock()
 		q.current = nil

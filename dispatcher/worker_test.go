@@ -2,6 +2,7 @@ package dispatcher
 
 import (
 	"testing"
+	"time"
 
 	"github.com/hearthd/hearth/devices"
 )
@@ -14,10 +15,12 @@ func (r *r4Rig) workerRunning() bool {
 	return q.running
 }
 
-// A device costs a worker goroutine only while it has commands: none
-// before the first, none once its last has ended, and the next command
-// starts one again and is carried out.
+// A device costs a worker goroutine only while it has commands (and, for
+// one that listens, workerLinger after its last): none before the first,
+// none once its last has ended, and the next command starts one again
+// and is carried out.
 func TestDeviceWorkerRunsOnlyWhileTheDeviceHasCommands(t *testing.T) {
+	shortLinger(t)
 	for _, tc := range []struct {
 		name  string
 		awake bool
@@ -50,5 +53,29 @@ func TestDeviceWorkerRunsOnlyWhileTheDeviceHasCommands(t *testing.T) {
 				r.eventually("the worker to end after "+c.opID, func() bool { return !r.workerRunning() })
 			}
 		})
+	}
+}
+
+// shortLinger makes an idle worker end at once for the test.
+func shortLinger(t *testing.T) {
+	old := workerLinger
+	workerLinger = time.Millisecond
+	t.Cleanup(func() { workerLinger = old })
+}
+
+// A worker whose queue has emptied keeps running for workerLinger, and
+// carries out the next command that comes meanwhile.
+func TestIdleWorkerTakesTheNextCommandWithinItsLinger(t *testing.T) {
+	r := startR4(t, r4Options{awake: true})
+	r.submit(`{"current_heating_setpoint":20,"op_id":"a"}`)
+	r.next()
+	r.report(map[string]any{"current_heating_setpoint": 20.0})
+	r.status("a", devices.Succeeded)
+	if !r.workerRunning() {
+		t.Fatal("the worker ended at once; want it waiting for the next command")
+	}
+	r.submit(`{"current_heating_setpoint":21,"op_id":"b"}`)
+	if m := r.next(); m.verb != "set" || m.target["current_heating_setpoint"] != 21.0 {
+		t.Fatalf("a %s %v reached the bridge; want the set of 21", m.verb, m.target)
 	}
 }
