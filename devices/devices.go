@@ -143,6 +143,11 @@ const (
 	ReasonInvalidTTL       Reason = "invalid_ttl"       // does not parse, or not positive
 	ReasonInvalidIssuedAt  Reason = "invalid_issued_at" // not RFC 3339
 	ReasonUnsupported      Reason = "unsupported"       // the class or service takes no commands
+	// ReasonStaleCommand: a risky action (see Risky) without issued_at
+	// that the transport delivered from a backlog kept while Hearth was
+	// away (an external broker's MQTT session): its age is unknown, and a
+	// risky action is never carried out on an unknown age.
+	ReasonStaleCommand Reason = "stale_command"
 
 	// Outcomes of accepted commands.
 	ReasonTimeout        Reason = "timeout"         // no confirming report within the attempts

@@ -241,6 +241,12 @@ type Request struct {
 	// embedded broker's MQTT username, an HTTP bearer token's principal);
 	// "" when unauthenticated.
 	Principal string
+	// Backlog says the transport delivered it from a backlog kept while
+	// Hearth was away (an external broker's MQTT session: mqtt.Message's
+	// Backlog), so its arrival says nothing of when it was sent. A risky
+	// action (devices.Risky) from the backlog without issued_at is refused
+	// (stale_command); with issued_at its TTL decides, as always.
+	Backlog bool
 	// Done, if set, is called once with the first result: accepted (the
 	// command is stored), rejected, or, for a known op_id, the stored one.
 	Done func(devices.Result)

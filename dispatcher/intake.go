@@ -283,7 +283,8 @@ const MaxClockSkew = 5 * time.Minute
 // rejection, or the stored result of a known op_id. The checks run in this
 // order: the device exists, the message is not retained, the op_id is new
 // (a known op_id is answered from the store whatever the payload says),
-// then the payload itself.
+// then the payload itself, the sender's permission, and, for a risky
+// action from a transport's backlog, that it carries issued_at.
 func (d *Dispatcher) validate(req Request, now time.Time) (devices.Op, *deviceQueue, *devices.Result) {
 	opID := peekOpID(req.Payload)
 	fail := func(reason devices.Reason, detail string) (devices.Op, *deviceQueue, *devices.Result) {
@@ -333,6 +334,13 @@ func (d *Dispatcher) validate(req Request, now time.Time) (devices.Op, *deviceQu
 	}
 	if err := d.authorize(q.dev.Device, req.Principal, cmd.Target); err != nil {
 		return fail(devices.ReasonUnauthorized, err.Error())
+	}
+	if req.Backlog && cmd.IssuedAt.IsZero() && devices.Risky(q.dev.Device, cmd.Target) {
+		// Its TTL would count from now, and it may be minutes old: an
+		// UNLOCK pressed before Hearth's restart must not unlock now.
+		return fail(devices.ReasonStaleCommand, fmt.Sprintf("this %s was delivered with the commands the broker kept for Hearth while it was away, and has no issued_at: "+
+			"its age is unknown, and a risky action is never carried out on an unknown age; send it again, or send it with issued_at (RFC 3339), from which its TTL counts",
+			devices.Action(q.dev.Device, cmd.Target)))
 	}
 	if cmd.OpID == "" {
 		cmd.OpID = d.newOpID()

@@ -90,7 +90,7 @@ func (d *Dispatcher) alertIfSafetyCritical(dev devices.Device, op devices.Op) {
 	}
 	switch {
 	case op.Status == devices.Failed, op.Status == devices.Expired:
-	case op.Status == devices.Rejected && op.Reason == devices.ReasonUnauthorized:
+	case op.Status == devices.Rejected && (op.Reason == devices.ReasonUnauthorized || op.Reason == devices.ReasonStaleCommand):
 	default:
 		return
 	}

@@ -258,6 +258,10 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 		// An external broker's: it outlives hearthd and keeps the commands
 		// published while Hearth is away. Inline has no session.
 		SessionExpiry: cfg.MQTT.SessionExpiry,
+		// Where the commands kept in the session end (mqtt.Message.Backlog):
+		// Hearth's own topic, which its account may publish and nobody
+		// else's (acl: only Hearth publishes under the prefix but +/set).
+		SessionMarker: cfg.Prefix + "/bridge/session",
 		Status: mqtt.Announcement{
 			Topic:   cfg.Prefix + "/bridge/state",
 			Online:  "online",

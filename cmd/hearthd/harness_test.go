@@ -118,6 +118,10 @@ type harnessOptions struct {
 	// automation, if set, is an earlier harness whose automation client
 	// (on the same external broker) stays subscribed across a restart.
 	automation *harness
+	// sim, if set, is an earlier harness whose simulator (on the same
+	// external broker) kept running while its hearthd was stopped
+	// (stopDaemon): its devices keep their states, as real ones do.
+	sim *harness
 	// rand draws backoff jitter; nil means ceilingRand.
 	rand retry.Rand
 	// config is the configuration file's text; "" means testConfig.
@@ -180,31 +184,12 @@ func newHarness(t testing.TB, o harnessOptions) *harness {
 	// note on mochi-mqtt below.
 	waitClosed(t, h.d.conn.Up(), "hearthd connected")
 
-	simOpts := simulator.Options{
-		Broker:   h.d.brokerURL,
-		Username: o.simLogin.username,
-		Password: o.simLogin.password,
-		Logins:   bridgeLogins(cfg),
-		Devices:  simDevices(cfg),
-		Faults:   o.faults,
-		OnSet: func(e simulator.SetEvent) {
-			h.sets <- e
-			h.traffic <- "set " + e.Device + " " + string(e.Payload)
-		},
-		OnGet: func(e simulator.GetEvent) { h.traffic <- "get " + e.Device + " " + string(e.Payload) },
+	if a := o.sim; a != nil {
+		h.sim, h.stopSim, h.sets, h.traffic = a.sim, a.stopSim, a.sets, a.traffic
+		a.stopSim = nil // now h's to stop
+	} else {
+		h.startSim(o)
 	}
-	if o.simOnFakeClock {
-		simOpts.Clock = o.clock
-	}
-	h.sim, err = simulator.New(simOpts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); h.sim.Run(ctx) }()
-	h.stopSim = func() { cancel(); <-done }
-	waitClosed(t, h.sim.Ready(), "simulator ready")
 
 	// The automation subscribes with wildcards only to topics nobody
 	// publishes retained: mochi-mqtt v2.7.9 reads a topic's retained path
@@ -231,6 +216,46 @@ func newHarness(t testing.TB, o harnessOptions) *harness {
 		h.results <- r
 	}))
 	return h
+}
+
+// startSim starts the harness's simulated devices on hearthd's broker.
+func (h *harness) startSim(o harnessOptions) {
+	t, cfg := h.t, h.cfg
+	simOpts := simulator.Options{
+		Broker:   h.d.brokerURL,
+		Username: o.simLogin.username,
+		Password: o.simLogin.password,
+		Logins:   bridgeLogins(cfg),
+		Devices:  simDevices(cfg),
+		Faults:   o.faults,
+		OnSet: func(e simulator.SetEvent) {
+			h.sets <- e
+			h.traffic <- "set " + e.Device + " " + string(e.Payload)
+		},
+		OnGet: func(e simulator.GetEvent) { h.traffic <- "get " + e.Device + " " + string(e.Payload) },
+	}
+	if o.simOnFakeClock {
+		simOpts.Clock = o.clock
+	}
+	var err error
+	h.sim, err = simulator.New(simOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); h.sim.Run(ctx) }()
+	h.stopSim = func() { cancel(); <-done }
+	waitClosed(t, h.sim.Ready(), "simulator ready")
+}
+
+// stopDaemon stops hearthd alone: the simulated devices go on, on the
+// external broker, for the next harness (harnessOptions.sim).
+func (h *harness) stopDaemon() {
+	if h.d != nil {
+		h.d.stop()
+		h.d = nil
+	}
 }
 
 // stop stops everything in order: simulator, automation, hearthd.

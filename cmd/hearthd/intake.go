@@ -62,38 +62,42 @@ func (in *intake) stop() { in.stopOnce.Do(func() { close(in.stopped) }) }
 // handle takes a command that came through Hearth's subscription to an
 // external broker. The broker has PUBACKed its publisher already; the
 // acknowledgement to the broker, store_error included, is as it always
-// was.
+// was. A command the broker kept in Hearth's session while it was away
+// (mqtt.Message.Backlog) says so to the dispatcher, which refuses a risky
+// one whose age is unknown.
 func (in *intake) handle(m mqtt.Message) {
-	principal := ""
+	req := dispatcher.Request{Payload: m.Payload, Retained: m.Retained, Backlog: m.Backlog}
 	if in.principal != nil {
-		principal = in.principal(m)
+		req.Principal = in.principal(m)
 	}
-	in.submit(m.Topic, m.Payload, m.Retained, principal, m.Ack, m.Ack)
+	in.submit(m.Topic, req, m.Ack, m.Ack)
 }
 
 // command takes a command the embedded broker handed over
 // (broker.Options.OnCommand), on its publisher's read loop: while it
 // waits for the dispatcher's queue, the broker reads nothing more from
-// that publisher.
+// that publisher. The embedded broker keeps no session for Hearth: every
+// command is live.
 func (in *intake) command(c broker.Command) {
-	principal := ""
+	req := dispatcher.Request{Payload: c.Payload, Retained: c.Retained}
 	if in.principalOf != nil && c.Username != "" {
-		principal = in.principalOf(c.Username)
+		req.Principal = in.principalOf(c.Username)
 	}
-	in.submit(c.Topic, c.Payload, c.Retained, principal, c.Ack, c.Nack)
+	in.submit(c.Topic, req, c.Ack, c.Nack)
 }
 
-// submit hands a command on topic to the dispatcher, which calls ack once
-// it has answered it, or nack if it could not store it (rejected,
-// store_error): that command was not taken, and its publisher must not
-// hear otherwise. An empty retained message, someone clearing a retained
-// command from the broker, is acked at once: nothing to answer.
-func (in *intake) submit(topic string, payload []byte, retained bool, principal string, ack, nack func()) {
+// submit hands req, a command on topic (its Device and Done are set
+// here), to the dispatcher, which calls ack once it has answered it, or
+// nack if it could not store it (rejected, store_error): that command was
+// not taken, and its publisher must not hear otherwise. An empty retained
+// message, someone clearing a retained command from the broker, is acked
+// at once: nothing to answer.
+func (in *intake) submit(topic string, req dispatcher.Request, ack, nack func()) {
 	device, ok := strings.CutPrefix(topic, in.prefix)
 	if ok {
 		device, ok = strings.CutSuffix(device, "/set")
 	}
-	if !ok || (retained && len(payload) == 0) {
+	if !ok || (req.Retained && len(req.Payload) == 0) {
 		ack()
 		return
 	}
@@ -103,19 +107,15 @@ func (in *intake) submit(topic string, payload []byte, retained bool, principal 
 		in.log.Warn("command not taken: hearthd is stopping", "topic", topic)
 		return
 	}
-	err := in.disp.Submit(context.Background(), dispatcher.Request{
-		Device:    device,
-		Payload:   payload,
-		Retained:  retained,
-		Principal: principal,
-		Done: func(r devices.Result) {
-			if r.Status == devices.Rejected && r.Reason == devices.ReasonStoreError {
-				nack()
-				return
-			}
-			ack()
-		},
-	})
+	req.Device = device
+	req.Done = func(r devices.Result) {
+		if r.Status == devices.Rejected && r.Reason == devices.ReasonStoreError {
+			nack()
+			return
+		}
+		ack()
+	}
+	err := in.disp.Submit(context.Background(), req)
 	if err != nil {
 		// Shutting down: the command was not accepted and is not acked.
 		in.log.Warn("command not taken", "topic", topic, "err", err)

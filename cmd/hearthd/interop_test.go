@@ -871,16 +871,22 @@ func TestKill9ResumesPendingCommand(t *testing.T) {
 // hearthd is down wait in Mosquitto, and every one of them ends when
 // hearthd is back, each set once, whether hearthd was stopped, killed
 // with SIGKILL, or down while Mosquitto itself restarted (persistence on).
-// Before sessions, Mosquitto PUBACKed them and dropped them.
+// Before sessions, Mosquitto PUBACKed them and dropped them. An UNLOCK
+// without issued_at among them, published last, behind more commands than
+// Mosquitto has in flight at once (max_inflight_messages, 20), may be
+// minutes old: it is rejected stale_command and never reaches the lock,
+// which shows that Hearth's session marker comes back after the whole
+// queue, the part Mosquitto held back included.
 func TestInteropCommandsSentWhileHearthdIsDownAllEnd(t *testing.T) {
 	checkLeaks(t)
 	b := startPersistentMosquitto(t)
 	hearthdBin, simBin := builtBinaries(t)
-	const n = 10
+	const n = 25
 	var devs strings.Builder
 	for i := range n {
 		fmt.Fprintf(&devs, "  light%02d:\n    service: zigbee\n    class: light\n", i)
 	}
+	devs.WriteString("  front_door:\n    service: zigbee\n    class: lock\n")
 	cfg := filepath.Join(t.TempDir(), "hearth.yaml")
 	content := fmt.Sprintf(`prefix: hearth
 data_dir: %q
@@ -927,6 +933,8 @@ devices:
 			b.pub("-t", fmt.Sprintf("hearth/light%02d/set", i), "-m",
 				fmt.Sprintf(`{"state":%q,"op_id":"r%d-%02d","ttl":"1h"}`, round.state, r, i))
 		}
+		unlock := fmt.Sprintf("r%d-unlock", r)
+		b.pub("-t", "hearth/front_door/set", "-m", fmt.Sprintf(`{"state":"UNLOCK","op_id":%q}`, unlock))
 		round.meanwhile()
 		sets := b.subscribe(0, "zigbee2mqtt/+/set")
 		results := b.subscribe(0, "hearth/+/result")
@@ -934,13 +942,20 @@ devices:
 		hd.mustLine("session_present=true", 0)
 
 		ended := map[string]devices.Result{}
-		for len(ended) < n {
+		for len(ended) < n+1 {
 			m := results.next()
 			var res devices.Result
 			if err := json.Unmarshal([]byte(m.payload), &res); err != nil {
 				t.Fatalf("%s: result %s is not JSON: %v", round.name, m, err)
 			}
 			switch {
+			case strings.HasSuffix(res.OpID, "-unlock") && !strings.HasPrefix(res.OpID, fmt.Sprintf("r%d-", r)):
+				// The round before's UNLOCK, delivered again after the
+				// SIGKILL: a rejection is not stored, so it is refused
+				// again.
+				if res.Status != devices.Rejected || res.Reason != devices.ReasonStaleCommand {
+					t.Errorf("%s: %s answered %s/%s; want rejected/stale_command again", round.name, res.OpID, res.Status, res.Reason)
+				}
 			case !strings.HasPrefix(res.OpID, fmt.Sprintf("r%d-", r)):
 				// A command of the round before, delivered again because
 				// the SIGKILL came before its PUBACK left (paho writes
@@ -959,6 +974,9 @@ devices:
 				t.Errorf("%s: %s ended %+v (found %v); want succeeded after 1 attempt", round.name, id, res, ok)
 			}
 		}
+		if res := ended[unlock]; res.Status != devices.Rejected || res.Reason != devices.ReasonStaleCommand {
+			t.Errorf("%s: the UNLOCK without issued_at sent while hearthd was down ended %s/%s (%s); want rejected/stale_command", round.name, res.Status, res.Reason, res.Detail)
+		}
 		got := map[string][]string{}
 		for _, m := range sets.sync(b) {
 			got[m.topic] = append(got[m.topic], m.payload)
@@ -968,6 +986,28 @@ devices:
 			topic := fmt.Sprintf("zigbee2mqtt/light%02d/set", i)
 			if !slices.Equal(got[topic], want) {
 				t.Errorf("%s: %s received %v; want %v, once", round.name, topic, got[topic], want)
+			}
+		}
+		if sets := got["zigbee2mqtt/front_door/set"]; len(sets) != 0 {
+			t.Errorf("%s: the lock received %v; want nothing", round.name, sets)
+		}
+		// The marker came back behind the queue: the backlog is over,
+		// and a plain UNLOCK sent now is live and carried out.
+		line, _ := hd.out.since(hd.mustLine("the session's backlog is delivered", 0))
+		_, count, _ := strings.Cut(line[0], "messages=")
+		if kept, err := strconv.Atoi(strings.Fields(count)[0]); err != nil || kept < n+1 {
+			t.Errorf("%s: hearthd logged %q; want the backlog to count the %d commands kept while it was down (more for those delivered again)", round.name, line[0], n+1)
+		}
+		if r == len(rounds)-1 {
+			b.pub("-t", "hearth/front_door/set", "-m", `{"state":"UNLOCK","op_id":"live"}`)
+			for {
+				res, _ := results.result("hearth/front_door/result")
+				if res.OpID == "live" && res.Status.Terminal() {
+					if res.Status != devices.Succeeded {
+						t.Errorf("the live UNLOCK after the backlog: %s/%s (%s); want succeeded", res.Status, res.Reason, res.Detail)
+					}
+					break
+				}
 			}
 		}
 		if t.Failed() {

@@ -146,8 +146,13 @@ func TestCommandsPublishedWhileHearthdIsStoppedAllEnd(t *testing.T) {
 	if c := logs.find("mqtt connected"); len(c) == 0 || c[0].attrs["session_present"] != "true" {
 		t.Errorf("hearthd's connect after the restart logged %+v; want session_present=true", c)
 	}
-	if w := logs.find("session"); len(w) != 0 {
-		t.Errorf("hearthd warned %+v; want no warning about the session", w)
+	for _, w := range logs.find("session") {
+		if w.level >= slog.LevelWarn {
+			t.Errorf("hearthd warned %+v; want no warning about the session", w)
+		}
+	}
+	if d := logs.find("the session's backlog is delivered"); len(d) != 1 || d[0].attrs["messages"] != fmt.Sprint(n) {
+		t.Errorf("hearthd logged the backlog as %+v; want once, messages=%d", d, n)
 	}
 }
 

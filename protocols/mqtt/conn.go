@@ -30,17 +30,25 @@
 // that finds no session although one should be there, is logged as a
 // warning saying what it means for lost commands.
 //
+// What the broker kept arrives with Message.Backlog set, so that the intake
+// can tell a command that may have waited minutes from one sent just now.
+// A resumed session's queue has no end marked in MQTT, so the Conn marks
+// it (Options.SessionMarker): once subscribed, it publishes a QoS 1 message
+// to itself, which the broker queues behind everything it kept; whatever
+// arrives before it comes back is backlog.
+//
 // It never interprets topics or payloads: the bridge adapters and the
 // intake do. It imports retry of Hearth's and nothing else.
 package mqtt
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
+	mrand "math/rand/v2"
 	"net"
 	"net/url"
 	"strings"
@@ -83,8 +91,20 @@ type Message struct {
 	// the session. Whatever acts on a message must not act twice on it:
 	// for commands, their op_id says.
 	Duplicate bool
-	ack       func()
-	user      paho.UserProperties
+	// Backlog is true for a message of a SubscribeManualAck subscription
+	// that may have waited in Hearth's session at the broker rather than
+	// come live (Options.SessionExpiry): one flagged DUP, or one that
+	// arrived on a connection whose CONNACK said Session Present before
+	// that connection's backlog was known to be over, which is when its
+	// session marker came back (Options.SessionMarker). Its arrival says
+	// nothing of when it was sent: up to the session expiry ago. It errs
+	// on the side of the backlog: a command published live between the
+	// CONNACK and the marker's return is counted in. Always false on a
+	// Subscribe subscription (nothing of theirs waits in the session),
+	// on a connection without a session, and from an Inline.
+	Backlog bool
+	ack     func()
+	user    paho.UserProperties
 }
 
 // UserProperty returns the value of the message's MQTT 5 user property
@@ -147,6 +167,29 @@ type Options struct {
 	// Subscribe). 0 (the default): a clean session at every connect, which
 	// ends with the connection.
 	SessionExpiry time.Duration
+	// SessionMarker is the topic that ends a resumed session's backlog
+	// (Message.Backlog). On a connection whose CONNACK says Session
+	// Present, once its subscriptions are made, the Conn subscribes to it
+	// at QoS 1 (without No Local) and publishes to it, at QoS 1, a token
+	// of that connection's; the broker queues that message for Hearth
+	// behind everything it kept, and when it comes back the backlog is
+	// over. This holds for a broker that delivers one session's messages
+	// in the order it queued them, across topics and publishers: MQTT 5.0
+	// §4.6 promises only the order of one publisher's messages on one
+	// topic at one QoS; Mosquitto 2 keeps one list per client (inflight,
+	// then queued; a new QoS 1 message joins the queue while anything
+	// waits there), and mochi-mqtt 2 writes all it kept right after the
+	// CONNACK, before it reads Hearth's first packet. A marker not back
+	// within markerResend (5 s) is published again (a full queue may have
+	// dropped it; a warning says so once), and until one is back the
+	// backlog is not over, however long that takes. A marker whose
+	// SUBSCRIBE or PUBLISH the broker refuses is logged as an error, and
+	// that connection's backlog never ends. Messages on this topic reach
+	// no handler. Hearth's account must be allowed to publish to it and
+	// receive it, and nobody else should publish there (a message without
+	// the token is ignored). Empty: a resumed session's backlog never
+	// ends.
+	SessionMarker string
 	// Reconnect spaces connection attempts; its zero value is exponential
 	// backoff with full jitter, base 1 s, cap 60 s.
 	Reconnect retry.Backoff
@@ -194,6 +237,42 @@ type subscription struct {
 	// asked for it (it would send overlapping copies); its messages reach
 	// handler through the covering one.
 	local bool
+	// marker: the session marker's subscription (Options.SessionMarker),
+	// made at QoS 1 and without No Local, so that Hearth's own marker
+	// comes back, queued like a command.
+	marker bool
+}
+
+// markerResend is how long a session marker may take to come back before
+// it is published again (real time, like ackInterval: a transport's
+// patience, not a policy). A long backlog takes longer than this, and the
+// marker published again then waits behind the first: harmless.
+const markerResend = 5 * time.Second
+
+// backlog is one connection's view of its session's backlog (see
+// Message.Backlog and Options.SessionMarker).
+type backlog struct {
+	token string // the payload of this connection's marker
+	over  atomic.Bool
+	done  chan struct{} // closed when over
+	once  sync.Once
+	count atomic.Int64 // backlog messages handed to manual-ack handlers
+}
+
+// newBacklog returns a connection's backlog, pending until end.
+func newBacklog() *backlog {
+	return &backlog{token: rand.Text(), done: make(chan struct{})}
+}
+
+// end marks the backlog over and reports whether it was not already.
+func (b *backlog) end() bool {
+	ended := false
+	b.once.Do(func() {
+		b.over.Store(true)
+		close(b.done)
+		ended = true
+	})
+	return ended
 }
 
 // Conn is a supervised MQTT connection. Create it with New, register
@@ -217,6 +296,11 @@ type Conn struct {
 	// lastAck is when a handler last acknowledged a message (UnixNano,
 	// real time: paho's acknowledgement ticker runs on it); see stop.
 	lastAck atomic.Int64
+	// backlog is the current connection's (nil before the first), for
+	// tests to wait on.
+	backlog *backlog
+	// markerResend is markerResend, shorter in tests.
+	markerResend time.Duration
 
 	// What the previous connection's CONNACK granted, for the next one's
 	// (Run's goroutine only).
@@ -252,12 +336,12 @@ func New(opts Options) *Conn {
 		opts.Clock = clockwork.NewRealClock()
 	}
 	if opts.Rand == nil {
-		opts.Rand = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+		opts.Rand = mrand.New(mrand.NewPCG(mrand.Uint64(), mrand.Uint64()))
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Conn{opts: opts, log: opts.Logger, up: make(chan struct{}), warnedUpTo: -1}
+	return &Conn{opts: opts, log: opts.Logger, up: make(chan struct{}), warnedUpTo: -1, markerResend: markerResend}
 }
 
 // ClientID returns the MQTT client ID the connection uses.
@@ -334,13 +418,13 @@ func (c *Conn) subscribeOn(ctx context.Context, client *paho.Client, subs []subs
 	req := &paho.Subscribe{}
 	for _, s := range subs {
 		qos := s.qos
-		if c.opts.SessionExpiry > 0 && !s.manualAck {
+		if c.opts.SessionExpiry > 0 && !s.manualAck && !s.marker {
 			qos = 0 // nothing of it waits in the session: see Subscribe
 		}
 		req.Subscriptions = append(req.Subscriptions, paho.SubscribeOptions{
 			Topic:             s.filter,
 			QoS:               qos,
-			NoLocal:           true,
+			NoLocal:           !s.marker,
 			RetainAsPublished: s.manualAck,
 		})
 	}
@@ -369,7 +453,7 @@ func (c *Conn) subscribeOn(ctx context.Context, client *paho.Client, subs []subs
 		}
 		for i, code := range ack.Reasons {
 			if code >= 0x80 && i < len(subs) {
-				return fmt.Errorf("subscribe %s: refused by the broker (reason code 0x%02x)", subs[i].filter, code)
+				return &subscribeRefused{filter: subs[i].filter, code: code}
 			}
 		}
 		if err != nil {
@@ -377,6 +461,17 @@ func (c *Conn) subscribeOn(ctx context.Context, client *paho.Client, subs []subs
 		}
 		return nil
 	}
+}
+
+// subscribeRefused is a SUBACK that refused a filter (reason code 0x80 or
+// more, MQTT 5.0 §3.9.3).
+type subscribeRefused struct {
+	filter string
+	code   byte
+}
+
+func (e *subscribeRefused) Error() string {
+	return fmt.Sprintf("subscribe %s: refused by the broker (reason code 0x%02x)", e.filter, e.code)
 }
 
 // reasonIdentifierInUse is the SUBACK reason code "Packet Identifier in
@@ -400,8 +495,10 @@ const ackInterval = 50 * time.Millisecond
 
 // route hands a received message to the handler whose filter matches. It
 // runs on the client's single receive goroutine, so handlers see messages
-// in arrival order.
-func (c *Conn) route(client *paho.Client) func(paho.PublishReceived) (bool, error) {
+// in arrival order, and bl, the connection's backlog, ends in that order
+// too: every message before the marker has been handed over with Backlog
+// set.
+func (c *Conn) route(client *paho.Client, bl *backlog) func(paho.PublishReceived) (bool, error) {
 	return func(pr paho.PublishReceived) (bool, error) {
 		p := pr.Packet
 		var once sync.Once
@@ -415,6 +512,17 @@ func (c *Conn) route(client *paho.Client) func(paho.PublishReceived) (bool, erro
 				}
 			})
 		}
+		if c.opts.SessionMarker != "" && p.Topic == c.opts.SessionMarker {
+			// The Conn's own: no handler's. Another connection's token
+			// (a marker the previous connection left in the session) or
+			// anyone else's message ends nothing.
+			if string(p.Payload) == bl.token && bl.end() {
+				c.log.Info("mqtt: the session's backlog is delivered", "broker", c.opts.URL, "messages", bl.count.Load())
+			}
+			ack()
+			return true, nil
+		}
+		inBacklog := p.Duplicate() || !bl.over.Load()
 		m := Message{Topic: p.Topic, Payload: p.Payload, QoS: p.QoS, Retained: p.Retain, Duplicate: p.Duplicate(), ack: ack}
 		if p.Properties != nil {
 			m.user = p.Properties.User
@@ -429,8 +537,12 @@ func (c *Conn) route(client *paho.Client) func(paho.PublishReceived) (bool, erro
 		c.mu.Unlock()
 		manual := false
 		for _, s := range matches {
+			m.Backlog = s.manualAck && inBacklog
 			s.handler(m)
 			manual = manual || s.manualAck
+		}
+		if manual && inBacklog {
+			bl.count.Add(1)
 		}
 		if !manual {
 			ack()
@@ -736,7 +848,15 @@ func (c *Conn) connect(ctx context.Context) (*paho.Client, <-chan error, error) 
 			close(serverDisconnected)
 		},
 	})
-	client.AddOnPublishReceived(c.route(client))
+	// Until the CONNACK is read, every message counts as backlog: paho
+	// routes the first before Connect returns. Without a session to
+	// resume there is none (and nothing can arrive before the
+	// subscriptions are made).
+	bl := newBacklog()
+	if c.opts.SessionExpiry <= 0 {
+		bl.end()
+	}
+	client.AddOnPublishReceived(c.route(client, bl))
 	cp := &paho.Connect{
 		ClientID:   c.opts.ClientID,
 		KeepAlive:  uint16(c.opts.KeepAlive / time.Second),
@@ -768,6 +888,9 @@ func (c *Conn) connect(ctx context.Context) (*paho.Client, <-chan error, error) 
 		return nil, nil, err
 	}
 	present := c.session(ca)
+	if !present {
+		bl.end()
+	}
 	go func() {
 		<-client.Done()
 		// paho closes the client before it calls OnServerDisconnect:
@@ -786,6 +909,8 @@ func (c *Conn) connect(ctx context.Context) (*paho.Client, <-chan error, error) 
 	c.client = client // handlers may publish from the first message on
 	c.connectedAt = c.opts.Clock.Now()
 	c.gone, c.dropped = context.WithCancel(context.Background())
+	c.backlog = bl
+	gone := c.gone
 	var subs []subscription
 	for _, s := range c.subs {
 		if !s.local {
@@ -799,6 +924,12 @@ func (c *Conn) connect(ctx context.Context) (*paho.Client, <-chan error, error) 
 	if err := c.subscribeOn(cctx, client, subs); err != nil {
 		c.drop(client)
 		return nil, nil, err
+	}
+	if present {
+		if err := c.markBacklog(cctx, gone, client, bl); err != nil {
+			c.drop(client)
+			return nil, nil, err
+		}
 	}
 	if a := c.opts.Status; a.Topic != "" {
 		if _, err := client.Publish(cctx, &paho.Publish{Topic: a.Topic, QoS: 1, Retain: true, Payload: []byte(a.Online)}); err != nil {
@@ -818,6 +949,73 @@ func (c *Conn) connect(ctx context.Context) (*paho.Client, <-chan error, error) 
 	}
 	c.upOnce.Do(func() { close(c.up) })
 	return client, lost, nil
+}
+
+// markBacklog marks where the resumed session's backlog ends: it
+// subscribes to Options.SessionMarker and publishes bl's token there, and
+// publishes it again every markerResend until it is back or the
+// connection is gone. A broker that refuses the marker leaves the backlog
+// without an end, which is logged as an error; an error of the connection
+// itself is returned.
+func (c *Conn) markBacklog(ctx, gone context.Context, client *paho.Client, bl *backlog) error {
+	topic := c.opts.SessionMarker
+	if topic == "" {
+		c.log.Info("mqtt: no session marker topic: every command on this resumed session counts as its backlog", "broker", c.opts.URL)
+		return nil
+	}
+	const consequence = "until it is, every command on this connection counts as one that may have waited in the session since before Hearth came back"
+	err := c.subscribeOn(ctx, client, []subscription{{filter: topic, qos: 1, marker: true}})
+	var refused *subscribeRefused
+	if errors.As(err, &refused) {
+		c.log.Error("mqtt: the broker refused the subscription to Hearth's session marker, so the end of the session's backlog cannot be known: "+consequence+"; let Hearth's account subscribe to "+topic,
+			"broker", c.opts.URL, "topic", topic, "reason_code", fmt.Sprintf("0x%02x", refused.code))
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	publish := func(ctx context.Context) error {
+		resp, err := client.Publish(ctx, &paho.Publish{Topic: topic, QoS: 1, Payload: []byte(bl.token)})
+		if resp != nil && resp.ReasonCode >= 0x80 {
+			c.log.Error("mqtt: the broker refused Hearth's session marker, so the end of the session's backlog cannot be known: "+consequence+"; let Hearth's account publish to "+topic,
+				"broker", c.opts.URL, "topic", topic, "reason_code", fmt.Sprintf("0x%02x", resp.ReasonCode))
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("publish session marker: %w", err)
+		}
+		return nil
+	}
+	if err := publish(ctx); err != nil {
+		return err
+	}
+	go func() {
+		warned := false
+		for {
+			t := time.NewTimer(c.markerResend)
+			select {
+			case <-t.C:
+			case <-bl.done:
+				t.Stop()
+				return
+			case <-gone.Done():
+				t.Stop()
+				return
+			}
+			if !warned {
+				warned = true
+				c.log.Warn(fmt.Sprintf("mqtt: Hearth's session marker has not come back within %v; publishing it again: the session's backlog is long, or the broker does not deliver %s to Hearth (its ACL?); %s", c.markerResend, topic, consequence),
+					"broker", c.opts.URL, "topic", topic, "backlog_so_far", bl.count.Load())
+			}
+			pctx, cancel := context.WithTimeout(gone, c.opts.ConnectTimeout)
+			err := publish(pctx)
+			cancel()
+			if err != nil {
+				c.log.Debug("mqtt: publish session marker", "err", err)
+			}
+		}
+	}()
+	return nil
 }
 
 // sessionSeconds is d as a Session Expiry Interval: whole seconds, below

@@ -196,8 +196,8 @@ func TestConnRedeliversAnUnacknowledgedCommandFlaggedDuplicate(t *testing.T) {
 
 	newClient(t, b.url()).publish(t, "cmd/lamp/set", false, `{"state":"ON","op_id":"o1"}`)
 	first := cmds.next(t) // not acknowledged
-	if first.Duplicate {
-		t.Errorf("first delivery has DUP set")
+	if first.Duplicate || first.Backlog {
+		t.Errorf("first delivery: DUP %v, Backlog %v; want neither (live, on a connection that resumed nothing)", first.Duplicate, first.Backlog)
 	}
 	link.cut()
 	b.ev.waitDisconnected(t, id)
@@ -207,8 +207,8 @@ func TestConnRedeliversAnUnacknowledgedCommandFlaggedDuplicate(t *testing.T) {
 	waitChan(t, connects, "reconnect")
 
 	again := cmds.next(t)
-	if again.Topic != first.Topic || string(again.Payload) != string(first.Payload) || !again.Duplicate {
-		t.Fatalf("redelivery = {%s %q dup %v}, want {%s %q dup true}", again.Topic, again.Payload, again.Duplicate, first.Topic, first.Payload)
+	if again.Topic != first.Topic || string(again.Payload) != string(first.Payload) || !again.Duplicate || !again.Backlog {
+		t.Fatalf("redelivery = {%s %q dup %v backlog %v}, want {%s %q dup true backlog true}", again.Topic, again.Payload, again.Duplicate, again.Backlog, first.Topic, first.Payload)
 	}
 	first.Ack() // on the connection that is gone: does nothing
 	again.Ack()
