@@ -159,10 +159,17 @@ func (h *commands) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet
 // publisher's last command, with nothing to acknowledge, and makes mochi
 // route it nowhere (no topic, not retained): mochi sends a will to
 // subscribers without asking OnPublish. A will with a delay (MQTT 5 Will
-// Delay Interval) is left to mochi, which routes it to the filter's
-// subscribers once the delay is over, and is no command.
+// Delay Interval) on the filter is dropped, with a warning: mochi would
+// send it when the delay is over without asking any hook, routed to the
+// filter's other subscribers and retained if flagged, and never to Hearth.
 func (h *commands) OnWill(cl *mqtt.Client, will mqtt.Will) (mqtt.Will, error) {
-	if will.WillDelayInterval > 0 || !matchTopic(h.filter, will.TopicName) {
+	if !matchTopic(h.filter, will.TopicName) {
+		return will, nil
+	}
+	if will.WillDelayInterval > 0 {
+		h.log.Warn("embedded broker dropped a delayed will on a command topic: a command is taken at once or not at all",
+			"client_id", printable(cl.ID), "topic", printable(will.TopicName), "will_delay_s", will.WillDelayInterval)
+		will.TopicName, will.Retain = "", false
 		return will, nil
 	}
 	cmd := Command{

@@ -18,6 +18,7 @@ import (
 	paho5 "github.com/eclipse/paho.golang/paho"
 	paho "github.com/eclipse/paho.mqtt.golang"
 	"github.com/jonboulle/clockwork"
+	mqtt "github.com/mochi-mqtt/server/v2"
 )
 
 // commandFilter is the filter of the tests' command hook.
@@ -725,11 +726,17 @@ func eventually(t *testing.T, what string, cond func() bool) {
 type slowLog struct {
 	mu sync.Mutex
 	ch chan slog.Record
+	// match is what the records kept say; "" means "slowed".
+	match string
 }
 
 func (l *slowLog) Enabled(context.Context, slog.Level) bool { return true }
 func (l *slowLog) Handle(_ context.Context, rec slog.Record) error {
-	if strings.Contains(rec.Message, "slowed") {
+	match := l.match
+	if match == "" {
+		match = "slowed"
+	}
+	if strings.Contains(rec.Message, match) {
 		l.ch <- rec
 	}
 	return nil
@@ -745,5 +752,33 @@ func (l *slowLog) next(t *testing.T) slog.Record {
 	case <-time.After(eventWait):
 		t.Fatal("nothing logged about a slowed publisher")
 		panic("unreachable")
+	}
+}
+
+// A will with a delay on the command filter is dropped, with a warning:
+// mochi sends a delayed will when the delay is over without asking any
+// hook, and would route it to the filter's other subscribers and retain
+// it, never hand it to Hearth. What the hook returns is what mochi's
+// delayed send uses: no topic, not retained.
+func TestDelayedWillOnACommandTopicIsDropped(t *testing.T) {
+	logs := &slowLog{ch: make(chan slog.Record, 16), match: "delayed will"}
+	b, cmds := commandBroker(t, Options{Logger: slog.New(logs)})
+	cl := b.srv.NewClient(nil, "test", "willer", false)
+	will, err := b.cmds.OnWill(cl, mqtt.Will{TopicName: "hearth/front_door/set", Payload: []byte("UNLOCK"), Qos: 1, Retain: true, WillDelayInterval: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if will.TopicName != "" || will.Retain {
+		t.Errorf("the delayed will mochi keeps: topic %q, retain %v; want no topic, not retained", will.TopicName, will.Retain)
+	}
+	noCommand(t, cmds)
+	rec := logs.next(t)
+	if attrs := recordAttrs(rec); rec.Level != slog.LevelWarn || attrs["client_id"] != "willer" || attrs["topic"] != "hearth/front_door/set" {
+		t.Errorf("logged %s %q %v; want a warning naming the client and the topic", rec.Level, rec.Message, attrs)
+	}
+	// A delayed will elsewhere is mochi's, untouched.
+	other := mqtt.Will{TopicName: "home/status", Payload: []byte("gone"), Retain: true, WillDelayInterval: 1}
+	if got, _ := b.cmds.OnWill(cl, other); got.TopicName != other.TopicName || !got.Retain {
+		t.Errorf("a delayed will on home/status became %+v; want it unchanged", got)
 	}
 }
