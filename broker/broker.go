@@ -362,6 +362,7 @@ func Start(opts Options) (*Broker, error) {
 	b.limits = newLimits(b.guard, opts)
 	b.auth = newAuthenticator(srv, b.guard, opts, b.guard.log.log)
 	b.auth.loginFailed = b.limits.loginFailed
+	b.inline.log = b.guard.log.log
 	b.inline.refused = &throttledLog{clock: b.guard.clock, log: b.guard.log.log,
 		msg: "embedded broker refused a CONNECT: its client ID is the broker's own inline client's"}
 	var tcp net.Listener

@@ -3,9 +3,11 @@ package broker
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
@@ -54,7 +56,36 @@ type inline struct {
 	closed atomic.Bool
 	// refused logs the CONNECTs refused for the inline client's ID.
 	refused *throttledLog
+
+	// lagging are the subscribers PublishInline found with a full
+	// in-flight store, by client ID: when the wait for them began, and
+	// whether it was given up (see waitForSubscribers).
+	mu      sync.Mutex
+	lagging map[string]*lag
+	log     *slog.Logger
 }
+
+// lag is one subscriber's episode of falling behind.
+type lag struct {
+	since    time.Time
+	gaveUp   bool
+	waitedOn int // publishes that waited for it
+}
+
+// The flow control of PublishInline: a publish waits while a subscriber
+// of its topic has lagHigh QoS 1 and 2 messages in flight (sent, not yet
+// acknowledged, or held for its Receive Maximum), half of mochi's store of
+// 8,192 beyond which it drops what comes, until it is below lagHigh again,
+// for at most lagMaxWait per episode: a subscriber that does not catch up
+// by then is given up (its messages are dropped, counted in
+// Stats.MessagesDropped, and logged once) until it is down to lagLow, so
+// that one client that never reads cannot hold up Hearth for long.
+const (
+	lagHigh    = 4096
+	lagLow     = 1024
+	lagMaxWait = 2 * time.Second
+	lagPoll    = time.Millisecond
+)
 
 // PublishInline publishes payload to topic as the broker itself (mochi's
 // inline client), with no socket and no acknowledgement to wait for: the
@@ -64,8 +95,10 @@ type inline struct {
 // it returns. It passes no ACL (DenyPublish is not asked) and carries no
 // username stamp. It is never delivered to an inline subscription (MQTT 5
 // No Local: the inline subscriptions are the same client). A network
-// subscriber whose queue is full does not get it (mochi drops it and counts
-// it in its MessagesDropped; PublishInline does not fail).
+// subscriber that falls behind makes it wait (see lagHigh), so that what
+// Hearth publishes goes at the pace of the slowest subscriber who reads;
+// one whose queue is full all the same does not get it (mochi drops it,
+// counted in Stats.MessagesDropped; PublishInline does not fail).
 //
 // The broker keeps payload, in the retained store and in the subscribers'
 // queues: the caller must not change it afterwards. PublishInline is safe
@@ -80,6 +113,9 @@ func (b *Broker) PublishInline(topic string, payload []byte, retained bool, qos 
 	}
 	if b.inline.closed.Load() {
 		return ErrClosed
+	}
+	if qos > 0 {
+		b.waitForSubscribers(topic)
 	}
 	if err := b.srv.Publish(topic, payload, retained, qos); err != nil {
 		return fmt.Errorf("embedded broker: publish %s: %w", topic, err)
@@ -195,4 +231,76 @@ func (h *inlineID) OnConnect(cl *mqtt.Client, _ packets.Packet) error {
 	}
 	writeConnack(cl, code) // the guard reports it as RefusedOther
 	return errRefused
+}
+
+// waitForSubscribers returns once no subscriber of topic that takes QoS 1
+// or 2 has lagHigh messages in flight, or every one that has is given up
+// (see lagHigh).
+func (b *Broker) waitForSubscribers(topic string) {
+	var tick *time.Ticker
+	defer func() {
+		if tick != nil {
+			tick.Stop()
+		}
+	}()
+	for {
+		behind := b.laggingSubscriber(topic)
+		if behind == "" || b.inline.closed.Load() {
+			return
+		}
+		if tick == nil {
+			tick = time.NewTicker(lagPoll)
+		}
+		<-tick.C
+	}
+}
+
+// laggingSubscriber returns the ID of a subscriber of topic at QoS 1 or 2
+// that is lagHigh behind and not given up, or "". It updates the episodes
+// of the subscribers it looks at.
+func (b *Broker) laggingSubscriber(topic string) string {
+	subs := b.srv.Topics.Subscribers(topic)
+	in := &b.inline
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	for id, sub := range subs.Subscriptions {
+		if sub.Qos == 0 {
+			continue
+		}
+		cl, ok := b.srv.Clients.Get(id)
+		if !ok {
+			continue
+		}
+		n := cl.State.Inflight.Len()
+		l := in.lagging[id]
+		switch {
+		case l == nil && n < lagHigh:
+			continue
+		case l == nil:
+			if in.lagging == nil {
+				in.lagging = map[string]*lag{}
+			}
+			l = &lag{since: time.Now()}
+			in.lagging[id] = l
+		case n < lagLow || (n < lagHigh && !l.gaveUp):
+			if l.gaveUp {
+				in.log.Warn("embedded broker: a subscriber that fell behind caught up; its messages flow again",
+					"client_id", printable(id), "for", time.Since(l.since).Round(time.Millisecond))
+			}
+			delete(in.lagging, id)
+			continue
+		}
+		if l.gaveUp {
+			continue
+		}
+		if time.Since(l.since) > lagMaxWait {
+			l.gaveUp = true
+			in.log.Warn("embedded broker: a subscriber does not read what Hearth publishes; its messages are dropped until it catches up",
+				"client_id", printable(id), "in_flight", n, "waited", lagMaxWait, "publishes_held", l.waitedOn)
+			continue
+		}
+		l.waitedOn++
+		return id
+	}
+	return ""
 }
