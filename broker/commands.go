@@ -243,10 +243,20 @@ type publisher struct {
 	queue []*pendingAck // pending, in arrival order
 	// The episode of slowing down under way, if slowSince is not zero:
 	// since when the publisher's commands wait for a place, and how many
-	// have waited.
+	// have waited. drained is when its pending commands last ran out;
+	// the episode ends slowQuiet later unless one waits again (quiet
+	// counts the drains, so that an older timer finds itself stale).
 	slowSince time.Time
 	waited    int
+	drained   time.Time
+	quiet     uint64
 }
+
+// slowQuiet is how long a slowed publisher must have had no command
+// waiting for a place before its episode ends and is logged: a burst that
+// drains and refills the pending commands many times is one episode, one
+// line.
+const slowQuiet = time.Second
 
 // pendingAck is one pending command's acknowledgement.
 type pendingAck struct {
@@ -296,6 +306,10 @@ func (p *publisher) take(pk packets.Packet) (*pendingAck, bool) {
 	a := &pendingAck{p: p, id: pk.PacketID, qos: pk.FixedHeader.Qos}
 	p.mu.Lock()
 	p.queue = append(p.queue, a)
+	if !p.slowSince.IsZero() {
+		p.drained = time.Time{}
+		p.quiet++ // the timer of the last drain, if under way, is stale
+	}
 	p.mu.Unlock()
 	return a, true
 }
@@ -326,8 +340,17 @@ func (p *publisher) write() {
 			p.acknowledge(a)
 			<-p.slots
 			p.mu.Lock()
-			if len(p.queue) == 0 {
-				p.summaryLocked(false)
+			if len(p.queue) == 0 && !p.slowSince.IsZero() {
+				p.drained = p.h.clock.Now()
+				p.quiet++
+				quiet := p.quiet
+				p.h.clock.AfterFunc(slowQuiet, func() {
+					p.mu.Lock()
+					if p.quiet == quiet {
+						p.summaryLocked(false)
+					}
+					p.mu.Unlock()
+				})
 			}
 			p.mu.Unlock()
 		}
@@ -382,19 +405,24 @@ func (p *publisher) end() {
 
 // summaryLocked logs the episode of slowing down under way, if any, and
 // ends it: one line per episode, from the first command that waited for a
-// place until the publisher has none pending (or is gone). Call with mu
-// held.
+// place until the publisher last had none pending, with none waiting for
+// slowQuiet after (or until it is gone). Call with mu held.
 func (p *publisher) summaryLocked(gone bool) {
 	if p.slowSince.IsZero() {
 		return
+	}
+	end := p.drained
+	if end.IsZero() {
+		end = p.h.clock.Now()
 	}
 	p.h.slowed.Add(1)
 	username, _ := p.h.auth.identity(p.cl)
 	p.h.log.Warn("embedded broker slowed a publisher: its commands came faster than Hearth stored them, so the broker paused reading its connection",
 		"client_id", printable(p.cl.ID), "username", printable(username), "remote", p.cl.Net.Remote,
-		"for", p.h.clock.Since(p.slowSince), "commands_waited", p.waited,
+		"for", end.Sub(p.slowSince), "commands_waited", p.waited,
 		"max_pending", p.h.max, "disconnected", gone)
-	p.slowSince, p.waited = time.Time{}, 0
+	p.slowSince, p.waited, p.drained = time.Time{}, 0, time.Time{}
+	p.quiet++
 }
 
 // matchTopic reports whether topic matches filter by MQTT's rules (MQTT

@@ -404,8 +404,9 @@ func TestNackIsNeverAReceipt(t *testing.T) {
 // A 3.1.1 publisher that sends far more commands than MaxPendingCommands
 // (which Receive Maximum cannot tell a 3.1.1 client) has its reads paused
 // at the cap and loses nothing: every command is handed over exactly
-// once and acknowledged. The episode is logged once, when it ends, with
-// how long it lasted on the broker's clock and how many commands waited.
+// once and acknowledged. The episode is logged once, when it ends (its
+// pending commands ran out and none waited for slowQuiet), with how long
+// it lasted on the broker's clock and how many commands waited.
 func TestPublisherAtTheCapIsSlowedNotDropped(t *testing.T) {
 	const maxPending, n = 4, 200
 	clock := clockwork.NewFakeClockAt(time.Date(2026, 11, 29, 19, 0, 0, 0, time.UTC))
@@ -455,6 +456,19 @@ func TestPublisherAtTheCapIsSlowedNotDropped(t *testing.T) {
 	}
 	noCommand(t, cmds)
 
+	// The episode ends slowQuiet after the last drain, with none waiting
+	// meanwhile: then it is logged, its length up to that drain.
+	eventually(t, "the pending commands to run out", func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return len(p.queue) == 0 && !p.drained.IsZero()
+	})
+	select {
+	case rec := <-logs.ch:
+		t.Fatalf("logged %q before the quiet spell was over", rec.Message)
+	default:
+	}
+	clock.Advance(slowQuiet)
 	rec := logs.next(t)
 	attrs := recordAttrs(rec)
 	waited := 0
@@ -780,5 +794,72 @@ func TestDelayedWillOnACommandTopicIsDropped(t *testing.T) {
 	other := mqtt.Will{TopicName: "home/status", Payload: []byte("gone"), Retain: true, WillDelayInterval: 1}
 	if got, _ := b.cmds.OnWill(cl, other); got.TopicName != other.TopicName || !got.Retain {
 		t.Errorf("a delayed will on home/status became %+v; want it unchanged", got)
+	}
+}
+
+// A burst that drains its pending commands and fills them again within
+// slowQuiet is one episode: one line, with the waits of both rounds.
+func TestSlowedPublisherIsLoggedOncePerBurst(t *testing.T) {
+	const maxPending, perRound = 2, 6
+	clock := clockwork.NewFakeClockAt(time.Date(2026, 11, 29, 19, 0, 0, 0, time.UTC))
+	logs := &slowLog{ch: make(chan slog.Record, 16)}
+	b, cmds := commandBroker(t, Options{MaxPendingCommands: maxPending, Clock: clock, Logger: slog.New(logs)})
+	c, _ := tappedV3(t, b, "bursty", creds{})
+	var p *publisher
+	round := func() {
+		t.Helper()
+		before := 0
+		if p != nil {
+			p.mu.Lock()
+			before = p.waited
+			p.mu.Unlock()
+		}
+		toks := make([]paho.Token, perRound)
+		for i := range perRound {
+			toks[i] = c.Publish("hearth/lamp/set", 1, false, fmt.Sprint(i))
+		}
+		var held []Command
+		for range maxPending {
+			held = append(held, nextCommand(t, cmds))
+		}
+		if p == nil {
+			p = publisherOf(t, b, "bursty")
+		}
+		eventually(t, "the next command to wait for a place", func() bool {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			return p.waited > before
+		})
+		for _, c := range held {
+			c.Ack()
+		}
+		for range perRound - maxPending {
+			nextCommand(t, cmds).Ack()
+		}
+		for _, tok := range toks {
+			mustWait(t, tok)
+		}
+		eventually(t, "the pending commands to run out", func() bool {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			return len(p.queue) == 0 && !p.drained.IsZero()
+		})
+	}
+	round()
+	round() // within slowQuiet of the first: the clock has not moved
+	clock.Advance(slowQuiet)
+	rec := logs.next(t)
+	waited := 0
+	fmt.Sscan(recordAttrs(rec)["commands_waited"], &waited)
+	if waited < 2 {
+		t.Errorf("the episode's line says %d commands waited; want the waits of both rounds (at least 2)", waited)
+	}
+	select {
+	case rec := <-logs.ch:
+		t.Errorf("logged a second line %q %v; want one for the burst", rec.Message, recordAttrs(rec))
+	default:
+	}
+	if got := b.Stats().PublishersSlowed; got != 1 {
+		t.Errorf("Stats().PublishersSlowed = %d; want 1", got)
 	}
 }
