@@ -631,7 +631,8 @@ type Notification struct {
 	Message string `json:"message"`
 	// Severity is "info", "warning" or "critical".
 	Severity string `json:"severity"`
-	// Source says who speaks: "dispatcher", or "automation:<rule>".
+	// Source says who speaks: "dispatcher", "store" (hearthd, when the
+	// store's commits fail), or "automation:<rule>".
 	Source string `json:"source"`
 	// Device and OpID name the command a notification is about, if any.
 	Device string `json:"device,omitempty"`
