@@ -172,9 +172,12 @@ type Device struct {
 type Options struct {
 	// Prefix is the topic prefix of results and mirrored state; "" means
 	// "hearth".
-	Prefix    string
-	Services  []Service
-	Devices   []Device
+	Prefix   string
+	Services []Service
+	Devices  []Device
+	// Journal stores commands; a failed write is logged at WARN per
+	// call (with its op_id): the outage itself is the owner's to log at
+	// ERROR once and to notify (hearthd follows the store's commits).
 	Journal   Journal
 	Publisher Publisher
 	// Clock is the time source of every TTL, timeout and backoff; nil
