@@ -714,7 +714,7 @@ func (q *deviceQueue) recordAttemptLocked(t *task, resend bool) (prev, op device
 // failure is logged, and the send goes on.
 func (q *deviceQueue) storeAttempt(op devices.Op) {
 	if err := q.d.journal.Save(op); err != nil {
-		q.d.log.Error("store attempt", "op_id", op.OpID, "err", err)
+		q.d.log.Warn("store attempt", "op_id", op.OpID, "err", err)
 	}
 }
 
@@ -1031,7 +1031,7 @@ func (q *deviceQueue) unsent(t *task, prev devices.Op) {
 	op := t.op
 	q.mu.Unlock()
 	if err := q.d.journal.Save(op); err != nil {
-		q.d.log.Error("store attempt", "op_id", op.OpID, "err", err)
+		q.d.log.Warn("store attempt", "op_id", op.OpID, "err", err)
 	}
 }
 
@@ -1097,14 +1097,14 @@ func (q *deviceQueue) finish(t *task, status devices.Status, reason devices.Reas
 	if s, ok := q.d.dead.(DeadLetterSaver); ok && dead {
 		// The end and its dead letter in one commit.
 		if err := s.SaveDeadLetters(op); err != nil {
-			q.d.log.Error("store result and dead letter", "op_id", op.OpID, "err", err)
+			q.d.log.Warn("store result and dead letter", "op_id", op.OpID, "err", err)
 			if err := q.d.journal.Save(op); err != nil {
-				q.d.log.Error("store result", "op_id", op.OpID, "err", err)
+				q.d.log.Warn("store result", "op_id", op.OpID, "err", err)
 			}
 		}
 		dead = false // filed
 	} else if err := q.d.journal.Save(op); err != nil {
-		q.d.log.Error("store result", "op_id", op.OpID, "err", err)
+		q.d.log.Warn("store result", "op_id", op.OpID, "err", err)
 	}
 	q.d.log.Info("command ended", "op_id", op.OpID, "device", op.Device, "status", status, "reason", reason, "attempts", op.Attempts)
 	if q.d.audited(q.dev.Device) || reason == devices.ReasonUnauthorized {

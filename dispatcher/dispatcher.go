@@ -172,9 +172,12 @@ type Device struct {
 type Options struct {
 	// Prefix is the topic prefix of results and mirrored state; "" means
 	// "hearth".
-	Prefix    string
-	Services  []Service
-	Devices   []Device
+	Prefix   string
+	Services []Service
+	Devices  []Device
+	// Journal stores commands; a failed write is logged at WARN per
+	// call (with its op_id): the outage itself is the owner's to log at
+	// ERROR once and to notify (hearthd follows the store's commits).
 	Journal   Journal
 	Publisher Publisher
 	// Clock is the time source of every TTL, timeout and backoff; nil
@@ -631,7 +634,8 @@ type Notification struct {
 	Message string `json:"message"`
 	// Severity is "info", "warning" or "critical".
 	Severity string `json:"severity"`
-	// Source says who speaks: "dispatcher", or "automation:<rule>".
+	// Source says who speaks: "dispatcher", "store" (hearthd, when the
+	// store's commits fail), or "automation:<rule>".
 	Source string `json:"source"`
 	// Device and OpID name the command a notification is about, if any.
 	Device string `json:"device,omitempty"`

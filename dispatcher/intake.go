@@ -125,7 +125,7 @@ func (d *Dispatcher) admit(batch []Request) {
 	toSave = append(toSave, superseded...)
 	if len(toSave) > 0 {
 		if err := d.journal.Save(toSave...); err != nil {
-			d.log.Error("store commands", "count", len(toSave), "err", err)
+			d.log.Warn("store commands", "count", len(toSave), "err", err)
 			for i := range items {
 				if items[i].queue != nil {
 					r := reject(items[i].req.Device, items[i].op.OpID, devices.ReasonStoreError, "the command could not be stored", now)

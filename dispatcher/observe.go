@@ -167,7 +167,7 @@ func (d *Dispatcher) resume(pending []devices.Op) {
 		return
 	}
 	if err := d.journal.Save(ended...); err != nil {
-		d.log.Error("store resumed commands", "err", err)
+		d.log.Warn("store resumed commands", "err", err)
 	}
 	// As finish does for a running command: the audit trail and the dead
 	// letters first, then the result, then the alert.
@@ -251,7 +251,7 @@ func (s *stateSaver) flush() {
 		wg.Go(func() {
 			// Concurrent saves share one commit in the store.
 			if err := s.journal.SaveState(dev, st.state, st.at); err != nil {
-				s.log.Error("store device state", "device", dev, "err", err)
+				s.log.Warn("store device state", "device", dev, "err", err)
 			}
 		})
 	}

@@ -45,7 +45,7 @@ func (d *Dispatcher) audit(entries ...devices.AuditEntry) {
 		return
 	}
 	if err := d.auditLog.AppendAudit(entries...); err != nil {
-		d.log.Error("store audit entries", "count", len(entries), "op_id", entries[0].OpID, "err", err)
+		d.log.Warn("store audit entries", "count", len(entries), "op_id", entries[0].OpID, "err", err)
 	}
 }
 

@@ -523,7 +523,7 @@ func (d *Dispatcher) deadLetter(ops ...devices.Op) {
 		return
 	}
 	if err := d.dead.AddDeadLetters(ops...); err != nil {
-		d.log.Error("store dead letters", "count", len(ops), "op_id", ops[0].OpID, "err", err)
+		d.log.Warn("store dead letters", "count", len(ops), "op_id", ops[0].OpID, "err", err)
 	}
 }
 

@@ -20,6 +20,10 @@ type Metrics struct {
 	reg         *prometheus.Registry
 	state       *prometheus.GaugeVec
 	transitions *prometheus.CounterVec
+	// storeFailures counts failed store commits; storeFailing is 1
+	// while the last one failed.
+	storeFailures prometheus.Counter
+	storeFailing  prometheus.Gauge
 }
 
 // NewMetrics returns Metrics with a new registry holding the Go runtime
@@ -38,12 +42,23 @@ func NewMetrics() *Metrics {
 			Help: "Circuit breaker state changes of each service since Hearth started, " +
 				"by the state left (from) and the state entered (to).",
 		}, []string{"service", "from", "to"}),
+		storeFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "hearth_store_commit_failures_total",
+			Help: "Store commits (one group of writes, one bbolt transaction) that failed since Hearth started, " +
+				"for example on a full disk or an I/O error: every command in a failed commit was refused with store_error.",
+		}),
+		storeFailing: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "hearth_store_failing",
+			Help: "1 while the store's last commit failed (GET /readyz is not ready), 0 once one succeeds.",
+		}),
 	}
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.state,
 		m.transitions,
+		m.storeFailures,
+		m.storeFailing,
 	)
 	return m
 }
@@ -75,6 +90,20 @@ func (m *Metrics) BreakerState(service, state string) {
 func (m *Metrics) BreakerTransition(service, from, to string) {
 	m.transitions.WithLabelValues(service, from, to).Inc()
 	m.BreakerState(service, to)
+}
+
+// StoreCommit records the outcome of one store commit: a failure counts
+// hearth_store_commit_failures_total and sets hearth_store_failing to 1;
+// a success sets it to 0. It fits store.Options.OnCommit:
+//
+//	m.StoreCommit(err == nil)
+func (m *Metrics) StoreCommit(ok bool) {
+	if ok {
+		m.storeFailing.Set(0)
+		return
+	}
+	m.storeFailures.Inc()
+	m.storeFailing.Set(1)
 }
 
 // Handler serves the registry in the Prometheus exposition format.

@@ -104,3 +104,20 @@ func TestMetricsEndpointServesBreakerAndRuntimeSeries(t *testing.T) {
 		resp.Body.Close()
 	}
 }
+
+func TestStoreCommitCountsFailuresAndSaysWhileFailing(t *testing.T) {
+	m := NewMetrics()
+	for _, ok := range []bool{true, false, false, true} {
+		m.StoreCommit(ok)
+	}
+	if got := testutil.ToFloat64(m.storeFailures); got != 2 {
+		t.Errorf("hearth_store_commit_failures_total = %v after 2 failed commits; want 2", got)
+	}
+	if got := testutil.ToFloat64(m.storeFailing); got != 0 {
+		t.Errorf("hearth_store_failing = %v after a commit succeeded; want 0", got)
+	}
+	m.StoreCommit(false)
+	if got := testutil.ToFloat64(m.storeFailing); got != 1 {
+		t.Errorf("hearth_store_failing = %v after a failed commit; want 1", got)
+	}
+}

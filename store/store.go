@@ -52,6 +52,16 @@ type Options struct {
 	// gives up once less than 50 ms of the timeout is left, so a value of
 	// 50 ms or less tries once.
 	LockTimeout time.Duration
+
+	// OnCommit, if set, is called after every group commit with its
+	// result: nil when the transaction was committed (and synced), or
+	// bbolt's error when it was not, such as a full disk or an I/O
+	// error ("file resize error: file too large"). Every caller in the
+	// group got the same error (the store_error the dispatcher answers).
+	// It runs in the writer goroutine, before the group's callers are
+	// woken, so it must be quick and must not call the Store. A nil
+	// OnCommit is never called.
+	OnCommit func(err error)
 }
 
 // Store is an open data directory. Its methods are safe for concurrent use.
@@ -68,8 +78,9 @@ type Store struct {
 	closeOnce sync.Once
 	closeErr  error
 
-	commits atomic.Uint64 // read-write transactions run by the writer
-	hooks   hooks
+	commits  atomic.Uint64 // read-write transactions run by the writer
+	onCommit func(error)   // Options.OnCommit, or nil
+	hooks    hooks
 }
 
 // hooks let tests observe and hold the writer. They are set before the
@@ -81,6 +92,10 @@ type hooks struct {
 	// beforeCommit runs in the writer goroutine with the number of
 	// requests in a group, before its transaction begins.
 	beforeCommit func(group int)
+	// failCommit, if set, runs in the writer goroutine before each
+	// transaction; a non-nil error fails the group's commit with it, as
+	// a full disk would, without touching the file.
+	failCommit func() error
 	// closing runs in Close once new writes are refused, before it waits
 	// for the writer.
 	closing func()
@@ -135,7 +150,7 @@ func open(dir string, opts Options, h hooks) (*Store, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("database file %s: %w", path, err)
 	}
-	s := &Store{db: db, path: path, stopped: make(chan struct{}), hooks: h}
+	s := &Store{db: db, path: path, stopped: make(chan struct{}), onCommit: opts.OnCommit, hooks: h}
 	s.wake = sync.NewCond(&s.mu)
 	go s.writer()
 	return s, nil
@@ -222,6 +237,9 @@ func (s *Store) writer() {
 			return // closed and drained
 		}
 		err := s.commit(group)
+		if s.onCommit != nil {
+			s.onCommit(err)
+		}
 		for _, r := range group {
 			r.done <- err
 		}
@@ -234,6 +252,11 @@ func (s *Store) commit(group []*request) error {
 		s.hooks.beforeCommit(len(group))
 	}
 	s.commits.Add(1)
+	if s.hooks.failCommit != nil {
+		if err := s.hooks.failCommit(); err != nil {
+			return err
+		}
+	}
 	return s.db.Update(func(tx *bolt.Tx) error {
 		b := txBuckets(tx)
 		for _, r := range group {

@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -670,5 +671,50 @@ func TestTerminalStatusIsFinal(t *testing.T) {
 	}
 	if len(pending) != 0 {
 		t.Errorf("Pending = %d ops; want 0", len(pending))
+	}
+}
+
+// OnCommit hears every group commit's result: the error its callers got
+// while commits fail, nil again once one succeeds.
+func TestOnCommitReportsEachCommitsOutcome(t *testing.T) {
+	diskFull := errors.New("write hearth.db: no space left on device")
+	var failing atomic.Bool
+	var got []error
+	s, err := open(t.TempDir(), Options{OnCommit: func(err error) { got = append(got, err) }}, hooks{
+		failCommit: func() error {
+			if failing.Load() {
+				return diskFull
+			}
+			return nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	if err := s.Save(newOp("before")); err != nil {
+		t.Fatal(err)
+	}
+	failing.Store(true)
+	for _, id := range []string{"full-1", "full-2"} {
+		if err := s.Save(newOp(id)); !errors.Is(err, diskFull) {
+			t.Fatalf("Save(%s) on a full disk: %v; want %v", id, err, diskFull)
+		}
+	}
+	failing.Store(false)
+	if err := s.Save(newOp("after")); err != nil {
+		t.Fatal(err)
+	}
+	want := []error{nil, diskFull, diskFull, nil}
+	if len(got) != len(want) {
+		t.Fatalf("OnCommit heard %v; want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("commit %d: OnCommit(%v); want OnCommit(%v)", i, got[i], want[i])
+		}
+	}
+	if _, found, _ := s.Lookup("full-1"); found {
+		t.Error("an op whose commit failed was stored")
 	}
 }

@@ -127,10 +127,12 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 		}
 	}()
 
-	d.store, err = store.Open(cfg.DataDir, store.Options{LockTimeout: dp.lockTimeout})
+	sh := &storeHealth{log: log, metrics: d.metrics, clock: dp.clock}
+	d.store, err = store.Open(cfg.DataDir, store.Options{LockTimeout: dp.lockTimeout, OnCommit: sh.onCommit})
 	if err != nil {
 		return nil, err
 	}
+	sh.path = d.store.Path() // before the first commit: nothing writes yet
 	log.Info("store open", "path", d.store.Path())
 	// Under the store's lock, so that two instances never write the
 	// credentials file at once.
@@ -407,6 +409,7 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 		return nil, err
 	}
 	d.disp = disp
+	sh.setNotify(disp.Notify)
 	autoLog := log.With("component", "automations")
 	act := actuator{disp: disp, conn: d.conn, log: autoLog}
 	d.engine, err = automations.New(automations.Options{
@@ -485,7 +488,9 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 		}
 		return nil
 	})
-	d.health.Add("store", func() error { return nil })
+	// Not ready while the store's commits fail; ready again once one
+	// succeeds (storehealth.go).
+	d.health.Add("store", sh.check)
 	// An open breaker means a service is down, not that Hearth is: the
 	// breakers are shown beside the checks, never fail readiness.
 	d.health.AddInfo("breakers", func() any { return disp.Breakers() })
