@@ -178,7 +178,7 @@ func TestResumedAttemptUnconfirmedIsResentOnceAfterItsWindow(t *testing.T) {
 // retry, it ends retry_budget_exhausted after 2 attempts, not 1.
 func TestResumedAttemptPastItsWindowIsResentOnceFreeOfTheBudget(t *testing.T) {
 	r := startResumed(t, 1, time.Minute, nil) // the window ended while Hearth was down
-	r.advance(1, 2*time.Second) // the backoff before the resend
+	r.advance(1, 2*time.Second)               // the backoff before the resend
 	if m := r.next(); m.verb != "set" {
 		t.Fatalf("got a %s; want the set resent", m.verb)
 	}
