@@ -416,6 +416,11 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 	// service, left the attempt's outcome unknown, and a dozen commands
 	// resumed at once must not spend a budget sized for live failures.
 	free := false
+	// heardFirst: the next send is the first after a restart; if the
+	// state heard since the start shows the target by then (a retained
+	// replay that came during the backoff or the wait for the bridge), it
+	// is not sent.
+	heardFirst := false
 	for {
 		if ctx.Err() != nil {
 			return // shutting down: the op stays pending in the store
@@ -463,7 +468,7 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 				// After a restart the attempt in flight may have acted:
 				// the device's state decides, for the rest of the
 				// attempt's window, before any resend.
-				resumed, free = false, true
+				resumed, free, heardFirst = false, true, true
 				if ok, stop := q.awaitResumed(ctx, t, op, p.AttemptTimeout, now); ok || stop {
 					return
 				}
@@ -580,6 +585,16 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 			q.mu.Unlock()
 			q.release(permit, breaker.Canceled)
 			return
+		}
+		if heardFirst {
+			heardFirst = false
+			if state, ok := q.heardAtLocked(op.Target); ok {
+				q.mu.Unlock()
+				q.release(permit, breaker.Canceled) // nothing went out
+				d.log.Info("resumed attempt confirmed by the state heard since the restart", "op_id", op.OpID, "device", op.Device, "attempt", op.Attempts)
+				q.finish(t, devices.Succeeded, "", "", state)
+				return
+			}
 		}
 		prev, op := q.recordAttemptLocked(t, resend)
 		stored := t.firstStored && !resend && op.Attempts == 1
@@ -701,14 +716,11 @@ func (q *deviceQueue) awaitResumed(ctx context.Context, t *task, op devices.Op, 
 		q.mu.Unlock()
 		return false, true
 	}
-	if q.heard != nil && q.satisfied(op.Target, q.heard) {
-		if _, bad := devices.Fault(q.dev.Class, q.heard); !bad {
-			state := maps.Clone(q.heard)
-			q.mu.Unlock()
-			q.d.log.Info("resumed attempt confirmed by the state heard since the restart", "op_id", op.OpID, "device", q.dev.ID, "attempt", op.Attempts)
-			q.finish(t, devices.Succeeded, "", "", state)
-			return true, false
-		}
+	if state, ok := q.heardAtLocked(op.Target); ok {
+		q.mu.Unlock()
+		q.d.log.Info("resumed attempt confirmed by the state heard since the restart", "op_id", op.OpID, "device", q.dev.ID, "attempt", op.Attempts)
+		q.finish(t, devices.Succeeded, "", "", state)
+		return true, false
 	}
 	c := q.watchLocked(t)
 	c.resumed = true
@@ -720,6 +732,18 @@ func (q *deviceQueue) awaitResumed(ctx context.Context, t *task, op devices.Op, 
 	}
 	ok, stop, _ = q.confirmWithin(ctx, t, c, left, nil, nil)
 	return ok, stop
+}
+
+// heardAtLocked reports whether the state heard since the start shows
+// target, without a fault, and returns a copy of it. Called with q.mu held.
+func (q *deviceQueue) heardAtLocked(target devices.Target) (map[string]any, bool) {
+	if q.heard == nil || !q.satisfied(target, q.heard) {
+		return nil, false
+	}
+	if _, bad := devices.Fault(q.dev.Class, q.heard); bad {
+		return nil, false
+	}
+	return maps.Clone(q.heard), true
 }
 
 // recheck runs the checks before attempt op.Attempts+1 that need no

@@ -189,3 +189,22 @@ func TestResumedAttemptPastItsWindowIsResentOnceFreeOfTheBudget(t *testing.T) {
 	}
 	r.none("after the end")
 }
+
+// A resumed command whose window passed while Hearth was down is not
+// resent if the device's state, replayed (retained) during the backoff
+// before the resend, shows the target: it ends succeeded after 1 attempt.
+func TestResumedAttemptPastItsWindowSucceedsOnStateHeardBeforeTheResend(t *testing.T) {
+	r := startResumed(t, 1, time.Minute, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), r4Wait)
+	defer cancel()
+	if err := r.clock.BlockUntilContext(ctx, 1); err != nil {
+		t.Fatal("the resumed command does not wait on its backoff")
+	}
+	r.d.Report("sw00", map[string]any{"state": "ON"}, true)
+	r.clock.Advance(2 * time.Second) // the backoff ends
+	res := r.await("r00 terminal", func(res devices.Result) bool { return res.OpID == "r00" && res.Status.Terminal() })
+	if res.Status != devices.Succeeded || res.Attempts != 1 {
+		t.Errorf("r00: %s/%s after %d attempts; want succeeded after 1", res.Status, res.Reason, res.Attempts)
+	}
+	r.none("after the end")
+}
