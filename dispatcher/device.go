@@ -35,6 +35,11 @@ type deviceQueue struct {
 
 	state     map[string]any // last reported state, merged
 	available *bool          // last availability, nil if never reported
+	// heard is the state reported since this process started, merged,
+	// retained replays included; unlike state, nothing restored from the
+	// store. A command resumed with an attempt in flight that finds it at
+	// its target succeeds without a send (see awaitResumed).
+	heard map[string]any
 
 	// A sleepy device's awake lease (see sleepy.go): it listens until
 	// awakeUntil; woke is closed at every wake signal, then replaced.
@@ -108,6 +113,10 @@ type confirmation struct {
 	// unable to reach any target (devices.Fault: a jammed bolt).
 	faulted chan struct{}
 	fault   string
+	// resumed: it waits for the attempt in flight before a restart, so
+	// a retained report counts too: it is the device's state as its
+	// bridge last published it, which the restart made Hearth miss.
+	resumed bool
 }
 
 func newDeviceQueue(d *Dispatcher, dev Device, svc *Service) *deviceQueue {
@@ -398,10 +407,20 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 	resolve := resumed && q.dev.SafetyCritical()
 	if resumed {
 		// Its first attempt was before the restart; the budget, kept in
-		// memory, must count it again, or its retry spends a floor meant
-		// for quiet services.
+		// memory, must count it again, or a later retry of it spends a
+		// floor meant for quiet services.
 		svc.Budget.FirstAttempt(d.now())
 	}
+	// free: the next policy decision is the first after a restart, and
+	// its retry is not charged to the retry budget: the restart, not the
+	// service, left the attempt's outcome unknown, and a dozen commands
+	// resumed at once must not spend a budget sized for live failures.
+	free := false
+	// heardFirst: the next send is the first after a restart; if the
+	// state heard since the start shows the target by then (a retained
+	// replay that came during the backoff or the wait for the bridge), it
+	// is not sent.
+	heardFirst := false
 	for {
 		if ctx.Err() != nil {
 			return // shutting down: the op stays pending in the store
@@ -445,16 +464,19 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 			resolve, resumed = false, false
 		}
 		if op.Attempts > 0 && !approved {
-			if resumed && op.Attempts >= p.MaxAttempts {
-				// After a restart the last attempt may still be within
-				// its window: give the device the rest of it.
-				resumed = false
-				if left := op.LastSentAt.Add(p.AttemptTimeout).Sub(now); left > 0 {
-					if ok, stop, _ := q.confirmWithin(ctx, t, q.watch(t), min(left, op.Deadline.Sub(now)), nil, nil); ok || stop {
-						return
-					}
-					continue
+			if resumed {
+				// After a restart the attempt in flight may have acted:
+				// the device's state decides, for the rest of the
+				// attempt's window, before any resend.
+				resumed, free, heardFirst = false, true, true
+				if ok, stop := q.awaitResumed(ctx, t, op, p.AttemptTimeout, now); ok || stop {
+					return
 				}
+				continue // the window passed unconfirmed: the policy decides
+			}
+			budget := svc.Budget
+			if free {
+				budget, free = nil, false
 			}
 			dec := p.Next(retry.Failure{
 				Attempt:  op.Attempts,
@@ -462,7 +484,7 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 				Delay:    delay,
 				Now:      now,
 				Deadline: retryBy,
-			}, d.rand, svc.Budget)
+			}, d.rand, budget)
 			if !dec.Retry {
 				if dec.Reason == retry.GiveUpCanceled {
 					return // not a failure: the op stays pending
@@ -563,6 +585,16 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 			q.mu.Unlock()
 			q.release(permit, breaker.Canceled)
 			return
+		}
+		if heardFirst {
+			heardFirst = false
+			if state, ok := q.heardAtLocked(op.Target); ok {
+				q.mu.Unlock()
+				q.release(permit, breaker.Canceled) // nothing went out
+				d.log.Info("resumed attempt confirmed by the state heard since the restart", "op_id", op.OpID, "device", op.Device, "attempt", op.Attempts)
+				q.finish(t, devices.Succeeded, "", "", state)
+				return
+			}
 		}
 		prev, op := q.recordAttemptLocked(t, resend)
 		stored := t.firstStored && !resend && op.Attempts == 1
@@ -668,6 +700,50 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 		}
 		d.log.Info("attempt unconfirmed", "op_id", op.OpID, "device", op.Device, "attempt", op.Attempts, "waited", wait)
 	}
+}
+
+// awaitResumed waits for the attempt op had in flight when Hearth
+// stopped (op.Attempts > 0, a device that is not safety-critical: those
+// are resolved by a fresh read) to be confirmed: at once if the state
+// heard since the start (a retained replay included) is at the target,
+// else by a report, retained or live, until op.LastSentAt+timeout (or the
+// TTL, if sooner). ok means t succeeded; stop means t ended otherwise or
+// ctx is done; neither means the window passed unconfirmed (or had passed
+// already while Hearth was down).
+func (q *deviceQueue) awaitResumed(ctx context.Context, t *task, op devices.Op, timeout time.Duration, now time.Time) (ok, stop bool) {
+	q.mu.Lock()
+	if t.ended {
+		q.mu.Unlock()
+		return false, true
+	}
+	if state, ok := q.heardAtLocked(op.Target); ok {
+		q.mu.Unlock()
+		q.d.log.Info("resumed attempt confirmed by the state heard since the restart", "op_id", op.OpID, "device", q.dev.ID, "attempt", op.Attempts)
+		q.finish(t, devices.Succeeded, "", "", state)
+		return true, false
+	}
+	c := q.watchLocked(t)
+	c.resumed = true
+	q.mu.Unlock()
+	left := min(op.LastSentAt.Add(timeout).Sub(now), op.Deadline.Sub(now))
+	if left <= 0 {
+		q.unwatch(t)
+		return false, false
+	}
+	ok, stop, _ = q.confirmWithin(ctx, t, c, left, nil, nil)
+	return ok, stop
+}
+
+// heardAtLocked reports whether the state heard since the start shows
+// target, without a fault, and returns a copy of it. Called with q.mu held.
+func (q *deviceQueue) heardAtLocked(target devices.Target) (map[string]any, bool) {
+	if q.heard == nil || !q.satisfied(target, q.heard) {
+		return nil, false
+	}
+	if _, bad := devices.Fault(q.dev.Class, q.heard); bad {
+		return nil, false
+	}
+	return maps.Clone(q.heard), true
 }
 
 // recheck runs the checks before attempt op.Attempts+1 that need no
@@ -1135,11 +1211,17 @@ func (q *deviceQueue) report(state map[string]any, retained bool) {
 	// A node the bridge says is asleep sent nothing: what the gateway
 	// publishes for it now comes from its cache, and confirms nothing.
 	news := !retained && !q.nodeAsleep
+	if news || retained {
+		if q.heard == nil {
+			q.heard = make(map[string]any, len(state))
+		}
+		maps.Copy(q.heard, state)
+	}
 	if t := q.current; t != nil && t.check != nil && !t.ended && news {
 		maps.Copy(t.check.seen, state)
 		signal(t.check.news)
 	}
-	if t := q.current; t != nil && t.confirm != nil && !t.ended && news {
+	if t := q.current; t != nil && t.confirm != nil && !t.ended && (news || (retained && t.confirm.resumed)) {
 		c := t.confirm
 		maps.Copy(c.seen, state)
 		if fault, bad := devices.Fault(q.dev.Class, c.seen); bad && c.fault == "" {

@@ -385,18 +385,24 @@ func TestResumedCommandWaitsForTheBroker(t *testing.T) {
 	b.Close()
 
 	// hearthd starts while the broker is still down: its connection waits
-	// on the fake clock between tries, and the resumed command tries its
-	// second attempt at once (no backoff with floorRand): nothing can leave.
+	// on the fake clock between tries, and the resumed command waits out
+	// the rest of its attempt's window (5 s), then tries its second attempt
+	// at once (no backoff with floorRand): nothing can leave.
 	cfg := *h.cfg
 	d, err := start(&cfg, deps{clock: clock, rand: floorRand{}, connRand: ceilingRand{}, logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer d.stop()
-	// Two waits on the clock: the command waiting for the connection (until
-	// its TTL) and hearthd's reconnect backoff (at most the 100 ms cap).
+	// Two waits on the clock: the command waiting for its window, then
+	// for the connection (until its TTL), and hearthd's reconnect backoff
+	// (at most the 100 ms cap).
 	ctx, cancel := context.WithTimeout(context.Background(), eventWait)
 	defer cancel()
+	if err := clock.BlockUntilContext(ctx, 2); err != nil {
+		t.Fatal("hearthd is not waiting for the window and the broker")
+	}
+	clock.Advance(5 * time.Second) // the window ends; the broker is still down
 	if err := clock.BlockUntilContext(ctx, 2); err != nil {
 		t.Fatal("hearthd is not waiting for the broker")
 	}

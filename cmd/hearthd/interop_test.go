@@ -601,6 +601,20 @@ func (s *sub) finished() {
 // its path.
 func writeInteropConfig(t *testing.T, brokerURL, dataDir, retry string) string {
 	t.Helper()
+	return writeInteropConfigDevices(t, brokerURL, dataDir, retry, `  hall_light:
+    service: zigbee
+    class: light
+  front_door:
+    service: zigbee
+    class: lock
+    address: Front Door
+`)
+}
+
+// writeInteropConfigDevices is writeInteropConfig with the given devices
+// block (YAML under devices:, indented by two spaces).
+func writeInteropConfigDevices(t *testing.T, brokerURL, dataDir, retry, devs string) string {
+	t.Helper()
 	content := fmt.Sprintf(`prefix: hearth
 data_dir: %q
 mqtt:
@@ -615,14 +629,7 @@ services:
     retry:
 %s
 devices:
-  hall_light:
-    service: zigbee
-    class: light
-  front_door:
-    service: zigbee
-    class: lock
-    address: Front Door
-`, dataDir, brokerURL, retry)
+%s`, dataDir, brokerURL, retry, devs)
 	path := filepath.Join(t.TempDir(), "hearth.yaml")
 	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
 		t.Fatal(err)
@@ -779,17 +786,20 @@ func TestInteropWithMosquitto(t *testing.T) {
 }
 
 // A command accepted before hearthd is killed with SIGKILL is resumed by
-// the next hearthd on the same data directory, and succeeds on its second
-// attempt: two sets in all, no more. If the kill took its PUBACK along,
-// hearthd's session delivers it again, and its op_id answers it.
+// the next hearthd on the same data directory, which waits out the rest of
+// the attempt's window (the device dropped the set: its state is not the
+// target) and then resends it: it succeeds on its second attempt, two
+// sets in all, no more. If the kill took its PUBACK along, hearthd's
+// session delivers it again, and its op_id answers it.
 func TestKill9ResumesPendingCommand(t *testing.T) {
 	checkLeaks(t)
 	b := startMosquitto(t)
 	hearthdBin, simBin := builtBinaries(t)
-	// The first attempt waits 30 s for a confirmation that never comes:
-	// hearthd is killed while it waits.
+	// The first attempt waits 3 s for a confirmation that never comes:
+	// hearthd is killed while it waits, and the next one waits for the
+	// rest of those 3 s.
 	cfg := writeInteropConfig(t, b.url(), t.TempDir(),
-		"      max_attempts: 2\n      attempt_timeout: 30s\n      base: 100ms\n      cap: 200ms")
+		"      max_attempts: 2\n      attempt_timeout: 3s\n      base: 100ms\n      cap: 200ms")
 
 	sets := b.subscribe(0, "zigbee2mqtt/+/set")
 	results := b.subscribe(0, "hearth/hall_light/result")
@@ -863,6 +873,77 @@ func TestKill9ResumesPendingCommand(t *testing.T) {
 	}
 	if more := results.sync(b); len(more) != 0 {
 		t.Errorf("results after succeeded: %v; want none", more)
+	}
+}
+
+// Regression (issue 15): after a kill -9 with 12 commands sent and not yet
+// confirmed, 9 of 12 resumed commands ended failed/retry_budget_exhausted
+// within 2 ms, nothing read and nothing resent, although every device had
+// applied its set. Here each device applies its set at once and reports
+// it 2 s later (-latency); hearthd is killed as the last set goes out, and
+// the next hearthd hears the reports (kept for its MQTT session, or live)
+// within the attempts' 10 s window: every command ends succeeded after 1
+// attempt, no set is sent again, and none fails for the retry budget
+// (min_retries 1, ratio 0.01: one retry in all).
+func TestKill9WithTwelveCommandsInFlightEndsEverySucceededWithoutResend(t *testing.T) {
+	checkLeaks(t)
+	const n = 12
+	b := startMosquitto(t)
+	hearthdBin, simBin := builtBinaries(t)
+	var devs strings.Builder
+	for i := range n {
+		fmt.Fprintf(&devs, "  light%02d:\n    service: zigbee\n    class: light\n", i)
+	}
+	cfg := writeInteropConfigDevices(t, b.url(), t.TempDir(),
+		"      max_attempts: 3\n      attempt_timeout: 10s\n      base: 100ms\n      cap: 200ms\n"+
+			"      budget: {ratio: 0.01, min_retries: 1}", devs.String())
+
+	sets := b.subscribe(0, "zigbee2mqtt/+/set")
+	results := b.subscribe(0, "hearth/+/result")
+	sim := startProc(t, "hearth-sim", simBin, "-broker", b.url(), "-config", cfg, "-latency", "2s")
+	sim.mustLine("hearth-sim ready", 0)
+	hd := startProc(t, "hearthd", hearthdBin, "-config", cfg)
+	hd.mustLine(`msg="mqtt connected"`, 0)
+
+	for i := range n {
+		b.pub("-q", "1", "-t", fmt.Sprintf("hearth/light%02d/set", i), "-m", fmt.Sprintf(`{"state":"ON","op_id":"c%02d","ttl":"1h"}`, i))
+	}
+	for range n {
+		if m := sets.next(); m.payload != `{"state":"ON"}` {
+			t.Fatalf("set %s; want {\"state\":\"ON\"}", m)
+		}
+	}
+	err := hd.signal(syscall.SIGKILL)
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Fatalf("hearthd after SIGKILL: %v; want killed by SIGKILL", err)
+	}
+
+	hd = startProc(t, "hearthd", hearthdBin, "-config", cfg)
+	ended := map[string]devices.Result{}
+	for len(ended) < n {
+		m := results.next()
+		var r devices.Result
+		if err := json.Unmarshal([]byte(m.payload), &r); err != nil {
+			t.Fatalf("result %s: %v", m, err)
+		}
+		if !r.Status.Terminal() {
+			continue // accepted, before the kill or answered again after it
+		}
+		if _, dup := ended[r.OpID]; dup {
+			continue
+		}
+		ended[r.OpID] = r
+		if r.Status != devices.Succeeded || r.Attempts != 1 {
+			t.Errorf("%s: %s/%s after %d attempts (%s); want succeeded after 1, its set not sent again",
+				r.OpID, r.Status, r.Reason, r.Attempts, r.Detail)
+		}
+	}
+	if err := hd.stop(); err != nil {
+		t.Fatalf("hearthd after SIGTERM: %v; want exit status 0", err)
+	}
+	if more := sets.sync(b); len(more) != 0 {
+		t.Errorf("sets after the restart: %v; want none: every device had applied its set", more)
 	}
 }
 
