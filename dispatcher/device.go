@@ -80,6 +80,11 @@ type task struct {
 	// the first send needs no commit of its own. t.op says 0 attempts
 	// until that send is recorded in memory.
 	firstStored bool
+	// resumedUnsent: the op was resumed after a restart with an attempt
+	// recorded, and no send of it went out since: that attempt's
+	// delivery is unknown. The first send that leaves Hearth clears it
+	// (sentSinceResume).
+	resumedUnsent bool
 	// A sleepy device's command: the awake lease in which it was last
 	// delivered (it gets one delivery per lease), and whether its queued
 	// result for the current sleep is out.
@@ -239,7 +244,9 @@ func (q *deviceQueue) firstAttemptWithAccept(op devices.Op, now time.Time) bool 
 // sleeping devices would otherwise publish a queued result for each of
 // them, ahead of the live traffic. Once delivered at a wake and still pending, it is announced
 // again at the next sleep, like any other.
-func (q *deviceQueue) pushResumed(op devices.Op) { q.pushTask(&task{op: op, announced: true}) }
+func (q *deviceQueue) pushResumed(op devices.Op) {
+	q.pushTask(&task{op: op, announced: true, resumedUnsent: op.Attempts > 0})
+}
 
 // pushTask queues t, given its op and flags, behind the device's earlier
 // commands.
@@ -329,16 +336,48 @@ func (q *deviceQueue) end(t *task, byOpID string, now time.Time) devices.Op {
 	}
 	close(t.cancel)
 	t.op = supersededBy(t.op, byOpID, now)
+	if t.resumedUnsent {
+		t.op.Detail = supersededDetail(byOpID, t.op.Attempts, true)
+	}
 	return t.op
 }
 
-// supersededBy returns op ended in favour of the op byOpID.
+// supersededBy returns op ended in favour of the op byOpID. Its detail
+// says whether a set of it went out first: op.Attempts counts the sends
+// made (an attempt recorded but not handed to the bridge is taken back
+// first, see end), so 0 means the device never received it.
 func supersededBy(op devices.Op, byOpID string, now time.Time) devices.Op {
 	op.Status = devices.Superseded
 	op.Reason = devices.ReasonNewerCommand
-	op.Detail = "superseded by op_id " + byOpID
+	op.Detail = supersededDetail(byOpID, op.Attempts, false)
 	op.UpdatedAt = now
 	return op
+}
+
+// supersededDetail is the detail of a command superseded by the op byOpID
+// after sent attempts: "superseded by op_id X before it was sent", or
+// "superseded by op_id X after 1 attempt was sent" ("after 2 attempts
+// were sent"). unknown: the last of those attempts was recorded before a
+// restart and not sent again since, so whether it went out is unknown.
+func supersededDetail(byOpID string, sent int, unknown bool) string {
+	d := "superseded by op_id " + byOpID
+	switch {
+	case sent == 0:
+		return d + " before it was sent"
+	case unknown:
+		return fmt.Sprintf("%s after %d %s, the last recorded before a restart (its delivery unknown)", d, sent, plural(sent, "attempt", "attempts"))
+	case sent == 1:
+		return d + " after 1 attempt was sent"
+	default:
+		return fmt.Sprintf("%s after %d attempts were sent", d, sent)
+	}
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 // run is the device's worker: it attempts one command at a time until the
@@ -610,6 +649,7 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 		c, sent, err := q.send(ctx, t)
 		if sent && (err == nil || !notSent(err)) {
 			sends++
+			q.sentSinceResume(t)
 			q.auditSent(op, resend)
 		}
 		switch {
@@ -1092,6 +1132,14 @@ func (q *deviceQueue) confirmWithin(ctx context.Context, t *task, c *confirmatio
 	case <-ctx.Done():
 		return false, true, false
 	}
+}
+
+// sentSinceResume records that a send of t went out since Hearth started:
+// its attempts are no longer of unknown delivery (see task.resumedUnsent).
+func (q *deviceQueue) sentSinceResume(t *task) {
+	q.mu.Lock()
+	t.resumedUnsent = false
+	q.mu.Unlock()
 }
 
 // unsent takes back an attempt that never left Hearth: its record goes

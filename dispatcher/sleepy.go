@@ -340,6 +340,7 @@ func (q *deviceQueue) deliverAwake(ctx context.Context, t *task, gen uint64) {
 		q.storeAttempt(op)
 		c, sent, err := q.send(ctx, t)
 		if sent && (err == nil || !notSent(err)) {
+			q.sentSinceResume(t)
 			q.auditSent(op, false)
 		}
 		if !sent {
