@@ -47,6 +47,32 @@ type Journal interface {
 	SaveState(device string, state map[string]any, at time.Time) error
 }
 
+// EndedJournal is a Journal that can also list the ops it stored terminal
+// most recently (the store's LastEnded): Run republishes their results,
+// so that a result stored but not yet published when Hearth stopped
+// (killed, power lost, broker away) still reaches subscribers.
+type EndedJournal interface {
+	// LastEnded returns, oldest first, at most limit of the ops stored
+	// terminal last, those that ended no more than window before the
+	// last one.
+	LastEnded(window time.Duration, limit int) ([]devices.Op, error)
+}
+
+// RepublishWindow is how far back, from the last command that ended
+// before a restart, Run republishes terminal results: the results still
+// in the outbox at a crash are those of the last moments (a healthy
+// broker takes one in milliseconds; a publish that keeps failing is
+// dropped after maxPublishTries, under a minute). A result held longer,
+// while the broker was away for more than this, is not republished; the
+// HTTP API still answers it. It is counted from the last end, not from
+// the restart, so an outage of any length keeps it.
+const RepublishWindow = 5 * time.Minute
+
+// RepublishMax bounds how many results Run republishes, the newest kept:
+// a burst of more ends than this within RepublishWindow just before a
+// crash loses the oldest ones' republish.
+const RepublishMax = 1000
+
 // Bridge delivers a target to a device through one service.
 type Bridge interface {
 	// Send hands target to the service for dev. A nil error means the
@@ -413,6 +439,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	for _, q := range d.notifiers {
 		wg.Go(func() { d.runNotifier(ctx, q) })
 	}
+	d.republishEnded()
 	// A device's worker runs only while it has commands: resume and the
 	// intake start it.
 	d.workCtx = ctx
@@ -424,6 +451,32 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	stopOut()
 	<-outDone
 	return nil
+}
+
+// republishEnded queues again, in the outbox, the results of the ops that
+// ended within RepublishWindow before the last end stored (see
+// EndedJournal), ahead of the resumed and new commands' results, so that
+// a device's results keep their order. They may have been published
+// before the restart: a subscriber may see such a result twice, with the
+// same op_id, status and at. OnResult is not called for them. A Journal
+// that cannot list its ends republishes nothing; a read that fails is
+// logged, and Hearth starts all the same.
+func (d *Dispatcher) republishEnded() {
+	j, ok := d.journal.(EndedJournal)
+	if !ok {
+		return
+	}
+	ops, err := j.LastEnded(RepublishWindow, RepublishMax)
+	if err != nil {
+		d.log.Error("results of the last commands before the restart not republished", "err", err)
+		return
+	}
+	for _, op := range ops {
+		d.out.push(d.topic(op.Device, "result"), op.Result(), false)
+	}
+	if len(ops) > 0 {
+		d.log.Info("republishing the results of the last commands before the restart", "results", len(ops), "window", RepublishWindow)
+	}
 }
 
 // ErrStopped is returned by Submit once the dispatcher has stopped taking

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -159,7 +160,8 @@ func (s *Store) States() (map[string]DeviceState, error) {
 	return states, nil
 }
 
-// PruneTerminal deletes the terminal ops last updated before before and
+// PruneTerminal deletes the terminal ops last updated before before (and
+// their entries in the index of ends, see LastEnded) and
 // returns how many it deleted. Terminal ops are kept until then so that an
 // op_id sent again returns its stored result rather than running twice;
 // callers choose the retention (for example, now minus devices.MaxTTL).
@@ -193,6 +195,9 @@ func (s *Store) PruneTerminal(before time.Time) (int, error) {
 			if err := ops.Delete(k); err != nil {
 				return fmt.Errorf("delete op %q: %w", k, err)
 			}
+		}
+		if err := pruneEnds(tx.Bucket(bucketEnds), doomed); err != nil {
+			return err
 		}
 		n = len(doomed)
 		return nil
@@ -302,6 +307,9 @@ func (b buckets) putOp(op encodedOp) error {
 	var err error
 	if op.terminal {
 		err = b.pending.Delete(key)
+		if err == nil {
+			err = b.putEnd(op.id)
+		}
 	} else {
 		err = b.pending.Put(key, []byte{})
 	}
@@ -328,4 +336,83 @@ type encodedState struct {
 type stateRecord struct {
 	State map[string]any `json:"state"`
 	At    time.Time      `json:"at"`
+}
+
+// putEnd records, in the writer's transaction, that op id was just stored
+// terminal: the next entry of the ends index.
+func (b buckets) putEnd(id []byte) error {
+	seq, err := b.ends.NextSequence()
+	if err != nil {
+		return fmt.Errorf("assign end seq to op %q: %w", id, err)
+	}
+	if err := b.ends.Put(seqKey(seq), id); err != nil {
+		return fmt.Errorf("index end of op %q: %w", id, err)
+	}
+	return nil
+}
+
+// pruneEnds deletes the ends entries of the pruned ops doomed.
+func pruneEnds(ends *bolt.Bucket, doomed [][]byte) error {
+	if len(doomed) == 0 {
+		return nil
+	}
+	gone := make(map[string]bool, len(doomed))
+	for _, k := range doomed {
+		gone[string(k)] = true
+	}
+	var keys [][]byte
+	err := ends.ForEach(func(k, v []byte) error {
+		if gone[string(v)] {
+			keys = append(keys, bytes.Clone(k))
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, k := range keys {
+		if err := ends.Delete(k); err != nil {
+			return fmt.Errorf("delete end %s: %w", seqKeyName(k), err)
+		}
+	}
+	return nil
+}
+
+// LastEnded returns the ops most recently stored terminal, oldest first:
+// walking back from the last op stored terminal, those whose UpdatedAt is
+// no more than window before that last op's, at most limit of them (limit
+// 0 or less means none). It reads only those records, through an index
+// kept in the order ops ended, so its cost does not grow with the store.
+// The window is measured from the last end, not from now, so that an
+// outage of any length before a restart does not hide the results of the
+// moments before it. Ops stored terminal by a Hearth older than this
+// index are not in it. After Close it returns ErrClosed.
+func (s *Store) LastEnded(window time.Duration, limit int) ([]devices.Op, error) {
+	var ops []devices.Op
+	err := s.view(func(b buckets) error {
+		c := b.ends.Cursor()
+		var newest time.Time
+		for k, v := c.Last(); k != nil && len(ops) < limit; k, v = c.Prev() {
+			rec := b.ops.Get(v)
+			if rec == nil {
+				continue // pruned
+			}
+			var op devices.Op
+			if err := decodeOp(string(v), rec, &op); err != nil {
+				return err
+			}
+			if len(ops) == 0 {
+				newest = op.UpdatedAt
+			} else if op.UpdatedAt.Before(newest.Add(-window)) {
+				break
+			}
+			ops = append(ops, op)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.Reverse(ops)
+	return ops, nil
 }

@@ -35,13 +35,16 @@ var (
 // Buckets. Keys of ops are op_id bytes; keys of pending are the 8-byte
 // big-endian Seq followed by the op_id, with empty values; keys of states
 // are device IDs; keys of audit and deadletters are the entry's 8-byte
-// big-endian Seq.
+// big-endian Seq; keys of ends are an 8-byte big-endian sequence of
+// their own, in the order ops were stored terminal, with the op_id as
+// value (see LastEnded).
 var (
 	bucketOps         = []byte("ops")
 	bucketPending     = []byte("pending")
 	bucketStates      = []byte("states")
 	bucketAudit       = []byte("audit")
 	bucketDeadLetters = []byte("deadletters")
+	bucketEnds        = []byte("ends")
 )
 
 // Options configures Open. Every zero value has a documented default.
@@ -139,7 +142,7 @@ func open(dir string, opts Options, h hooks) (*Store, error) {
 		return nil, openError(dir, path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, name := range [][]byte{bucketOps, bucketPending, bucketStates, bucketAudit, bucketDeadLetters} {
+		for _, name := range [][]byte{bucketOps, bucketPending, bucketStates, bucketAudit, bucketDeadLetters, bucketEnds} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return fmt.Errorf("bucket %s: %w", name, err)
 			}
@@ -293,7 +296,7 @@ func (s *Store) view(fn func(b buckets) error) error {
 
 // buckets are the store's buckets within one transaction.
 type buckets struct {
-	ops, pending, states, audit, dead *bolt.Bucket
+	ops, pending, states, audit, dead, ends *bolt.Bucket
 }
 
 // txBuckets returns the store's buckets in tx.
@@ -304,6 +307,7 @@ func txBuckets(tx *bolt.Tx) buckets {
 		states:  tx.Bucket(bucketStates),
 		audit:   tx.Bucket(bucketAudit),
 		dead:    tx.Bucket(bucketDeadLetters),
+		ends:    tx.Bucket(bucketEnds),
 	}
 }
 
