@@ -27,6 +27,15 @@
 // capped at one fsync (about 10 ms on an SD card) per call, and no caller
 // waits on a timer, unlike bbolt's DB.Batch.
 //
+// # Opening a damaged file
+//
+// Open never panics on a damaged hearth.db and never starts empty over a
+// store that existed (the marker file MarkerName says one did): it
+// checks the file (size, zeros, bbolt's open, a walk of every key and
+// Tx.Check) and returns an error wrapping ErrDamaged that names the file.
+// A panic in bbolt on a later read, prune or commit is the same error.
+// docs/STORE.md, "Opening", has the table and the cost of the check.
+//
 // # Caveats
 //
 // A transaction that fails (disk full, I/O error) fails every request in its

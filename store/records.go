@@ -172,7 +172,7 @@ func (s *Store) PruneTerminal(before time.Time) (int, error) {
 		return 0, err
 	}
 	var n int
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		ops := tx.Bucket(bucketOps)
 		var doomed [][]byte
 		err := ops.ForEach(func(k, v []byte) error {

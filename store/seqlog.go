@@ -136,7 +136,7 @@ func (l *seqLog[T]) prune(s *Store, before time.Time) (int, error) {
 		return 0, err
 	}
 	var n int
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		bucket := l.bucket(txBuckets(tx))
 		var doomed [][]byte
 		err := bucket.ForEach(func(k, v []byte) error {

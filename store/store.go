@@ -65,6 +65,12 @@ type Options struct {
 	// woken, so it must be quick and must not call the Store. A nil
 	// OnCommit is never called.
 	OnCommit func(err error)
+
+	// CheckTimeout bounds how long Open waits for bbolt's Tx.Check of the
+	// whole file. Zero or negative means DefaultCheckTimeout (1 min). Past
+	// it, Open returns the store unchecked by Tx.Check (its own walk of
+	// every key has passed) and the check finishes in the background.
+	CheckTimeout time.Duration
 }
 
 // Store is an open data directory. Its methods are safe for concurrent use.
@@ -123,7 +129,16 @@ type request struct {
 //
 // If another process holds the database, Open waits opts.LockTimeout and
 // then returns an error that wraps ErrLocked and says which directory is
-// in use. A corrupt or unreadable file gives an error naming its path.
+// in use. An unreadable file gives an error naming its path.
+//
+// Open never panics on a damaged file and never starts empty over a store
+// that existed: a file that bbolt panics or fails on, that is shorter than
+// its meta page says, that fails Tx.Check (bounded by
+// opts.CheckTimeout), or that is all zeros, gives an error that wraps
+// ErrDamaged and names the file, and so does a hearth.db that is missing
+// or empty while its marker (MarkerName) exists. A missing hearth.db with
+// no marker is a first start. Open writes the marker when it is missing,
+// so a store from before the marker gets one at its first open.
 func Open(dir string, opts Options) (*Store, error) {
 	return open(dir, opts, hooks{})
 }
@@ -137,21 +152,53 @@ func open(dir string, opts Options, h hooks) (*Store, error) {
 		return nil, fmt.Errorf("create data directory: %w", err)
 	}
 	path := filepath.Join(dir, FileName)
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout})
+	marker := filepath.Join(dir, MarkerName)
+	hasMarker, err := precheck(path, marker)
 	if err != nil {
-		return nil, openError(dir, path, err)
+		return nil, err
 	}
-	err = db.Update(func(tx *bolt.Tx) error {
-		for _, name := range [][]byte{bucketOps, bucketPending, bucketStates, bucketAudit, bucketDeadLetters, bucketEnds} {
-			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
-				return fmt.Errorf("bucket %s: %w", name, err)
+	var db *bolt.DB
+	err = guarded(path, func() error {
+		var err error
+		db, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout})
+		return err
+	})
+	if err != nil {
+		return nil, boltOpenError(dir, path, err)
+	}
+	checkTimeout := opts.CheckTimeout
+	if checkTimeout <= 0 {
+		checkTimeout = DefaultCheckTimeout
+	}
+	if err := check(db, path, checkTimeout); err != nil {
+		_ = db.Close()
+		return nil, err
+	}
+	err = guarded(path, func() error {
+		return db.Update(func(tx *bolt.Tx) error {
+			for _, name := range [][]byte{bucketOps, bucketPending, bucketStates, bucketAudit, bucketDeadLetters, bucketEnds} {
+				if _, err := tx.CreateBucketIfNotExists(name); err != nil {
+					return fmt.Errorf("bucket %s: %w", name, err)
+				}
 			}
-		}
-		return nil
+			return nil
+		})
 	})
 	if err != nil {
 		_ = db.Close()
+		if errors.Is(err, ErrDamaged) {
+			return nil, err
+		}
 		return nil, fmt.Errorf("database file %s: %w", path, err)
+	}
+	if !hasMarker {
+		// After hearth.db is initialised and synced, so that a crash in
+		// between leaves a store without a marker (opened as an upgrade),
+		// never a marker without a store.
+		if err := writeMarker(dir, marker); err != nil {
+			_ = db.Close()
+			return nil, err
+		}
 	}
 	s := &Store{db: db, path: path, stopped: make(chan struct{}), onCommit: opts.OnCommit, hooks: h}
 	s.wake = sync.NewCond(&s.mu)
@@ -260,7 +307,7 @@ func (s *Store) commit(group []*request) error {
 			return err
 		}
 	}
-	return s.db.Update(func(tx *bolt.Tx) error {
+	return s.update(func(tx *bolt.Tx) error {
 		b := txBuckets(tx)
 		for _, r := range group {
 			for _, op := range r.ops {
@@ -285,13 +332,21 @@ func (s *Store) commit(group []*request) error {
 
 // view runs fn in a read-only transaction, reporting ErrClosed after Close.
 func (s *Store) view(fn func(b buckets) error) error {
-	err := s.db.View(func(tx *bolt.Tx) error {
-		return fn(txBuckets(tx))
+	err := guarded(s.path, func() error {
+		return s.db.View(func(tx *bolt.Tx) error {
+			return fn(txBuckets(tx))
+		})
 	})
 	if errors.Is(err, berrors.ErrDatabaseNotOpen) {
 		return ErrClosed
 	}
 	return err
+}
+
+// update runs fn in a read-write transaction; a panic in bbolt is an
+// error wrapping ErrDamaged, and the transaction is rolled back.
+func (s *Store) update(fn func(tx *bolt.Tx) error) error {
+	return guarded(s.path, func() error { return s.db.Update(fn) })
 }
 
 // buckets are the store's buckets within one transaction.

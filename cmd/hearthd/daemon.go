@@ -497,7 +497,11 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 	d.health.AddInfo("automations", func() any { return d.engine.Status() })
 
 	var dispCtx, connCtx context.Context
-	d.pruneOnce(dp.clock) // before the intake: see prune
+	// Before the intake: see prune. A damaged store found here ends the
+	// start, as Open's check would have.
+	if err := d.pruneOnce(dp.clock); err != nil {
+		return nil, err
+	}
 	dispCtx, d.stopDisp = context.WithCancel(context.Background())
 	connCtx, d.stopConn = context.WithCancel(context.Background())
 	d.dispDone, d.connDone, d.httpDone = make(chan struct{}), make(chan struct{}), make(chan struct{})
@@ -633,7 +637,7 @@ func (d *daemon) prune(ctx context.Context, clock clockwork.Clock) {
 	for {
 		select {
 		case <-tick.C:
-			d.pruneOnce(clock)
+			_ = d.pruneOnce(clock) // logged
 		case <-ctx.Done():
 			return
 		}
@@ -642,23 +646,30 @@ func (d *daemon) prune(ctx context.Context, clock clockwork.Clock) {
 
 // pruneOnce deletes ended commands older than opRetention, audit
 // entries older than auditRetention and dead letters older than
-// deadLetterRetention now.
-func (d *daemon) pruneOnce(clock clockwork.Clock) {
-	d.pruneOlder(clock, "audit trail", auditRetention, d.store.PruneAudit)
-	d.pruneOlder(clock, "dead letters", deadLetterRetention, d.store.PruneDeadLetters)
-	d.pruneOlder(clock, "ended commands", opRetention, d.store.PruneTerminal)
+// deadLetterRetention now. It returns the errors that say the store is
+// damaged (store.ErrDamaged); it logs every error.
+func (d *daemon) pruneOnce(clock clockwork.Clock) error {
+	return errors.Join(
+		d.pruneOlder(clock, "audit trail", auditRetention, d.store.PruneAudit),
+		d.pruneOlder(clock, "dead letters", deadLetterRetention, d.store.PruneDeadLetters),
+		d.pruneOlder(clock, "ended commands", opRetention, d.store.PruneTerminal),
+	)
 }
 
 // pruneOlder deletes with prune what is older than retention now, and
 // logs an error, or how many it deleted if any, naming what ("audit
-// trail").
-func (d *daemon) pruneOlder(clock clockwork.Clock, what string, retention time.Duration, prune func(before time.Time) (int, error)) {
+// trail"). It returns the error if it wraps store.ErrDamaged.
+func (d *daemon) pruneOlder(clock clockwork.Clock, what string, retention time.Duration, prune func(before time.Time) (int, error)) error {
 	n, err := prune(clock.Now().Add(-retention))
 	if err != nil {
 		d.log.Error("prune "+what, "err", err)
+		if errors.Is(err, store.ErrDamaged) {
+			return fmt.Errorf("prune %s: %w", what, err)
+		}
 	} else if n > 0 {
 		d.log.Info("pruned "+what, "count", n, "older_than", retention)
 	}
+	return nil
 }
 
 // httpAddr is the address HTTP listens on.

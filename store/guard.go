@@ -1,0 +1,239 @@
+package store
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"runtime/debug"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+)
+
+// MarkerName is the name of the marker file Open keeps beside hearth.db
+// once a store was created there: it says that a store existed, so that
+// a hearth.db found missing, empty or all zeros is damage, never a
+// first start.
+const MarkerName = FileName + ".marker"
+
+// DefaultCheckTimeout is how long Open waits for bbolt's Tx.Check when
+// Options.CheckTimeout is zero.
+const DefaultCheckTimeout = time.Minute
+
+// ErrDamaged means hearth.db cannot be trusted: bbolt panicked or failed
+// on it, Tx.Check found an inconsistency, the file is shorter than its
+// meta page says, or it is missing, empty or all zeros although the
+// marker says a store existed. Open's error (and a read's, if bbolt
+// panics later) wraps it and names the file.
+var ErrDamaged = errors.New("store is damaged")
+
+// damagedError is ErrDamaged with the file and what was found.
+type damagedError struct {
+	path  string
+	cause error
+}
+
+func (e *damagedError) Error() string {
+	return fmt.Sprintf("database file %s is damaged: %v", e.path, e.cause)
+}
+
+func (e *damagedError) Unwrap() []error { return []error{ErrDamaged, e.cause} }
+
+func damaged(path string, format string, args ...any) error {
+	return &damagedError{path: path, cause: fmt.Errorf(format, args...)}
+}
+
+// guarded runs fn, turning a panic, or a memory fault on bbolt's mmap
+// (a page past the end of a truncated file), into an error that wraps
+// ErrDamaged and names path. bbolt's Update and View roll their
+// transaction back on a panic before it reaches here, so the DB stays
+// usable; a panic inside bolt.Open may leave its file open.
+func guarded(path string, fn func() error) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if p := recover(); p != nil {
+			err = damaged(path, "bbolt panicked: %v", p)
+		}
+	}()
+	return fn()
+}
+
+// precheck looks at dir's files before bbolt sees them. It returns
+// whether the marker exists, or ErrDamaged when hearth.db is missing or
+// empty although the marker exists, or all zeros.
+func precheck(path, marker string) (hasMarker bool, err error) {
+	switch _, err := os.Stat(marker); {
+	case err == nil:
+		hasMarker = true
+	case !errors.Is(err, fs.ErrNotExist):
+		return false, fmt.Errorf("store marker: %w", err)
+	}
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		if hasMarker {
+			return true, damaged(path, "file is missing, but %s says a store existed", marker)
+		}
+		return false, nil // first start
+	}
+	if err != nil {
+		return hasMarker, err // a PathError names the file
+	}
+	defer f.Close()
+	// 64 KiB covers both meta pages at any page size up to 32 KiB.
+	head := make([]byte, 64<<10)
+	n, err := io.ReadFull(f, head)
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
+		return hasMarker, fmt.Errorf("read database file %s: %w", path, err)
+	}
+	switch {
+	case n == 0 && hasMarker:
+		return true, damaged(path, "file is empty, but %s says a store existed", marker)
+	case n == 0:
+		return false, nil // created but never initialised: first start
+	case allZero(head[:n]):
+		return hasMarker, damaged(path, "its first %d bytes are all zeros", n)
+	}
+	return hasMarker, nil
+}
+
+func allZero(b []byte) bool {
+	return len(bytes.Trim(b, "\x00")) == 0
+}
+
+// boltOpenError classifies an error of bolt.Open: a held lock, a file
+// that cannot be read, or a file that is not a valid bbolt database.
+func boltOpenError(dir, path string, err error) error {
+	switch {
+	case errors.Is(err, berrors.ErrTimeout):
+		return &lockedError{dir: dir, path: path, err: err}
+	case errors.Is(err, ErrDamaged):
+		return err
+	case errors.Is(err, berrors.ErrInvalid), errors.Is(err, berrors.ErrVersionMismatch),
+		errors.Is(err, berrors.ErrChecksum), errors.Is(err, berrors.ErrInvalidMapping):
+		return &damagedError{path: path, cause: err}
+	}
+	return openError(dir, path, err)
+}
+
+// check verifies the open db: the file holds every page its meta page
+// counts, every bucket and key can be walked (in this goroutine, under
+// guarded, so that a bad page is an error), then bbolt's Tx.Check, which
+// also finds pages both used and free or neither. Tx.Check runs in a
+// goroutine of bbolt's that guarded cannot cover; the walk before it reads
+// the same pages, so damage it would panic on is found first. If Tx.Check
+// takes longer than timeout, check returns nil and lets it finish in the
+// background: its read transaction ends with it, and Close waits for it.
+func check(db *bolt.DB, path string, timeout time.Duration) error {
+	tx, err := db.Begin(false)
+	if err != nil {
+		return err
+	}
+	finished := false
+	defer func() {
+		if finished {
+			_ = tx.Rollback()
+		}
+	}()
+	err = guarded(path, func() error {
+		info, err := os.Stat(path)
+		if err != nil {
+			return err
+		}
+		if tx.Size() > info.Size() {
+			return damaged(path, "file is %d bytes, its meta page says %d: truncated", info.Size(), tx.Size())
+		}
+		return tx.ForEach(func(name []byte, b *bolt.Bucket) error {
+			return walk(b)
+		})
+	})
+	if err != nil {
+		finished = true
+		if !errors.Is(err, ErrDamaged) {
+			err = &damagedError{path: path, cause: err}
+		}
+		return err
+	}
+	ch := tx.Check()
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	var problems []error
+	for {
+		select {
+		case err, ok := <-ch:
+			if !ok {
+				finished = true
+				if len(problems) > 0 {
+					return &damagedError{path: path, cause: fmt.Errorf("bbolt check: %w", errors.Join(problems...))}
+				}
+				return nil
+			}
+			if len(problems) < 10 {
+				problems = append(problems, err)
+			}
+		case <-deadline.C:
+			go func() {
+				for range ch {
+				}
+				_ = tx.Rollback()
+			}()
+			return nil
+		}
+	}
+}
+
+// walk reads every key of b and of its nested buckets.
+func walk(b *bolt.Bucket) error {
+	return b.ForEach(func(k, v []byte) error {
+		if v == nil {
+			if nested := b.Bucket(k); nested != nil {
+				return walk(nested)
+			}
+		}
+		return nil
+	})
+}
+
+// writeMarker creates dir's marker: a temp file, fsync'd, renamed into
+// place, then the directory fsync'd, so that after a crash the marker is
+// either absent or complete, and durable once Open returns.
+func writeMarker(dir, marker string) error {
+	tmp, err := os.CreateTemp(dir, MarkerName+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("store marker: %w", err)
+	}
+	defer os.Remove(tmp.Name()) // a no-op after the rename
+	_, err = fmt.Fprintf(tmp, "hearth store created %s; if %s is missing, empty or all zeros, it is damaged\n",
+		time.Now().UTC().Format(time.RFC3339), FileName)
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), marker)
+	}
+	if err == nil {
+		err = syncDir(dir)
+	}
+	if err != nil {
+		return fmt.Errorf("store marker %s: %w", marker, err)
+	}
+	return nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
