@@ -20,10 +20,6 @@ import (
 // first start.
 const MarkerName = FileName + ".marker"
 
-// DefaultCheckTimeout is how long Open waits for bbolt's Tx.Check when
-// Options.CheckTimeout is zero.
-const DefaultCheckTimeout = time.Minute
-
 // ErrDamaged means hearth.db cannot be trusted: bbolt panicked or failed
 // on it, Tx.Check found an inconsistency, the file is shorter than its
 // meta page says, or it is missing, empty or all zeros although the
@@ -124,10 +120,10 @@ func boltOpenError(dir, path string, err error) error {
 // guarded, so that a bad page is an error), then bbolt's Tx.Check, which
 // also finds pages both used and free or neither. Tx.Check runs in a
 // goroutine of bbolt's that guarded cannot cover; the walk before it reads
-// the same pages, so damage it would panic on is found first. If Tx.Check
-// takes longer than timeout, check returns nil and lets it finish in the
-// background: its read transaction ends with it, and Close waits for it.
-func check(db *bolt.DB, path string, timeout time.Duration) error {
+// the same pages, so damage it would panic on is found first. Open waits
+// for it to the end: a check left running beside the writer would race
+// with it inside bbolt (Tx.Check reads the freelist without its lock).
+func check(db *bolt.DB, path string) error {
 	tx, err := db.Begin(false)
 	if err != nil {
 		return err
@@ -157,32 +153,17 @@ func check(db *bolt.DB, path string, timeout time.Duration) error {
 		}
 		return err
 	}
-	ch := tx.Check()
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
+	finished = true
 	var problems []error
-	for {
-		select {
-		case err, ok := <-ch:
-			if !ok {
-				finished = true
-				if len(problems) > 0 {
-					return &damagedError{path: path, cause: fmt.Errorf("bbolt check: %w", errors.Join(problems...))}
-				}
-				return nil
-			}
-			if len(problems) < 10 {
-				problems = append(problems, err)
-			}
-		case <-deadline.C:
-			go func() {
-				for range ch {
-				}
-				_ = tx.Rollback()
-			}()
-			return nil
+	for err := range tx.Check() {
+		if len(problems) < 10 {
+			problems = append(problems, err)
 		}
 	}
+	if len(problems) > 0 {
+		return &damagedError{path: path, cause: fmt.Errorf("bbolt check: %w", errors.Join(problems...))}
+	}
+	return nil
 }
 
 // walk reads every key of b and of its nested buckets.

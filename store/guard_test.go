@@ -225,22 +225,3 @@ func TestOpenCheckTime100kOps(t *testing.T) {
 	_ = db.Close()
 	t.Logf("Open of 100,000 ops (%d bytes): %v", fi.Size(), took)
 }
-
-// Past CheckTimeout, Open returns the store while Tx.Check finishes in
-// the background; the store works and Close waits for the check.
-func TestOpenPastCheckTimeoutReturnsAWorkingStore(t *testing.T) {
-	dir := filledStore(t, 2000)
-	s, err := Open(dir, Options{CheckTimeout: time.Nanosecond})
-	if err != nil {
-		t.Fatalf("open: %v", err)
-	}
-	if _, ok, err := s.Lookup("op-000007"); !ok || err != nil {
-		t.Errorf("Lookup = %v, %v; want the op", ok, err)
-	}
-	if err := s.Save(newOp("after-open")); err != nil {
-		t.Errorf("Save: %v", err)
-	}
-	if err := s.Close(); err != nil {
-		t.Errorf("close: %v", err)
-	}
-}

@@ -65,12 +65,6 @@ type Options struct {
 	// woken, so it must be quick and must not call the Store. A nil
 	// OnCommit is never called.
 	OnCommit func(err error)
-
-	// CheckTimeout bounds how long Open waits for bbolt's Tx.Check of the
-	// whole file. Zero or negative means DefaultCheckTimeout (1 min). Past
-	// it, Open returns the store unchecked by Tx.Check (its own walk of
-	// every key has passed) and the check finishes in the background.
-	CheckTimeout time.Duration
 }
 
 // Store is an open data directory. Its methods are safe for concurrent use.
@@ -133,8 +127,7 @@ type request struct {
 //
 // Open never panics on a damaged file and never starts empty over a store
 // that existed: a file that bbolt panics or fails on, that is shorter than
-// its meta page says, that fails Tx.Check (bounded by
-// opts.CheckTimeout), or that is all zeros, gives an error that wraps
+// its meta page says, that fails Tx.Check, or that is all zeros, gives an error that wraps
 // ErrDamaged and names the file, and so does a hearth.db that is missing
 // or empty while its marker (MarkerName) exists. A missing hearth.db with
 // no marker is a first start. Open writes the marker when it is missing,
@@ -166,11 +159,7 @@ func open(dir string, opts Options, h hooks) (*Store, error) {
 	if err != nil {
 		return nil, boltOpenError(dir, path, err)
 	}
-	checkTimeout := opts.CheckTimeout
-	if checkTimeout <= 0 {
-		checkTimeout = DefaultCheckTimeout
-	}
-	if err := check(db, path, checkTimeout); err != nil {
+	if err := check(db, path); err != nil {
 		_ = db.Close()
 		return nil, err
 	}
