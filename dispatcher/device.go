@@ -242,8 +242,8 @@ func (q *deviceQueue) firstAttemptWithAccept(op devices.Op, now time.Time) bool 
 // heard "accepted" before the restart, and "queued" too unless the restart
 // came within moments of it; a restart with many commands pending for
 // sleeping devices would otherwise publish a queued result for each of
-// them, ahead of the live traffic. Once delivered at a wake and still pending, it is announced
-// again at the next sleep, like any other.
+// them, ahead of the live traffic. Once delivered at a wake and still
+// pending, it is announced again at the next sleep, like any other.
 func (q *deviceQueue) pushResumed(op devices.Op) {
 	q.pushTask(&task{op: op, announced: true, resumedUnsent: op.Attempts > 0})
 }
