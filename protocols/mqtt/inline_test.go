@@ -372,12 +372,14 @@ func TestInlineCallsHandlersOneAtATime(t *testing.T) {
 	c := NewInline(InlineOptions{Broker: b})
 	var inside atomic.Int32
 	release := make(chan struct{})
+	firstRuns := make(chan struct{})
 	calls := make(chan string, 8)
 	if err := c.Subscribe(context.Background(), "r/#", 1, func(m Message) {
 		if n := inside.Add(1); n != 1 {
 			t.Errorf("%d handlers running at once", n)
 		}
 		if m.Topic == "r/first" {
+			close(firstRuns)
 			<-release
 		}
 		inside.Add(-1)
@@ -390,6 +392,13 @@ func TestInlineCallsHandlersOneAtATime(t *testing.T) {
 	tok := first.Publish("r/first", 1, false, "x")
 	if topic := recvTopic(t, b.entered); topic != "r/first" {
 		t.Fatalf("entered %s; want r/first", topic)
+	}
+	// The broker hands a message over before Inline takes it in: wait
+	// until r/first's handler runs, not only until it has been handed over.
+	select {
+	case <-firstRuns:
+	case <-time.After(deadline):
+		t.Fatal("r/first's handler never ran")
 	}
 	tok2 := second.Publish("r/second", 1, false, "y")
 	if topic := recvTopic(t, b.entered); topic != "r/second" {
