@@ -65,6 +65,20 @@ type Options struct {
 	// woken, so it must be quick and must not call the Store. A nil
 	// OnCommit is never called.
 	OnCommit func(err error)
+
+	// Quarantine, if true, makes Open recover from a damaged store
+	// instead of failing: when the file fails to open or check
+	// (ErrDamaged), Open moves it to hearth.db.corrupt-<time> (never
+	// deleting it), creates a fresh store, copies into it every record
+	// of the damaged file that can be read and trusted, and records a
+	// Quarantine there (Store.Quarantine) for the caller to announce.
+	// A locked or unreadable file is never quarantined. False: Open
+	// returns the ErrDamaged error.
+	Quarantine bool
+
+	// Now is the clock of the quarantine's timestamp; nil means
+	// time.Now.
+	Now func() time.Time
 }
 
 // Store is an open data directory. Its methods are safe for concurrent use.
@@ -137,6 +151,16 @@ func Open(dir string, opts Options) (*Store, error) {
 }
 
 func open(dir string, opts Options, h hooks) (*Store, error) {
+	s, err := openFile(dir, opts, h, false)
+	if err != nil && opts.Quarantine && errors.Is(err, ErrDamaged) {
+		return quarantine(dir, opts, h, err)
+	}
+	return s, err
+}
+
+// openFile opens dir's store; fresh allows a new hearth.db although the
+// marker says a store existed (quarantine has just moved it aside).
+func openFile(dir string, opts Options, h hooks, fresh bool) (*Store, error) {
 	timeout := opts.LockTimeout
 	if timeout <= 0 {
 		timeout = DefaultLockTimeout
@@ -147,6 +171,11 @@ func open(dir string, opts Options, h hooks) (*Store, error) {
 	path := filepath.Join(dir, FileName)
 	marker := filepath.Join(dir, MarkerName)
 	hasMarker, err := precheck(path, marker)
+	if fresh && errors.Is(err, ErrDamaged) {
+		if _, serr := os.Stat(path); errors.Is(serr, fs.ErrNotExist) {
+			err = nil
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -165,7 +194,7 @@ func open(dir string, opts Options, h hooks) (*Store, error) {
 	}
 	err = guarded(path, func() error {
 		return db.Update(func(tx *bolt.Tx) error {
-			for _, name := range [][]byte{bucketOps, bucketPending, bucketStates, bucketAudit, bucketDeadLetters, bucketEnds} {
+			for _, name := range [][]byte{bucketOps, bucketPending, bucketStates, bucketAudit, bucketDeadLetters, bucketEnds, bucketMeta} {
 				if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 					return fmt.Errorf("bucket %s: %w", name, err)
 				}
@@ -340,12 +369,14 @@ func (s *Store) update(fn func(tx *bolt.Tx) error) error {
 
 // buckets are the store's buckets within one transaction.
 type buckets struct {
+	tx                                      *bolt.Tx
 	ops, pending, states, audit, dead, ends *bolt.Bucket
 }
 
 // txBuckets returns the store's buckets in tx.
 func txBuckets(tx *bolt.Tx) buckets {
 	return buckets{
+		tx:      tx,
 		ops:     tx.Bucket(bucketOps),
 		pending: tx.Bucket(bucketPending),
 		states:  tx.Bucket(bucketStates),

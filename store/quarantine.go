@@ -1,0 +1,166 @@
+package store
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// bucketMeta holds the store's own records: under metaQuarantine the
+// last quarantine (Quarantine's JSON), until it is replaced by a later
+// one; it is never pruned.
+var (
+	bucketMeta     = []byte("meta")
+	metaQuarantine = []byte("quarantine")
+)
+
+// QuarantineSuffix begins the name a damaged hearth.db is moved to,
+// followed by the UTC time of the quarantine in ISO 8601 basic format:
+// hearth.db.corrupt-20261202T031500Z.
+const QuarantineSuffix = ".corrupt-"
+
+// Quarantine is the record of a damaged store that Open moved aside
+// (Options.Quarantine): what it found, where the file went, what it
+// copied into the fresh store, and whether an operator has acknowledged
+// it (AckQuarantine). It is kept in the fresh store, so it survives
+// restarts until a later quarantine replaces it.
+type Quarantine struct {
+	// At is when Open quarantined the file (Options.Now).
+	At time.Time `json:"at"`
+	// File is the path the damaged hearth.db was moved to; "" when there
+	// was no file to move (hearth.db was missing although its marker
+	// said a store existed).
+	File string `json:"file,omitempty"`
+	// Cause is the damage Open found: the ErrDamaged error's text.
+	Cause string `json:"cause"`
+	// Salvaged counts the records copied from the damaged file into the
+	// fresh store: they read, decoded and, where they carry one, passed
+	// their checksum.
+	Salvaged Counts `json:"salvaged"`
+	// Skipped counts the records found in the damaged file but not
+	// trusted (failed to decode or failed their checksum); records on
+	// pages that could not be read at all are not counted.
+	Skipped Counts `json:"skipped"`
+	// Ended is how many of the salvaged ops were still pending: each was
+	// stored ended, failed with reason store_error, its delivery unknown,
+	// so that nothing from a damaged store is sent again.
+	Ended int `json:"ended"`
+	// AckedAt and AckedBy say when and by whom the quarantine was
+	// acknowledged (AckQuarantine); zero and "" until then.
+	AckedAt time.Time `json:"acked_at,omitzero"`
+	AckedBy string    `json:"acked_by,omitempty"`
+}
+
+// Counts counts records by kind.
+type Counts struct {
+	Ops         int `json:"ops"`
+	Audit       int `json:"audit"`
+	DeadLetters int `json:"dead_letters"`
+	States      int `json:"states"`
+}
+
+// Acked reports whether an operator has acknowledged q.
+func (q Quarantine) Acked() bool { return !q.AckedAt.IsZero() }
+
+// Quarantine returns the store's last quarantine record, and false if the
+// store was never quarantined. An acknowledged record is still returned
+// (Acked tells).
+func (s *Store) Quarantine() (Quarantine, bool, error) {
+	var q Quarantine
+	var found bool
+	err := s.view(func(b buckets) error {
+		v := b.tx.Bucket(bucketMeta).Get(metaQuarantine)
+		if v == nil {
+			return nil
+		}
+		found = true
+		if err := json.Unmarshal(v, &q); err != nil {
+			return damaged(s.path, "decode quarantine record: %v", err)
+		}
+		return nil
+	})
+	return q, found && err == nil, err
+}
+
+// AckQuarantine records that by (a principal's name) acknowledged the
+// last quarantine at at, and returns the record as stored. Acknowledging
+// again keeps the first acknowledgement. It returns ErrNoQuarantine when
+// the store was never quarantined.
+func (s *Store) AckQuarantine(by string, at time.Time) (Quarantine, error) {
+	var q Quarantine
+	err := s.update(func(tx *bolt.Tx) error {
+		meta := tx.Bucket(bucketMeta)
+		v := meta.Get(metaQuarantine)
+		if v == nil {
+			return ErrNoQuarantine
+		}
+		if err := json.Unmarshal(v, &q); err != nil {
+			return damaged(s.path, "decode quarantine record: %v", err)
+		}
+		if q.Acked() {
+			return nil
+		}
+		q.AckedAt, q.AckedBy = at.UTC(), by
+		body, err := json.Marshal(q)
+		if err != nil {
+			return err
+		}
+		return meta.Put(metaQuarantine, body)
+	})
+	return q, err
+}
+
+// ErrNoQuarantine is AckQuarantine's error when there is nothing to
+// acknowledge.
+var ErrNoQuarantine = errors.New("the store was never quarantined")
+
+// quarantine moves the damaged store at path aside (never deleting it),
+// opens a fresh store in dir, and records q there. cause is Open's
+// ErrDamaged error. The salvage of readable records happens between the
+// move and the record (salvage).
+func quarantine(dir string, opts Options, h hooks, cause error) (*Store, error) {
+	now := time.Now
+	if opts.Now != nil {
+		now = opts.Now
+	}
+	at := now().UTC()
+	path := filepath.Join(dir, FileName)
+	q := Quarantine{At: at, Cause: cause.Error()}
+	moved := path + QuarantineSuffix + at.Format("20060102T150405Z")
+	switch err := os.Rename(path, moved); {
+	case err == nil:
+		q.File = moved
+	case errors.Is(err, fs.ErrNotExist):
+	default:
+		return nil, fmt.Errorf("quarantine damaged store: %w (it was: %v)", err, cause)
+	}
+	if err := syncDir(dir); err != nil {
+		return nil, fmt.Errorf("quarantine damaged store: %w", err)
+	}
+	s, err := openFile(dir, opts, h, true) // a fresh file that fails again is no loop
+	if err != nil {
+		return nil, fmt.Errorf("open a fresh store after quarantining %s: %w", moved, err)
+	}
+	if err := s.recordQuarantine(q); err != nil {
+		_ = s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// recordQuarantine stores q as the last quarantine, synced.
+func (s *Store) recordQuarantine(q Quarantine) error {
+	body, err := json.Marshal(q)
+	if err != nil {
+		return err
+	}
+	return s.update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketMeta).Put(metaQuarantine, body)
+	})
+}
