@@ -176,6 +176,11 @@ const (
 	// is never taken as unlocked or open.
 	ReasonStateUnknown Reason = "state_unknown"
 	ReasonStoreError   Reason = "store_error" // the command could not be stored, so it was not accepted
+	// ReasonStoreDamaged: the command was pending in a store that was
+	// found damaged and quarantined at start; its record was salvaged,
+	// but whether its last attempt reached the device is unknown, so it
+	// is ended failed and never sent again from the damaged record.
+	ReasonStoreDamaged Reason = "store_damaged"
 	// ReasonUnauthorized: the principal that sent the command may not
 	// command this device this way: at acceptance (rejected), or when the
 	// permission was revoked before an attempt (failed, nothing sent).

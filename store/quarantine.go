@@ -48,7 +48,7 @@ type Quarantine struct {
 	// pages that could not be read at all are not counted.
 	Skipped Counts `json:"skipped"`
 	// Ended is how many of the salvaged ops were still pending: each was
-	// stored ended, failed with reason store_error, its delivery unknown,
+	// stored ended, failed with reason store_damaged, its delivery unknown,
 	// so that nothing from a damaged store is sent again.
 	Ended int `json:"ended"`
 	// AckedAt and AckedBy say when and by whom the quarantine was
