@@ -337,8 +337,10 @@ func (p *publisher) write() {
 			p.queue[0] = nil
 			p.queue = p.queue[1:]
 			p.mu.Unlock()
-			p.acknowledge(a)
+			// Its place is free before its PUBACK goes out: a publisher
+			// that sends its next command on the PUBACK must find it.
 			<-p.slots
+			p.acknowledge(a)
 			p.mu.Lock()
 			if len(p.queue) == 0 && !p.slowSince.IsZero() {
 				p.drained = p.h.clock.Now()

@@ -559,6 +559,31 @@ func TestConnectionEndReleasesAPublisherAtTheCap(t *testing.T) {
 	noCommand(t, cmds)
 }
 
+// A command's place among the pending ones is free before its PUBACK is
+// written: a publisher that sends each command on the PUBACK of the one
+// before, at a cap of one, never waits for a place and is never counted
+// as slowed.
+func TestPublisherSendingOnEachPubackNeverWaitsAtTheCap(t *testing.T) {
+	b, cmds := commandBroker(t, Options{MaxPendingCommands: 1})
+	c, _ := tappedV3(t, b, "stepper", creds{})
+	var p *publisher
+	for i := range 50 {
+		tok := c.Publish("hearth/lamp/set", 1, false, fmt.Sprint(i))
+		cmd := nextCommand(t, cmds)
+		if p == nil {
+			p = publisherOf(t, b, "stepper")
+		}
+		cmd.Ack()
+		mustWait(t, tok)
+	}
+	p.mu.Lock()
+	waited := p.waited
+	p.mu.Unlock()
+	if waited != 0 {
+		t.Errorf("%d of 50 commands, each sent on the PUBACK of the one before, waited for a place; want 0", waited)
+	}
+}
+
 // The ACL and DenyPublish decide first: a refused publish on the command
 // filter is answered as before (PUBACK 0x87) and never handed over, and
 // an admitted command carries the username its publisher was verified
