@@ -335,6 +335,21 @@ func (q *deviceQueue) deliverAwake(ctx context.Context, t *task, gen uint64) {
 			q.release(permit, breaker.Canceled)
 			return
 		}
+		if t.resumedUnsent {
+			// Resumed after a restart with an attempt of unknown
+			// delivery, and nothing sent since: the device may have
+			// applied it at an earlier wake. A state heard since the
+			// start (the bridge's retained replay, or the report it woke
+			// with) at the target confirms it; the set is not sent
+			// again, which spares the device's battery and airtime.
+			if state, ok := q.heardAtLocked(op.Target); ok {
+				q.mu.Unlock()
+				q.release(permit, breaker.Canceled) // nothing went out
+				d.log.Info("resumed attempt confirmed by the state heard since the restart", "op_id", op.OpID, "device", op.Device, "attempt", op.Attempts)
+				q.finish(t, devices.Succeeded, "", "", state)
+				return
+			}
+		}
 		prev, op := q.recordAttemptLocked(t, false)
 		q.mu.Unlock()
 		q.storeAttempt(op)
