@@ -217,12 +217,11 @@ func (s *storeQuarantine) publish(ctx context.Context) {
 	}
 }
 
-// apiQuarantine is q in the API's shape.
+// apiQuarantine is q in the API's shape; the conversions of Counts keep
+// the two types' fields the same at compile time.
 func apiQuarantine(q store.Quarantine) api.StoreQuarantine {
-	counts := func(c store.Counts) api.StoreCounts {
-		return api.StoreCounts{Ops: c.Ops, Audit: c.Audit, DeadLetters: c.DeadLetters, States: c.States}
-	}
-	return api.StoreQuarantine{At: q.At.UTC(), File: q.File, Cause: q.Cause, Salvaged: counts(q.Salvaged), Skipped: counts(q.Skipped),
+	return api.StoreQuarantine{At: q.At.UTC(), File: q.File, Cause: q.Cause,
+		Salvaged: api.StoreCounts(q.Salvaged), Skipped: api.StoreCounts(q.Skipped),
 		Ended: q.Ended, AckedAt: q.AckedAt, AckedBy: q.AckedBy}
 }
 
