@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -114,7 +115,8 @@ func TestQuarantinedStoreStartsDegradedRefusesOldCommandsUntilAcked(t *testing.T
 	notes := subscribe(t, b.URL(), "hearth/notifications")
 	watched := subscribe(t, b.URL(), "hearth/bridge/store")
 	clock := clockwork.NewFakeClockAt(t0.Add(time.Hour))
-	h2 := newHarness(t, harnessOptions{dataDir: dir, brokerURL: b.URL(), clock: clock})
+	logs := newLogTap(t)
+	h2 := newHarness(t, harnessOptions{dataDir: dir, brokerURL: b.URL(), clock: clock, logger: logs.logger()})
 
 	files := quarantinedFiles(t, dir)
 	want := filepath.Join(dir, store.FileName+store.QuarantineSuffix+"20261129T200000Z")
@@ -123,6 +125,17 @@ func TestQuarantinedStoreStartsDegradedRefusesOldCommandsUntilAcked(t *testing.T
 	}
 	if fi, err := os.Stat(want); err != nil || fi.Size() != 0 {
 		t.Errorf("the damaged file: %v, %v; want it kept as it was, zero length", fi, err)
+	}
+
+	var errorLines []tapped
+	for _, r := range logs.find("quarantined") {
+		if r.level == slog.LevelError {
+			errorLines = append(errorLines, r)
+		}
+	}
+	if len(errorLines) != 1 || errorLines[0].attrs["file"] != want || !strings.Contains(errorLines[0].attrs["cause"], "empty") ||
+		errorLines[0].attrs["salvaged_ops"] != "0" || errorLines[0].attrs["ended"] != "0" {
+		t.Errorf("ERROR lines about the quarantine: %+v; want one, naming the file, the cause and the counts", errorLines)
 	}
 
 	st, _ := nextStoreState(t, watched, api.StoreQuarantined)
