@@ -2,9 +2,10 @@
 // /api/v1/devices/{device}/commands, GET /api/v1/ops/{op_id}, see
 // RegisterCommands), the state of every service's circuit breaker (GET
 // /api/v1/breakers, see Register), the audit trail (GET /api/v1/audit, see
-// RegisterAudit) and the dead-letter store (GET /api/v1/deadletters, see
-// RegisterDeadLetters). Authenticate guards all of it with the principals'
-// bearer tokens.
+// RegisterAudit), the dead-letter store (GET /api/v1/deadletters, see
+// RegisterDeadLetters) and the store's quarantine (GET /api/v1/store and
+// POST /api/v1/store/ack, see RegisterStore). Authenticate guards all of
+// it with the principals' bearer tokens.
 //
 // It owns the HTTP shapes only: validating, storing and running commands
 // and keeping breakers belong to package dispatcher; it never reads the

@@ -18,6 +18,10 @@ const (
 	AuditSent AuditEvent = "sent"
 	// AuditEnded: the command reached a terminal status (Status, Reason).
 	AuditEnded AuditEvent = "ended"
+	// AuditStoreAcked is no command's: an operator (Principal; "" when
+	// the HTTP API is open) acknowledged the quarantine of a damaged
+	// store (Detail names it); OpID and Device are empty.
+	AuditStoreAcked AuditEvent = "store_quarantine_acked"
 )
 
 // Checks made before an attempt at a safety-critical command, in order.

@@ -146,7 +146,10 @@ const (
 	// ReasonStaleCommand: a risky action (see Risky) without issued_at
 	// that the transport delivered from a backlog kept while Hearth was
 	// away (an external broker's MQTT session): its age is unknown, and a
-	// risky action is never carried out on an unknown age.
+	// risky action is never carried out on an unknown age. Also any
+	// command whose issued_at is before the store was quarantined, within
+	// the dedup window after it: its op_id may have run before, and the
+	// record that would say so is lost.
 	ReasonStaleCommand Reason = "stale_command"
 
 	// Outcomes of accepted commands.

@@ -243,6 +243,25 @@ type Options struct {
 	// NotifyTTL is how long a notification stays worth delivering to a
 	// notify service, queued time included; 0 means DefaultNotifyTTL.
 	NotifyTTL time.Duration
+	// LostDedup, if its At is set, says the journal lost its record of
+	// op_ids at At (hearthd: the store was quarantined then), so a command
+	// sent before At may have run under an op_id the journal no longer
+	// knows. Until LostDedup.Until, a command whose issued_at is before At
+	// is rejected stale_command; a command without issued_at is taken, as
+	// its age is unknown.
+	LostDedup LostDedup
+}
+
+// LostDedup is the window in which the journal cannot tell a repeated
+// op_id from a new one (Options.LostDedup).
+type LostDedup struct {
+	// At is when the op_ids were lost; commands issued before it are the
+	// ones refused.
+	At time.Time
+	// Until is when the refusal ends: At plus the time ended commands'
+	// op_ids are kept for (hearthd's dedup window), after which the lost
+	// records would have been pruned anyway.
+	Until time.Time
 }
 
 // DefaultReadTimeout is how long the fresh read before every attempt at a
@@ -293,6 +312,7 @@ type Dispatcher struct {
 	clock     clockwork.Clock
 	log       *slog.Logger
 	rand      retry.Rand // safe for concurrent use
+	lostDedup LostDedup
 
 	devices  map[string]*deviceQueue
 	services map[string]*Service
@@ -345,6 +365,7 @@ func New(opts Options) (*Dispatcher, error) {
 	d.onBreaker = opts.OnBreakerChange
 	d.authz, d.auditLog, d.dead = opts.Authorizer, opts.Audit, opts.DeadLetters
 	d.onResult = opts.OnResult
+	d.lostDedup = opts.LostDedup
 	d.republishRate = opts.RepublishRate
 	if d.republishRate <= 0 {
 		d.republishRate = DefaultRepublishRate

@@ -342,6 +342,13 @@ func (d *Dispatcher) validate(req Request, now time.Time) (devices.Op, *deviceQu
 			"its age is unknown, and a risky action is never carried out on an unknown age; send it again, or send it with issued_at (RFC 3339), from which its TTL counts",
 			devices.Action(q.dev.Device, cmd.Target)))
 	}
+	if l := d.lostDedup; !l.At.IsZero() && now.Before(l.Until) && !cmd.IssuedAt.IsZero() && cmd.IssuedAt.Before(l.At) {
+		// Its op_id may be one the lost records held: it may have run.
+		return fail(devices.ReasonStaleCommand, fmt.Sprintf("issued_at %s is before %s, when Hearth's command store was found damaged and quarantined: "+
+			"whether a command with this op_id ran before is unknown, so commands issued before then are refused until %s; "+
+			"if it is still wanted, send it again with a new issued_at",
+			cmd.IssuedAt.UTC().Format(time.RFC3339), l.At.UTC().Format(time.RFC3339), l.Until.UTC().Format(time.RFC3339)))
+	}
 	if cmd.OpID == "" {
 		cmd.OpID = d.newOpID()
 	}

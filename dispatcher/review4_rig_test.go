@@ -119,6 +119,8 @@ type r4Options struct {
 	journal func(*r4Journal) Journal
 	// awake makes the radiator always listening instead of sleepy.
 	awake bool
+	// lostDedup is Options.LostDedup.
+	lostDedup LostDedup
 }
 
 // startR4 starts a dispatcher with one service "zw" (2 attempts, 5 s
@@ -158,6 +160,7 @@ func startR4(t *testing.T, o r4Options) *r4Rig {
 		DeadLetters: r.dead,
 		Clock:       clock,
 		OnResult:    func(res devices.Result) { r.results <- res },
+		LostDedup:   o.lostDedup,
 	})
 	if err != nil {
 		t.Fatal(err)

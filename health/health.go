@@ -4,7 +4,10 @@
 //     which runs named readiness checks (the MQTT connection, the store)
 //     and also shows informational entries, such as each service's
 //     breaker, that never make Hearth unready: an open breaker means a
-//     service is down, not that Hearth cannot take commands.
+//     service is down, not that Hearth cannot take commands. A degraded
+//     check (AddDegraded) sits between: while it fails Hearth serves,
+//     /readyz answers 200 with status "degraded", and the check's text
+//     says what an operator must look at.
 //   - Metrics: Prometheus metrics in a private registry, served at
 //     GET /metrics, starting with each service's breaker state and
 //     transitions; other parts add their collectors to Registry.
@@ -30,20 +33,36 @@ type Check func() error
 
 // Checker holds the readiness checks.
 type Checker struct {
-	mu     sync.RWMutex
-	checks map[string]Check
-	info   map[string]func() any
+	mu       sync.RWMutex
+	checks   map[string]Check
+	degraded map[string]bool // names of the checks added with AddDegraded
+	info     map[string]func() any
 }
 
 // NewChecker returns a Checker with no checks: ready.
 func NewChecker() *Checker {
-	return &Checker{checks: map[string]Check{}, info: map[string]func() any{}}
+	return &Checker{checks: map[string]Check{}, degraded: map[string]bool{}, info: map[string]func() any{}}
 }
 
 // Add registers check under name, replacing any check of that name.
 func (c *Checker) Add(name string, check Check) {
 	c.mu.Lock()
 	c.checks[name] = check
+	delete(c.degraded, name)
+	c.mu.Unlock()
+}
+
+// AddDegraded registers check under name as a degraded check, replacing
+// any check of that name: while it fails, Hearth still serves and is
+// ready (GET /readyz answers 200, so a container's health check does not
+// restart it), but Report.Status is "degraded", the check's error is its
+// entry in Report.Checks and its name is in Report.Degraded. Use it for a
+// condition an operator must act on that does not stop commands, such as
+// a store quarantined at start and not yet acknowledged.
+func (c *Checker) AddDegraded(name string, check Check) {
+	c.mu.Lock()
+	c.checks[name] = check
+	c.degraded[name] = true
 	c.mu.Unlock()
 }
 
@@ -62,18 +81,23 @@ func (c *Checker) AddInfo(name string, f func() any) {
 
 // Report is the body of GET /readyz.
 type Report struct {
-	// Status is "ready" or "not_ready".
+	// Status is "ready", "degraded" (every check passed but some degraded
+	// check, see AddDegraded: still ready, HTTP 200) or "not_ready".
 	Status string `json:"status"`
 	// Checks maps each check's name to "ok" or its error.
 	Checks map[string]string `json:"checks"`
+	// Degraded names the degraded checks (AddDegraded) that fail, sorted;
+	// omitted when none does.
+	Degraded []string `json:"degraded,omitempty"`
 	// Info maps each AddInfo entry's name to its value, for example
 	// {"services": {"z2m": {"state": "open", "since": "2026-11-29T23:00:00Z"}}}.
 	// It is omitted when no entry is registered.
 	Info map[string]any `json:"info,omitempty"`
 }
 
-// Ready runs every check and reports whether all passed; the report also
-// carries every AddInfo entry's current value, which readiness ignores.
+// Ready runs every check and reports whether all but the degraded ones
+// (AddDegraded) passed; the report also carries every AddInfo entry's
+// current value, which readiness ignores.
 func (c *Checker) Ready() (bool, Report) {
 	c.mu.RLock()
 	names := make([]string, 0, len(c.checks))
@@ -86,7 +110,11 @@ func (c *Checker) Ready() (bool, Report) {
 	for _, n := range names {
 		if err := c.checks[n](); err != nil {
 			r.Checks[n] = err.Error()
-			ok = false
+			if c.degraded[n] {
+				r.Degraded = append(r.Degraded, n)
+			} else {
+				ok = false
+			}
 		} else {
 			r.Checks[n] = "ok"
 		}
@@ -98,14 +126,18 @@ func (c *Checker) Ready() (bool, Report) {
 		}
 	}
 	c.mu.RUnlock()
-	if !ok {
+	switch {
+	case !ok:
 		r.Status = "not_ready"
+	case len(r.Degraded) > 0:
+		r.Status = "degraded"
 	}
 	return ok, r
 }
 
 // Register adds GET /healthz (200 while the process serves) and GET
-// /readyz (200 with the report when ready, 503 otherwise) to mux.
+// /readyz (200 with the report when ready or degraded, 503 otherwise) to
+// mux.
 func (c *Checker) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")

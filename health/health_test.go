@@ -100,3 +100,46 @@ func TestReadyzOmitsInfoWhenNoneRegistered(t *testing.T) {
 		t.Errorf("/readyz body %s; want %s (unchanged shape without info)", got, want)
 	}
 }
+
+// A failing degraded check keeps Hearth ready: /readyz answers 200 with
+// status "degraded", the check's text and its name in Degraded; a failing
+// required check still makes it 503 not_ready, the degraded one listed
+// beside it; once the degraded check passes the status is "ready" again.
+func TestReadyzDegradedCheckAnswers200UntilItPasses(t *testing.T) {
+	c := NewChecker()
+	var mqttErr error
+	quarantined := errors.New("the store was quarantined at 2026-12-02T03:15:00Z; hearthctl store ack")
+	c.Add("mqtt", func() error { return mqttErr })
+	c.AddDegraded("store_quarantine", func() error { return quarantined })
+	mux := http.NewServeMux()
+	c.Register(mux)
+	get := func() (int, Report) {
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
+		var r Report
+		if err := json.Unmarshal(rec.Body.Bytes(), &r); err != nil {
+			t.Fatalf("/readyz body %q: %v", rec.Body, err)
+		}
+		return rec.Code, r
+	}
+
+	code, r := get()
+	if code != http.StatusOK || r.Status != "degraded" || r.Checks["store_quarantine"] != quarantined.Error() ||
+		!reflect.DeepEqual(r.Degraded, []string{"store_quarantine"}) || r.Checks["mqtt"] != "ok" {
+		t.Errorf("degraded: %d %+v; want 200 degraded, the check's text, Degraded [store_quarantine]", code, r)
+	}
+	mqttErr = errors.New("not connected")
+	if code, r := get(); code != http.StatusServiceUnavailable || r.Status != "not_ready" || !reflect.DeepEqual(r.Degraded, []string{"store_quarantine"}) {
+		t.Errorf("degraded and mqtt down: %d %+v; want 503 not_ready, Degraded [store_quarantine]", code, r)
+	}
+	mqttErr, quarantined = nil, nil
+	c.AddDegraded("store_quarantine", func() error { return nil })
+	if code, r := get(); code != http.StatusOK || r.Status != "ready" || r.Degraded != nil || r.Checks["store_quarantine"] != "ok" {
+		t.Errorf("after the degraded check passes: %d %+v; want 200 ready, no Degraded", code, r)
+	}
+	// Add replaces a degraded check with a required one of the same name.
+	c.Add("store_quarantine", func() error { return errors.New("broken") })
+	if code, r := get(); code != http.StatusServiceUnavailable || r.Degraded != nil {
+		t.Errorf("replaced by a required check: %d %+v; want 503, no Degraded", code, r)
+	}
+}

@@ -24,6 +24,9 @@ type Metrics struct {
 	// while the last one failed.
 	storeFailures prometheus.Counter
 	storeFailing  prometheus.Gauge
+	// storeQuarantined is 1 while a quarantine of the store is not
+	// acknowledged.
+	storeQuarantined prometheus.Gauge
 }
 
 // NewMetrics returns Metrics with a new registry holding the Go runtime
@@ -51,6 +54,11 @@ func NewMetrics() *Metrics {
 			Name: "hearth_store_failing",
 			Help: "1 while the store's last commit failed (GET /readyz is not ready), 0 once one succeeds.",
 		}),
+		storeQuarantined: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "hearth_store_quarantined",
+			Help: "1 while the store found damaged at start and quarantined (moved to hearth.db.corrupt-<time>) " +
+				"is not acknowledged (hearthctl store ack), 0 otherwise.",
+		}),
 	}
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
@@ -59,6 +67,7 @@ func NewMetrics() *Metrics {
 		m.transitions,
 		m.storeFailures,
 		m.storeFailing,
+		m.storeQuarantined,
 	)
 	return m
 }
@@ -104,6 +113,16 @@ func (m *Metrics) StoreCommit(ok bool) {
 	}
 	m.storeFailures.Inc()
 	m.storeFailing.Set(1)
+}
+
+// StoreQuarantined sets hearth_store_quarantined: 1 while a quarantine of
+// the store is not acknowledged, 0 otherwise.
+func (m *Metrics) StoreQuarantined(unacknowledged bool) {
+	v := 0.0
+	if unacknowledged {
+		v = 1
+	}
+	m.storeQuarantined.Set(v)
 }
 
 // Handler serves the registry in the Prometheus exposition format.

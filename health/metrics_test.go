@@ -121,3 +121,18 @@ func TestStoreCommitCountsFailuresAndSaysWhileFailing(t *testing.T) {
 		t.Errorf("hearth_store_failing = %v after a failed commit; want 1", got)
 	}
 }
+
+func TestStoreQuarantinedIsOneUntilAcknowledged(t *testing.T) {
+	m := NewMetrics()
+	if got := testutil.ToFloat64(m.storeQuarantined); got != 0 {
+		t.Errorf("hearth_store_quarantined = %v at first; want 0", got)
+	}
+	m.StoreQuarantined(true)
+	if got := testutil.ToFloat64(m.storeQuarantined); got != 1 {
+		t.Errorf("hearth_store_quarantined = %v while unacknowledged; want 1", got)
+	}
+	m.StoreQuarantined(false)
+	if got := testutil.ToFloat64(m.storeQuarantined); got != 0 {
+		t.Errorf("hearth_store_quarantined = %v once acknowledged; want 0", got)
+	}
+}

@@ -2,18 +2,22 @@
 // reads the audit trail of safety-critical commands (GET /api/v1/audit),
 // the dead-letter store (GET /api/v1/deadletters) and the circuit breakers
 // (GET /api/v1/breakers) and prints them as tables, or as JSON lines for
-// scripts. hearthctl credentials shows or rotates the accounts of
-// hearthd's credentials file, which it reads directly.
+// scripts; it shows whether the store was quarantined and acknowledges a
+// quarantine (GET /api/v1/store, POST /api/v1/store/ack). hearthctl
+// credentials shows or rotates the accounts of hearthd's credentials
+// file, which it reads directly.
 //
 //	hearthctl [-addr http://127.0.0.1:8080] [-token T] audit [-device D] [-op OPID] [-principal P] [-since 24h] [-limit N] [-after SEQ] [-json]
 //	hearthctl [-addr ...] [-token T] deadletters [-device D] [-status S] [-reason R] [-since 24h] [-limit N] [-after SEQ] [-json]
 //	hearthctl [-addr ...] [-token T] breakers [-json]
+//	hearthctl [-addr ...] [-token T] store [-json] [ack]
 //	hearthctl credentials [-data-dir DIR] [rotate NAME | token [NAME]]
 //
 //	hearthctl [-addr ...] ready [-timeout 5s] [-q]
 //
 // ready asks GET /readyz, which needs no token, and exits 0 when hearthd
-// is ready, 1 when it is not: a container's health check.
+// is ready (degraded included: it serves commands), 1 when it is not: a
+// container's health check.
 //
 // The token, if any (-token, or the HEARTH_TOKEN environment variable), is
 // sent as "Authorization: Bearer <token>". Exit status: 0 done, 1 an error
@@ -98,6 +102,7 @@ var commands = []struct {
 	{"breakers", "the circuit breaker of every service (GET /api/v1/breakers)", (*cli).breakers},
 	{"deadletters", "commands that ended expired, failed or superseded (GET /api/v1/deadletters)", (*cli).deadLetters},
 	{"ready", "exit 0 if hearthd is ready, 1 if not (GET /readyz; a container's health check)", (*cli).ready},
+	{"store", "whether the store was quarantined (GET /api/v1/store); store ack acknowledges it (POST /api/v1/store/ack)", (*cli).store},
 }
 
 func (c *cli) run(args []string) int {
@@ -184,6 +189,17 @@ func (c *cli) parseFlags(fs *flag.FlagSet, args []string) error {
 // with an error (quoting the server's "error"), or answered something
 // that is not what v expects.
 func (c *cli) get(path string, query url.Values, v any) error {
+	return c.call(http.MethodGet, path, query, v)
+}
+
+// post POSTs to path with no body and decodes the JSON answer into v,
+// with get's errors.
+func (c *cli) post(path string, v any) error {
+	return c.call(http.MethodPost, path, nil, v)
+}
+
+// call sends a request with no body to hearthd; see get.
+func (c *cli) call(method, path string, query url.Values, v any) error {
 	c.addr = strings.TrimRight(c.addr, "/")
 	if !strings.Contains(c.addr, "://") {
 		c.addr = "http://" + c.addr
@@ -192,7 +208,7 @@ func (c *cli) get(path string, query url.Values, v any) error {
 	if len(query) > 0 {
 		u += "?" + query.Encode()
 	}
-	req, err := http.NewRequest(http.MethodGet, u, nil)
+	req, err := http.NewRequest(method, u, nil)
 	if err != nil {
 		return usagef("bad -addr %q: %v", c.addr, err)
 	}
@@ -223,14 +239,19 @@ func (c *cli) get(path string, query url.Values, v any) error {
 }
 
 // answerError describes a non-2xx answer: its status and the server's
-// {"error":...} message (or its body's first line, if it is not that).
+// {"error":...,"detail":...} message (or its body's first line, if it is
+// not that).
 func answerError(resp *http.Response, body []byte) error {
 	var e struct {
-		Error string `json:"error"`
+		Error  string `json:"error"`
+		Detail string `json:"detail"`
 	}
 	msg := strings.TrimSpace(string(body))
 	if json.Unmarshal(body, &e) == nil && e.Error != "" {
 		msg = e.Error
+		if e.Detail != "" {
+			msg += ": " + e.Detail
+		}
 	} else if i := strings.IndexByte(msg, '\n'); i >= 0 {
 		msg = msg[:i]
 	}

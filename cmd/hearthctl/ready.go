@@ -21,14 +21,16 @@ var errNotReady = errors.New("hearthd is not ready")
 
 // ready asks GET /readyz and exits 0 when hearthd is ready, 1 when it is
 // not or cannot be reached: the probe of the Docker image's HEALTHCHECK,
-// which has no curl. /readyz needs no token.
+// which has no curl. /readyz needs no token. Degraded (a failing degraded
+// check, such as an unacknowledged quarantine of the store) is ready:
+// it exits 0, printing the degraded checks even with -q.
 func (c *cli) ready(args []string) error {
 	fs := flag.NewFlagSet("hearthctl ready", flag.ContinueOnError)
 	fs.SetOutput(c.stderr)
 	timeout := fs.Duration("timeout", 5*time.Second, "give up after this long (a Go duration)")
-	quiet := fs.Bool("q", false, "print nothing when ready")
+	quiet := fs.Bool("q", false, "print nothing when ready and not degraded")
 	fs.Usage = func() {
-		fmt.Fprintf(c.stderr, "usage: hearthctl ready [-timeout 5s] [-q]\n\nExit 0 if hearthd answers GET /readyz with 200 (ready), 1 otherwise,\nprinting the checks that fail.\n\nflags:\n")
+		fmt.Fprintf(c.stderr, "usage: hearthctl ready [-timeout 5s] [-q]\n\nExit 0 if hearthd answers GET /readyz with 200 (ready, or degraded: it serves\ncommands), 1 otherwise, printing the checks that fail.\n\nflags:\n")
 		fs.PrintDefaults()
 	}
 	if err := c.parseFlags(fs, args); err != nil {
@@ -66,6 +68,14 @@ func (c *cli) ready(args []string) error {
 	case resp.StatusCode == http.StatusOK && jsonErr == nil && report.Status == "ready":
 		if !*quiet {
 			fmt.Fprintln(c.stdout, "ready")
+		}
+		return nil
+	case resp.StatusCode == http.StatusOK && jsonErr == nil && report.Status == "degraded":
+		// Ready: it serves commands; what an operator must look at is
+		// printed, -q or not.
+		fmt.Fprintln(c.stdout, "ready, degraded:")
+		for _, n := range report.Degraded {
+			fmt.Fprintf(c.stdout, "  %s: %s\n", n, cell(report.Checks[n]))
 		}
 		return nil
 	case resp.StatusCode == http.StatusServiceUnavailable && jsonErr == nil:

@@ -78,3 +78,21 @@ func TestReadyUsageMistakesExitTwo(t *testing.T) {
 		}
 	}
 }
+
+// Degraded is ready: hearthd serves commands, so the health check exits 0,
+// and the degraded check's text is printed, -q or not.
+func TestReadyExitsZeroWhenDegradedPrintingTheDegradedChecks(t *testing.T) {
+	c := health.NewChecker()
+	c.Add("store", func() error { return nil })
+	c.AddDegraded("store_quarantine", func() error { return errors.New("the store was quarantined; hearthctl store ack") })
+	mux := http.NewServeMux()
+	c.Register(mux)
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	want := "ready, degraded:\n  store_quarantine: the store was quarantined; hearthctl store ack\n"
+	for _, args := range [][]string{{"-addr", srv.URL, "ready"}, {"-addr", srv.URL, "ready", "-q"}} {
+		if code, out, errOut := hearthctl(args...); code != exitOK || out != want {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want 0 and %q", args, code, out, errOut, want)
+		}
+	}
+}

@@ -66,8 +66,10 @@ type daemon struct {
 	disp    *dispatcher.Dispatcher
 	health  *health.Checker
 	metrics *health.Metrics
-	engine  *automations.Engine
-	authz   *authorizer
+	// storeQ tells of a quarantine of the store until it is acknowledged.
+	storeQ *storeQuarantine
+	engine *automations.Engine
+	authz  *authorizer
 	// onReload are what else a SIGHUP reload of principals updates (the
 	// broker's users, the HTTP API's tokens).
 	onReload []func(*config.Config)
@@ -128,12 +130,19 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 	}()
 
 	sh := &storeHealth{log: log, metrics: d.metrics, clock: dp.clock}
-	d.store, err = store.Open(cfg.DataDir, store.Options{LockTimeout: dp.lockTimeout, OnCommit: sh.onCommit})
+	// A damaged store is moved aside and a fresh one opened (quarantine.go
+	// tells of it); a locked or unreadable one stops the start.
+	d.store, err = store.Open(cfg.DataDir, store.Options{LockTimeout: dp.lockTimeout, OnCommit: sh.onCommit,
+		Quarantine: true, Now: dp.clock.Now})
 	if err != nil {
 		return nil, err
 	}
 	sh.path = d.store.Path() // before the first commit: nothing writes yet
 	log.Info("store open", "path", d.store.Path())
+	d.storeQ, err = newStoreQuarantine(d.store, cfg.Prefix, log, d.metrics, dp.clock)
+	if err != nil {
+		return nil, err
+	}
 	// Under the store's lock, so that two instances never write the
 	// credentials file at once.
 	if dp.random == nil {
@@ -284,6 +293,7 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 				disp.Reconnected()
 			}
 			go d.announce(ctx) // its publishes wait for acknowledgements
+			go d.storeQ.publish(ctx)
 		},
 		Clock:  dp.clock,
 		Rand:   dp.connRand,
@@ -403,13 +413,20 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 			}
 		},
 		OnResult: d.results.Notify,
-		Logger:   log.With("component", "dispatcher"),
+		// op_ids the quarantined store held are lost: commands issued
+		// before the quarantine are refused for the dedup window.
+		LostDedup: d.storeQ.lostDedup(),
+		Logger:    log.With("component", "dispatcher"),
 	})
 	if err != nil {
 		return nil, err
 	}
 	d.disp = disp
 	sh.setNotify(disp.Notify)
+	d.storeQ.publisher = d.conn
+	if n, ok := d.storeQ.notification(); ok {
+		disp.Notify(n) // published once connected, and to every notify service
+	}
 	autoLog := log.With("component", "automations")
 	act := actuator{disp: disp, conn: d.conn, log: autoLog}
 	d.engine, err = automations.New(automations.Options{
@@ -491,6 +508,9 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 	// Not ready while the store's commits fail; ready again once one
 	// succeeds (storehealth.go).
 	d.health.Add("store", sh.check)
+	// Hearth serves commands on the fresh store: degraded, not unready,
+	// until an operator acknowledges the quarantine.
+	d.health.AddDegraded("store_quarantine", d.storeQ.check)
 	// An open breaker means a service is down, not that Hearth is: the
 	// breakers are shown beside the checks, never fail readiness.
 	d.health.AddInfo("breakers", func() any { return disp.Breakers() })
@@ -533,6 +553,7 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 	api.RegisterAudit(mux, auditSource{d.store})
 	api.RegisterDeadLetters(mux, deadLetterSource{d.store})
 	api.RegisterCommands(mux, d.commandAPI(dp.clock))
+	api.RegisterStore(mux, api.Store{Health: d.storeQ, MayAck: d.mayAckQuarantine, Logger: log.With("component", "api")})
 	d.setHTTPPrincipals(cfg)
 	d.onReload = append(d.onReload, d.setHTTPPrincipals)
 	var httpCtx context.Context
