@@ -179,12 +179,7 @@ func openFile(dir string, opts Options, h hooks, fresh bool) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	var db *bolt.DB
-	err = guarded(path, func() error {
-		var err error
-		db, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout})
-		return err
-	})
+	db, err := openBolt(path, &bolt.Options{Timeout: timeout})
 	if err != nil {
 		return nil, boltOpenError(dir, path, err)
 	}
@@ -222,6 +217,32 @@ func openFile(dir string, opts Options, h hooks, fresh bool) (*Store, error) {
 	s.wake = sync.NewCond(&s.mu)
 	go s.writer()
 	return s, nil
+}
+
+// openBolt runs bolt.Open under guarded. A panic inside bolt.Open (an
+// invalid freelist page) leaves bbolt's file open with its flock held;
+// openBolt closes that file, so the lock is released for the salvage's
+// read-only open of the same file (a shared flock, which the leaked
+// exclusive one would refuse). Its mapping, if any, stays until exit. The
+// quarantine's rename would work on Linux even with the file still open:
+// a rename does not care about open descriptors or flocks.
+func openBolt(path string, o *bolt.Options) (*bolt.DB, error) {
+	var f *os.File
+	o.OpenFile = func(name string, flag int, perm os.FileMode) (*os.File, error) {
+		var err error
+		f, err = os.OpenFile(name, flag, perm)
+		return f, err
+	}
+	var db *bolt.DB
+	err := guarded(path, func() error {
+		var err error
+		db, err = bolt.Open(path, 0o600, o)
+		return err
+	})
+	if db == nil && f != nil {
+		_ = f.Close() // already closed unless bolt.Open panicked
+	}
+	return db, err
 }
 
 func openError(dir, path string, err error) error {
