@@ -55,7 +55,7 @@ func TestScanLeafReadsElementsAndInlineBuckets(t *testing.T) {
 // A count or a length past the page's end reads nothing beyond it.
 func TestScanLeafStaysInsideThePage(t *testing.T) {
 	p := leafPage(64, "a", "1")
-	binary.LittleEndian.PutUint16(p[10:], 0xffff)              // count
+	binary.LittleEndian.PutUint16(p[10:], 0xffff)               // count
 	binary.LittleEndian.PutUint32(p[pageHeaderSize+12:], 1<<31) // vsize of "a"
 	n := 0
 	scanLeaf(p, 0, func(k, v []byte, _ bool) {
