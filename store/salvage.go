@@ -10,6 +10,8 @@ import (
 	"math"
 	"os"
 	"slices"
+	"sort"
+	"strconv"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -34,10 +36,17 @@ import (
 // and it decodes as its bucket's type with the key it is stored under.
 // Records of the cursor walk win; of raw versions of one op (freed pages
 // keep old ones), a terminal one beats a non-terminal one, then the later
-// UpdatedAt; of a device's states the later At. A raw scan may bring back
-// records pruned before the damage (their pages were freed, not wiped):
-// terminal ops, old audit entries and dead letters, which the next prune
-// deletes again.
+// UpdatedAt; of a device's states the later At.
+//
+// Freed pages also keep records deleted before the damage (pruned ops,
+// audit entries, dead letters), often in an old version: a pruned op
+// that succeeded long ago may survive only as it was while pending. A
+// raw record whose key lies in a range of keys the cursor walk read
+// without a gap is such a deleted record, and is dropped (unless the
+// walk found that very key damaged). Where bbolt could not read (bad
+// pages, or a file it cannot open at all), deleted records cannot be told
+// from lost ones and are salvaged: terminal ones the next prune deletes
+// again, pending ones are ended store_damaged like the rest.
 
 // salvageOpenTimeout is how long the salvage's read-only bolt.Open waits
 // for the file's shared lock.
@@ -74,13 +83,54 @@ type salvage struct {
 	boltErr error
 	// problems are read errors of the salvage itself, for the record.
 	problems []error
+	// covered holds, by bucket, the ranges of keys the cursor walk read
+	// without a gap, in key order: each from one trusted key to the next
+	// (or from where a pass began, or to the end), with no untrusted one
+	// between. A key in one that the walk did not find had been deleted.
+	covered map[string][]keyRange
+	// damaged holds, by bucket, the keys the cursor walk found but did
+	// not trust.
+	damaged map[string]map[string]bool
+}
+
+// keyRange is the keys from lo to hi, both included; nil lo is the first
+// key, nil hi the last.
+type keyRange struct{ lo, hi []byte }
+
+func (r keyRange) holds(k []byte) bool {
+	return (r.lo == nil || bytes.Compare(r.lo, k) <= 0) && (r.hi == nil || bytes.Compare(k, r.hi) <= 0)
+}
+
+// cover records that the cursor walk read bucket from lo to hi without a
+// gap (see covered); ranges arrive in key order, and one that begins
+// where the last ended extends it.
+func (sv *salvage) cover(bucket, lo, hi []byte) {
+	rs := sv.covered[string(bucket)]
+	if n := len(rs); n > 0 && rs[n-1].hi != nil && lo != nil && bytes.Equal(rs[n-1].hi, lo) {
+		rs[n-1].hi = hi
+		return
+	}
+	sv.covered[string(bucket)] = append(rs, keyRange{lo: lo, hi: hi})
+}
+
+// deleted reports whether the cursor walk read past key in bucket
+// without a gap and without finding it damaged: key had been deleted.
+func (sv *salvage) deleted(bucket, key []byte) bool {
+	if sv.damaged[string(bucket)][string(key)] {
+		return false
+	}
+	rs := sv.covered[string(bucket)]
+	i := sort.Search(len(rs), func(i int) bool { return rs[i].lo != nil && bytes.Compare(rs[i].lo, key) > 0 }) - 1
+	return i >= 0 && rs[i].holds(key)
 }
 
 func newSalvage() *salvage {
-	sv := &salvage{found: map[string]map[string]candidate{}, untrusted: map[string]map[string]bool{}, seqs: map[string]uint64{}}
+	sv := &salvage{found: map[string]map[string]candidate{}, untrusted: map[string]map[string]bool{}, seqs: map[string]uint64{},
+		covered: map[string][]keyRange{}, damaged: map[string]map[string]bool{}}
 	for _, b := range checksummed {
 		sv.found[string(b)] = map[string]candidate{}
 		sv.untrusted[string(b)] = map[string]bool{}
+		sv.damaged[string(b)] = map[string]bool{}
 	}
 	return sv
 }
@@ -99,27 +149,36 @@ func salvageFile(path string) *salvage {
 
 // consider keeps value, found under key in bucket, if it can be trusted
 // and beats the version already kept, and otherwise marks key untrusted.
-// legacy allows records without a frame (the cursor walk only).
-func (sv *salvage) consider(bucket, key, value []byte, cursor, legacy bool) {
+// legacy allows records without a frame (the cursor walk only). It
+// reports whether the record was trusted; a raw record the cursor walk
+// shows deleted, or whose key the walk already has, is passed over
+// (false).
+func (sv *salvage) consider(bucket, key, value []byte, cursor, legacy bool) bool {
 	if len(value) > 0 && value[0] == '{' && !legacy {
-		return
+		return false
 	}
 	found := sv.found[string(bucket)]
 	old, had := found[string(key)]
 	if had && old.cursor && !cursor {
-		return // the cursor's version wins; skip the decode
+		return false // the cursor's version wins; skip the decode
+	}
+	if !had && !cursor && sv.deleted(bucket, key) {
+		return false
 	}
 	c, err := decodeCandidate(bucket, key, value)
 	if err != nil {
 		sv.untrusted[string(bucket)][string(key)] = true
-		return
+		if cursor {
+			sv.damaged[string(bucket)][string(key)] = true
+		}
+		return false
 	}
 	c.cursor = cursor
-	if had && !beats(bucket, c, old) {
-		return
+	if !had || beats(bucket, c, old) {
+		c.body = bytes.Clone(c.body)
+		found[string(key)] = c
 	}
-	c.body = bytes.Clone(c.body)
-	found[string(key)] = c
+	return true
 }
 
 // beats reports whether c should replace old, both found under one key.
@@ -188,10 +247,15 @@ func (sv *salvage) cursorWalk(path string) error {
 func (sv *salvage) walkBucket(db *bolt.DB, path string, name []byte) {
 	var last, from []byte // last key read; where the next pass starts (nil: First)
 	for range maxPasses {
+		start := from
+		var missing bool          // found no bucket
+		var prev []byte           // the last trusted key of this pass
+		first, gap := true, false // no trusted key yet; an untrusted one since
 		err := guarded(path, func() error {
 			return db.View(func(tx *bolt.Tx) error {
 				b := tx.Bucket(name)
 				if b == nil {
+					missing = true // perhaps a damaged root page: covers nothing
 					return nil
 				}
 				sv.seqs[string(name)] = max(sv.seqs[string(name)], b.Sequence())
@@ -205,14 +269,25 @@ func (sv *salvage) walkBucket(db *bolt.DB, path string, name []byte) {
 						return errors.New("keys out of order")
 					}
 					last = bytes.Clone(k)
-					if v != nil {
-						sv.consider(name, k, v, true, true)
+					if v == nil {
+						continue // a nested bucket: none in Hearth's
 					}
+					if !sv.consider(name, k, v, true, true) && !keyIsGenuine(name, k, v) {
+						gap = true
+						continue
+					}
+					if !gap {
+						sv.cover(name, rangeStart(first, start, prev), last)
+					}
+					prev, first, gap = last, false, false
 				}
 				return nil
 			})
 		})
 		if err == nil {
+			if !missing && !gap {
+				sv.cover(name, rangeStart(first, start, prev), nil)
+			}
 			return
 		}
 		next := resumeAfter(db, path, name, last)
@@ -221,6 +296,36 @@ func (sv *salvage) walkBucket(db *bolt.DB, path string, name []byte) {
 		}
 		from = next
 	}
+}
+
+// keyIsGenuine reports whether the untrusted record v says it belongs
+// under key: an op's JSON naming key as its op_id, an audit entry's or
+// dead letter's starting with key's Seq. Then the damage is in its value
+// and key is where the record really sits in the tree, so a range of keys
+// read without a gap may run through it. A flipped key byte fails this.
+func keyIsGenuine(bucket, key, v []byte) bool {
+	body := v
+	if len(v) >= frameHeader && v[0] == frameV1 {
+		body = v[frameHeader:]
+	}
+	switch string(bucket) {
+	case string(bucketOps):
+		id, err := json.Marshal(string(key))
+		return err == nil && bytes.Contains(body, append([]byte(`"op_id":`), id...))
+	case string(bucketAudit), string(bucketDeadLetters):
+		return len(key) == 8 && bytes.HasPrefix(body, strconv.AppendUint([]byte(`{"seq":`), binary.BigEndian.Uint64(key), 10))
+	}
+	return false
+}
+
+// rangeStart is where a range of keys read without a gap begins: at the
+// pass's start (nil: the first key) before its first trusted key, at the
+// last trusted key after it.
+func rangeStart(first bool, start, prev []byte) []byte {
+	if first {
+		return start
+	}
+	return prev
 }
 
 // resumeAfter returns where a walk of bucket name that failed after key
