@@ -425,7 +425,7 @@ func (sv *salvage) rawScan(path string) error {
 				return
 			}
 		}
-		if bucket := guessBucket(key, value[frameHeader:]); bucket != nil {
+		if bucket := guessBucket(key, value[frameHeader:]); bucket != nil && !sv.deleted(bucket, key) {
 			sv.untrusted[string(bucket)][string(key)] = true
 		}
 	})

@@ -70,7 +70,10 @@ type Options struct {
 	// instead of failing: when the file fails to open or check
 	// (ErrDamaged), Open moves it to hearth.db.corrupt-<time> (never
 	// deleting it), creates a fresh store, copies into it every record
-	// of the damaged file that can be read and trusted, and records a
+	// of the damaged file that can be read and trusted (ops, audit
+	// entries, dead letters, device states; see salvage.go), stores every
+	// copied op that had not ended as ended (failed, reason
+	// devices.ReasonStoreDamaged, with a dead letter), and records a
 	// Quarantine there (Store.Quarantine) for the caller to announce.
 	// A locked or unreadable file is never quarantined. False: Open
 	// returns the ErrDamaged error.
@@ -141,8 +144,10 @@ type request struct {
 //
 // Open never panics on a damaged file and never starts empty over a store
 // that existed: a file that bbolt panics or fails on, that is shorter than
-// its meta page says, that fails Tx.Check, or that is all zeros, gives an error that wraps
-// ErrDamaged and names the file, and so does a hearth.db that is missing
+// its meta page says, that holds a record failing its checksum (naming
+// the record: op "x": record fails its checksum), that fails Tx.Check,
+// or that is all zeros, gives an error that wraps ErrDamaged and names
+// the file, and so does a hearth.db that is missing
 // or empty while its marker (MarkerName) exists. A missing hearth.db with
 // no marker is a first start. Open writes the marker when it is missing,
 // so a store from before the marker gets one at its first open.
