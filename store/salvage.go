@@ -25,7 +25,8 @@ import (
 //  1. bbolt's own cursors (cursorWalk), if bbolt opens the file read-only:
 //     every key of ops, audit, deadletters and states, in key order; where
 //     a page panics or fails, the walk seeks past the last good key with
-//     growing jumps and goes on ("recovery per page").
+//     growing jumps, narrows the first jump that works down to the first
+//     key past the bad page, and goes on ("recovery per page").
 //  2. a raw scan of every page of the file (pagescan.go), which needs no
 //     meta page, freelist or branch page: every leaf element whose value
 //     is a v1 record whose checksum matches one of the four buckets (that
