@@ -79,7 +79,8 @@ type AuditQuery struct {
 //
 // It reads in one read-only transaction and scans from the cursor, so
 // filters cost a scan of the entries they skip. A record that does not
-// decode is an error naming its Seq. After Close it returns ErrClosed.
+// decode is an error naming its Seq; one that fails its checksum is such
+// an error wrapping ErrDamaged. After Close it returns ErrClosed.
 func (s *Store) Audit(q AuditQuery) ([]devices.AuditEntry, error) {
 	limit, err := pageLimit(q.Limit, DefaultAuditLimit, MaxAuditLimit)
 	if err != nil {
@@ -100,15 +101,17 @@ func (q AuditQuery) matches(e devices.AuditEntry) bool {
 // appended still gets a Seq above every Seq ever stored. It reads every
 // entry, in one read-write transaction of its own, so run it now and
 // then (hearthd does, hourly), not per command. A record that does not
-// decode is an error naming its Seq, and nothing is deleted. After Close
-// it returns ErrClosed.
+// decode or fails its checksum (an error wrapping ErrDamaged) is an
+// error naming its Seq, and nothing is deleted. After Close it returns
+// ErrClosed.
 func (s *Store) PruneAudit(before time.Time) (int, error) {
 	return auditLog.prune(s, before)
 }
 
 // Encoding. An audit entry is stored as its JSON with "seq" first, like an
-// op: the caller's goroutine encodes the rest, the writer draws the Seq
-// and prefixes it (withSeq).
+// op, in the record frame (checksum.go): the caller's goroutine encodes
+// the rest, the writer draws the Seq, prefixes it and frames the record
+// (frameWithSeq).
 
 // auditBody encodes an entry without its Seq (the trick of opBody).
 type auditBody struct {
@@ -119,6 +122,7 @@ type auditBody struct {
 // auditLog is the audit bucket: entries in Seq order, pruned by At.
 var auditLog = &seqLog[devices.AuditEntry]{
 	noun:   "audit entry",
+	name:   bucketAudit,
 	bucket: func(b buckets) *bolt.Bucket { return b.audit },
 	seq:    func(e devices.AuditEntry) uint64 { return e.Seq },
 	at: func(record []byte) (time.Time, error) {

@@ -127,7 +127,8 @@ type DeadLetterQuery struct {
 //
 // It reads in one read-only transaction and scans from the cursor, so
 // filters cost a scan of the entries they skip. A record that does not
-// decode is an error naming its Seq. After Close it returns ErrClosed.
+// decode is an error naming its Seq; one that fails its checksum is such
+// an error wrapping ErrDamaged. After Close it returns ErrClosed.
 func (s *Store) DeadLetters(q DeadLetterQuery) ([]devices.DeadLetter, error) {
 	limit, err := pageLimit(q.Limit, DefaultDeadLetterLimit, MaxDeadLetterLimit)
 	if err != nil {
@@ -154,9 +155,9 @@ func (s *Store) PruneDeadLetters(before time.Time) (int, error) {
 }
 
 // Encoding. A dead letter is stored as devices.DeadLetter's JSON, "seq"
-// first. The caller's goroutine encodes it with Seq 0 and cuts that seq
-// off; the writer draws the Seq and prefixes it (withSeq), as for audit
-// entries.
+// first, in the record frame (checksum.go). The caller's goroutine
+// encodes it with Seq 0 and cuts that seq off; the writer draws the Seq,
+// prefixes it and frames the record (frameWithSeq), as for audit entries.
 
 // zeroSeq is how devices.DeadLetter's JSON starts when its Seq is 0.
 var zeroSeq = []byte(`{"seq":0,`)
@@ -189,6 +190,7 @@ func encodeDeadLetter(op devices.Op) ([]byte, error) {
 // pruned by their op's UpdatedAt.
 var deadLetterLog = &seqLog[devices.DeadLetter]{
 	noun:   "dead letter",
+	name:   bucketDeadLetters,
 	bucket: func(b buckets) *bolt.Bucket { return b.dead },
 	seq:    func(d devices.DeadLetter) uint64 { return d.Seq },
 	at: func(record []byte) (time.Time, error) {

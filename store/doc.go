@@ -36,6 +36,15 @@
 // A panic in bbolt on a later read, prune or commit is the same error.
 // docs/STORE.md, "Opening", has the table and the cost of the check.
 //
+// Records of ops, audit entries, dead letters and device states carry a
+// CRC-32C over bucket, key and JSON (checksum.go); a record that fails it
+// is damage (ErrDamaged, naming the record) at every read and at open,
+// never "not found". With Options.Quarantine, Open moves a damaged file
+// aside, salvages every record it can trust out of it into a fresh store
+// (salvage.go: bbolt's cursors with recovery past bad pages, and a raw
+// scan of every page, pagescan.go) and ends every salvaged op that had
+// not ended as failed with reason store_damaged (Quarantine).
+//
 // # Caveats
 //
 // A transaction that fails (disk full, I/O error) fails every request in its

@@ -45,9 +45,11 @@ func damaged(path string, format string, args ...any) error {
 
 // guarded runs fn, turning a panic, or a memory fault on bbolt's mmap
 // (a page past the end of a truncated file), into an error that wraps
-// ErrDamaged and names path. bbolt's Update and View roll their
+// ErrDamaged and names path; a record that fails its checksum
+// (*recordError) gets path named too. bbolt's Update and View roll their
 // transaction back on a panic before it reaches here, so the DB stays
-// usable; a panic inside bolt.Open may leave its file open.
+// usable; a panic inside bolt.Open may leave its file open (openBolt
+// closes it).
 func guarded(path string, fn func() error) (err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
@@ -55,7 +57,12 @@ func guarded(path string, fn func() error) (err error) {
 			err = damaged(path, "bbolt panicked: %v", p)
 		}
 	}()
-	return fn()
+	err = fn()
+	var de *damagedError
+	if isRecordError(err) && !errors.As(err, &de) {
+		err = &damagedError{path: path, cause: err}
+	}
+	return err
 }
 
 // precheck looks at dir's files before bbolt sees them. It returns
@@ -116,7 +123,8 @@ func boltOpenError(dir, path string, err error) error {
 }
 
 // check verifies the open db: the file holds every page its meta page
-// counts, every bucket and key can be walked (in this goroutine, under
+// counts, every bucket and key can be walked and every record of the
+// checksummed buckets passes its checksum (in this goroutine, under
 // guarded, so that a bad page is an error), then bbolt's Tx.Check, which
 // also finds pages both used and free or neither. Tx.Check runs in a
 // goroutine of bbolt's that guarded cannot cover; the walk before it reads
@@ -143,12 +151,16 @@ func check(db *bolt.DB, path string) error {
 			return damaged(path, "file is %d bytes, its meta page says %d: truncated", info.Size(), tx.Size())
 		}
 		return tx.ForEach(func(name []byte, b *bolt.Bucket) error {
+			if isChecksummed(name) {
+				return verify(name, b)
+			}
 			return walk(b)
 		})
 	})
 	if err != nil {
 		finished = true
-		if !errors.Is(err, ErrDamaged) {
+		var de *damagedError
+		if !errors.As(err, &de) {
 			err = &damagedError{path: path, cause: err}
 		}
 		return err
@@ -175,6 +187,20 @@ func walk(b *bolt.Bucket) error {
 			}
 		}
 		return nil
+	})
+}
+
+// verify reads every record of the checksummed bucket named name and
+// checks its frame (unframe); the first that fails is a *recordError.
+func verify(name []byte, b *bolt.Bucket) error {
+	return b.ForEach(func(k, v []byte) error {
+		if v == nil {
+			if nested := b.Bucket(k); nested != nil {
+				return walk(nested)
+			}
+		}
+		_, err := unframe(name, k, v)
+		return err
 	})
 }
 

@@ -121,9 +121,17 @@ func (s *Store) AckQuarantine(by string, at time.Time) (Quarantine, error) {
 var ErrNoQuarantine = errors.New("the store was never quarantined")
 
 // quarantine moves the damaged store at path aside (never deleting it),
-// opens a fresh store in dir, and records q there. cause is Open's
-// ErrDamaged error. The salvage of readable records happens between the
-// move and the record (salvage).
+// reads what it can trust out of the moved file (salvageFile), opens a
+// fresh store in dir, records the Quarantine there, then writes the
+// salvaged records and the Quarantine with its counts in one synced
+// transaction (restore). The first record is written before the salvage's
+// commit so that a crash during it leaves the quarantine known (with
+// zero counts), never a silently empty store. cause is Open's ErrDamaged
+// error. A salvage that fails to commit is said in the record's Cause;
+// the fresh store opens anyway.
+//
+// A panic inside bolt.Open leaves its file open (openBolt closes it);
+// the rename would work anyway on Linux, which renames open files.
 func quarantine(dir string, opts Options, h hooks, cause error) (*Store, error) {
 	now := time.Now
 	if opts.Now != nil {
@@ -143,6 +151,10 @@ func quarantine(dir string, opts Options, h hooks, cause error) (*Store, error) 
 	if err := syncDir(dir); err != nil {
 		return nil, fmt.Errorf("quarantine damaged store: %w", err)
 	}
+	var sv *salvage
+	if q.File != "" {
+		sv = salvageFile(q.File)
+	}
 	s, err := openFile(dir, opts, h, true) // a fresh file that fails again is no loop
 	if err != nil {
 		return nil, fmt.Errorf("open a fresh store after quarantining %s: %w", moved, err)
@@ -150,6 +162,20 @@ func quarantine(dir string, opts Options, h hooks, cause error) (*Store, error) 
 	if err := s.recordQuarantine(q); err != nil {
 		_ = s.Close()
 		return nil, err
+	}
+	if sv == nil {
+		return s, nil
+	}
+	for _, p := range sv.problems {
+		q.Cause += "; salvage: " + p.Error()
+	}
+	if err := s.restore(sv, &q); err != nil {
+		q.Salvaged, q.Skipped, q.Ended = Counts{}, Counts{}, 0
+		q.Cause += "; salvage failed, nothing was copied: " + err.Error()
+		if err := s.recordQuarantine(q); err != nil {
+			_ = s.Close()
+			return nil, err
+		}
 	}
 	return s, nil
 }

@@ -64,7 +64,7 @@ func (s *Store) Lookup(opID string) (devices.Op, bool, error) {
 			return nil
 		}
 		found = true
-		return decodeOp(opID, v, &op)
+		return decodeOp([]byte(opID), v, &op)
 	})
 	if err != nil {
 		return devices.Op{}, false, err
@@ -99,7 +99,7 @@ func (s *Store) Pending() ([]devices.Op, error) {
 			wg.Go(func() {
 				for ch := w; ch < chunks; ch += workers {
 					for i := ch * decodeChunk; i < min((ch+1)*decodeChunk, len(ids)); i++ {
-						if err := decodeOp(string(ids[i]), bodies[i], &ops[i]); err != nil {
+						if err := decodeOp(ids[i], bodies[i], &ops[i]); err != nil {
 							errs[ch] = err
 							return
 						}
@@ -137,18 +137,20 @@ func (s *Store) SaveState(device string, state map[string]any, at time.Time) err
 	if err != nil {
 		return fmt.Errorf("encode state of %s: %w", device, err)
 	}
-	return s.submit(&request{state: &encodedState{key: []byte(device), value: v}})
+	key := []byte(device)
+	return s.submit(&request{state: &encodedState{key: key, value: frame(bucketStates, key, v)}})
 }
 
 // States returns the last confirmed state of every device that has one,
-// by device ID.
+// by device ID. A record that fails its checksum is an error wrapping
+// ErrDamaged that names the device.
 func (s *Store) States() (map[string]DeviceState, error) {
 	states := make(map[string]DeviceState)
 	err := s.view(func(b buckets) error {
 		return b.states.ForEach(func(k, v []byte) error {
 			var rec stateRecord
-			if err := json.Unmarshal(v, &rec); err != nil {
-				return fmt.Errorf("decode state of %s: %w", k, err)
+			if err := unframeJSON(bucketStates, k, v, &rec); err != nil {
+				return err
 			}
 			states[string(k)] = DeviceState(rec)
 			return nil
@@ -180,8 +182,8 @@ func (s *Store) PruneTerminal(before time.Time) (int, error) {
 				Status    devices.Status `json:"status"`
 				UpdatedAt time.Time      `json:"updated_at"`
 			}
-			if err := json.Unmarshal(v, &head); err != nil {
-				return fmt.Errorf("decode op %q: %w", k, err)
+			if err := unframeJSON(bucketOps, k, v, &head); err != nil {
+				return err
 			}
 			if head.Status.Terminal() && head.UpdatedAt.Before(before) {
 				doomed = append(doomed, bytes.Clone(k))
@@ -221,7 +223,8 @@ func (s *Store) openErr() error {
 	return nil
 }
 
-// Encoding. An op is stored as its JSON with "seq" first. The caller's
+// Encoding. An op is stored as its JSON with "seq" first, in the record
+// frame (checksum.go) keyed by its op_id. The caller's
 // goroutine encodes everything but the Seq, which only the writer knows;
 // the writer prefixes it. So encoding, the only per-op step that can fail,
 // happens before the request is queued, and one bad op never fails a group.
@@ -258,7 +261,11 @@ func encodeOp(op devices.Op) (encodedOp, error) {
 // withSeq returns the stored record: body with "seq":seq as its first
 // field.
 func withSeq(body []byte, seq uint64) []byte {
-	out := make([]byte, 0, len(body)+28)
+	return appendWithSeq(make([]byte, 0, len(body)+28), body, seq)
+}
+
+// appendWithSeq appends withSeq(body, seq) to out.
+func appendWithSeq(out, body []byte, seq uint64) []byte {
 	out = append(out, `{"seq":`...)
 	out = strconv.AppendUint(out, seq, 10)
 	if rest := body[1:]; !bytes.Equal(rest, []byte("}")) {
@@ -267,11 +274,11 @@ func withSeq(body []byte, seq uint64) []byte {
 	return append(out, body[1:]...)
 }
 
-func decodeOp(id string, v []byte, op *devices.Op) error {
-	if err := json.Unmarshal(v, op); err != nil {
-		return fmt.Errorf("decode op %q: %w", id, err)
-	}
-	return nil
+// decodeOp decodes v, the record stored under op_id id, into op: an error
+// wrapping ErrDamaged when it fails its checksum (unframe), a decode
+// error naming the op otherwise.
+func decodeOp(id, v []byte, op *devices.Op) error {
+	return unframeJSON(bucketOps, id, v, op)
 }
 
 // putOp upserts one op in the writer's transaction: it keeps the Seq of
@@ -286,8 +293,8 @@ func (b buckets) putOp(op encodedOp) error {
 			Seq    uint64         `json:"seq"`
 			Status devices.Status `json:"status"`
 		}
-		if err := json.Unmarshal(old, &head); err != nil {
-			return fmt.Errorf("decode op %q: %w", op.id, err)
+		if err := unframeJSON(bucketOps, op.id, old, &head); err != nil {
+			return err
 		}
 		if head.Status.Terminal() {
 			return nil
@@ -300,7 +307,7 @@ func (b buckets) putOp(op encodedOp) error {
 		}
 		seq = next
 	}
-	if err := b.ops.Put(op.id, withSeq(op.body, seq)); err != nil {
+	if err := b.ops.Put(op.id, frameWithSeq(bucketOps, op.id, op.body, seq)); err != nil {
 		return fmt.Errorf("save op %q: %w", op.id, err)
 	}
 	key := pendingKey(seq, op.id)
@@ -398,7 +405,7 @@ func (s *Store) LastEnded(window time.Duration, limit int) ([]devices.Op, error)
 				continue // pruned
 			}
 			var op devices.Op
-			if err := decodeOp(string(v), rec, &op); err != nil {
+			if err := decodeOp(v, rec, &op); err != nil {
 				return err
 			}
 			if len(ops) == 0 {

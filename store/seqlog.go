@@ -22,6 +22,9 @@ import (
 type seqLog[T any] struct {
 	// noun names one record in errors: "audit entry", "dead letter".
 	noun string
+	// name is the bucket's name, which the record frame's checksum
+	// covers (checksum.go).
+	name []byte
 	// bucket picks the log's bucket out of a transaction's buckets.
 	bucket func(buckets) *bolt.Bucket
 	// seq is a decoded record's Seq.
@@ -50,7 +53,8 @@ func (l *seqLog[T]) put(b buckets, body []byte) error {
 	if err != nil {
 		return fmt.Errorf("assign seq to %s: %w", l.noun, err)
 	}
-	if err := bucket.Put(seqKey(seq), withSeq(body, seq)); err != nil {
+	key := seqKey(seq)
+	if err := bucket.Put(key, frameWithSeq(l.name, key, body, seq)); err != nil {
 		return fmt.Errorf("save %s %d: %w", l.noun, seq, err)
 	}
 	return nil
@@ -140,7 +144,11 @@ func (l *seqLog[T]) prune(s *Store, before time.Time) (int, error) {
 		bucket := l.bucket(txBuckets(tx))
 		var doomed [][]byte
 		err := bucket.ForEach(func(k, v []byte) error {
-			at, err := l.at(v)
+			body, err := unframe(l.name, k, v)
+			if err != nil {
+				return err
+			}
+			at, err := l.at(body)
 			if err != nil {
 				return fmt.Errorf("decode %s %s: %w", l.noun, seqKeyName(k), err)
 			}
@@ -169,12 +177,17 @@ func (l *seqLog[T]) prune(s *Store, before time.Time) (int, error) {
 	return n, nil
 }
 
-// decode decodes the record stored under k, checking that k is an 8-byte
-// Seq and that the record says the same Seq.
+// decode decodes the record stored under k, checking its checksum
+// (unframe: a mismatch is an error wrapping ErrDamaged), that k is an
+// 8-byte Seq and that the record says the same Seq.
 func (l *seqLog[T]) decode(k, v []byte) (T, error) {
 	var r T
 	if len(k) != 8 {
 		return r, fmt.Errorf("decode %s %s: key is not an 8-byte seq", l.noun, seqKeyName(k))
+	}
+	v, err := unframe(l.name, k, v)
+	if err != nil {
+		return r, err
 	}
 	if err := json.Unmarshal(v, &r); err != nil {
 		return r, fmt.Errorf("decode %s %s: %w", l.noun, seqKeyName(k), err)

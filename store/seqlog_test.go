@@ -81,7 +81,8 @@ func lens(pages [][]uint64) []int {
 }
 
 // storedRecords returns the keys of bucket in s, in hex and in order,
-// and the record stored under seqKey(seq).
+// and the JSON of the record stored under seqKey(seq), failing the test
+// unless the record is in frame v1 with a matching checksum.
 func storedRecords(t *testing.T, s *Store, bucket []byte, seq uint64) (keys []string, record []byte) {
 	t.Helper()
 	err := s.db.View(func(tx *bolt.Tx) error {
@@ -90,7 +91,15 @@ func storedRecords(t *testing.T, s *Store, bucket []byte, seq uint64) (keys []st
 			keys = append(keys, fmt.Sprintf("%x", k))
 			return nil
 		})
-		record = bytes.Clone(b.Get(seqKey(seq)))
+		v := b.Get(seqKey(seq))
+		if len(v) == 0 || v[0] != frameV1 {
+			t.Errorf("record %d = %q, want frame v1", seq, v)
+		}
+		body, err := unframe(bucket, seqKey(seq), v)
+		if err != nil {
+			t.Error(err)
+		}
+		record = bytes.Clone(body)
 		return nil
 	})
 	if err != nil {

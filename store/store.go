@@ -70,7 +70,10 @@ type Options struct {
 	// instead of failing: when the file fails to open or check
 	// (ErrDamaged), Open moves it to hearth.db.corrupt-<time> (never
 	// deleting it), creates a fresh store, copies into it every record
-	// of the damaged file that can be read and trusted, and records a
+	// of the damaged file that can be read and trusted (ops, audit
+	// entries, dead letters, device states; see salvage.go), stores every
+	// copied op that had not ended as ended (failed, reason
+	// devices.ReasonStoreDamaged, with a dead letter), and records a
 	// Quarantine there (Store.Quarantine) for the caller to announce.
 	// A locked or unreadable file is never quarantined. False: Open
 	// returns the ErrDamaged error.
@@ -141,8 +144,10 @@ type request struct {
 //
 // Open never panics on a damaged file and never starts empty over a store
 // that existed: a file that bbolt panics or fails on, that is shorter than
-// its meta page says, that fails Tx.Check, or that is all zeros, gives an error that wraps
-// ErrDamaged and names the file, and so does a hearth.db that is missing
+// its meta page says, that holds a record failing its checksum (naming
+// the record: op "x": record fails its checksum), that fails Tx.Check,
+// or that is all zeros, gives an error that wraps ErrDamaged and names
+// the file, and so does a hearth.db that is missing
 // or empty while its marker (MarkerName) exists. A missing hearth.db with
 // no marker is a first start. Open writes the marker when it is missing,
 // so a store from before the marker gets one at its first open.
@@ -179,12 +184,7 @@ func openFile(dir string, opts Options, h hooks, fresh bool) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	var db *bolt.DB
-	err = guarded(path, func() error {
-		var err error
-		db, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout})
-		return err
-	})
+	db, err := openBolt(path, &bolt.Options{Timeout: timeout})
 	if err != nil {
 		return nil, boltOpenError(dir, path, err)
 	}
@@ -222,6 +222,32 @@ func openFile(dir string, opts Options, h hooks, fresh bool) (*Store, error) {
 	s.wake = sync.NewCond(&s.mu)
 	go s.writer()
 	return s, nil
+}
+
+// openBolt runs bolt.Open under guarded. A panic inside bolt.Open (an
+// invalid freelist page) leaves bbolt's file open with its flock held;
+// openBolt closes that file, so the lock is released for the salvage's
+// read-only open of the same file (a shared flock, which the leaked
+// exclusive one would refuse). Its mapping, if any, stays until exit. The
+// quarantine's rename would work on Linux even with the file still open:
+// a rename does not care about open descriptors or flocks.
+func openBolt(path string, o *bolt.Options) (*bolt.DB, error) {
+	var f *os.File
+	o.OpenFile = func(name string, flag int, perm os.FileMode) (*os.File, error) {
+		var err error
+		f, err = os.OpenFile(name, flag, perm)
+		return f, err
+	}
+	var db *bolt.DB
+	err := guarded(path, func() error {
+		var err error
+		db, err = bolt.Open(path, 0o600, o)
+		return err
+	})
+	if db == nil && f != nil {
+		_ = f.Close() // already closed unless bolt.Open panicked
+	}
+	return db, err
 }
 
 func openError(dir, path string, err error) error {

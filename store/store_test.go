@@ -608,6 +608,13 @@ func TestRecordsAreJSONWithSeqFirstAndIndexKeysAreSeqThenOpID(t *testing.T) {
 	}
 	err := s.db.View(func(tx *bolt.Tx) error {
 		v := tx.Bucket(bucketOps).Get([]byte("b"))
+		if len(v) < frameHeader || v[0] != frameV1 {
+			t.Fatalf("record b = %q, want frame v1", v)
+		}
+		if _, err := unframe(bucketOps, []byte("b"), v); err != nil {
+			t.Errorf("record b: %v", err)
+		}
+		v = v[frameHeader:]
 		if !bytes.HasPrefix(v, []byte(`{"seq":2,"op_id":"b",`)) || bytes.Count(v, []byte(`"seq"`)) != 1 {
 			t.Errorf("record b = %s, want JSON starting {\"seq\":2,\"op_id\":\"b\", with one seq", v)
 		}
