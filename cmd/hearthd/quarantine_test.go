@@ -48,7 +48,7 @@ func quarantinedFiles(t *testing.T, dir string) []string {
 // message on topics.
 func subscribe(t *testing.T, url string, topics ...string) <-chan paho.Message {
 	t.Helper()
-	got := make(chan paho.Message, 256)
+	got := make(chan paho.Message, 4096) // more than a test publishes: a full channel would block the client
 	c := paho.NewClient(paho.NewClientOptions().AddBroker(url).
 		SetClientID(fmt.Sprintf("watch-%d", time.Now().UnixNano())).SetOrderMatters(true).SetAutoReconnect(false))
 	mustToken(t, c.Connect())
