@@ -39,6 +39,11 @@
 //     as skips and logged. So is a trigger whose conditions do not all
 //     hold. A rule fires at most once per event, however many of its
 //     triggers match it.
+//   - A State condition holds on the last value seen, retained or live,
+//     except on a device Options.NeedsLive names (Hearth's
+//     safety-critical devices): there only a value reported live since
+//     the start counts, because a retained one is from before it. A null
+//     value satisfies no condition, not even ne.
 //   - Actions run in order, in the loop's goroutine; an action that fails
 //     is logged and the rest still run. A Commander, Publisher or Notifier
 //     should hand work off rather than wait for it.

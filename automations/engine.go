@@ -66,6 +66,15 @@ type Options struct {
 	// Logger logs every run, skip and failed action. Default:
 	// slog.Default().
 	Logger *slog.Logger
+	// NeedsLive reports whether conditions on device hold only on a value
+	// reported live since the engine started: Hearth's safety-critical
+	// devices, whose retained state (the broker's replay, the store's
+	// last saved state) is from before the start and may be wrong (a
+	// lock turned by hand while Hearth was down). Until a live report or
+	// a fresh read confirms it, a condition on such a device does not
+	// hold, whatever it asks. Nil: retained values count for every
+	// device.
+	NeedsLive func(device string) bool
 }
 
 // RuleStatus is where one rule stands.
@@ -103,6 +112,10 @@ type Engine struct {
 	running  bool
 	breakers map[string]string         // service → state; absent: closed
 	state    map[string]map[string]any // device → attribute → last value
+	// live holds, by device, the attributes whose last value was
+	// reported live (not retained) since the start.
+	live      map[string]map[string]bool
+	needsLive func(device string) bool
 }
 
 type rule struct {
@@ -150,6 +163,8 @@ func New(o Options) (*Engine, error) {
 		signal:    make(chan struct{}, 1),
 		breakers:  map[string]string{},
 		state:     map[string]map[string]any{},
+		live:      map[string]map[string]bool{},
+		needsLive: o.NeedsLive,
 	}
 	if e.clock == nil {
 		e.clock = clockwork.NewRealClock()
@@ -496,8 +511,16 @@ func (e *Engine) handleState(ctx context.Context, device string, report map[stri
 		from, to any
 		first    bool
 	}
+	live := e.live[device]
+	if live == nil {
+		live = map[string]bool{}
+		e.live[device] = live
+	}
 	changes := map[string]change{}
 	for k, v := range report {
+		// A replay never takes back what a live report confirmed: the
+		// value it carries is older.
+		live[k] = live[k] && equal(last[k], v) || !retained
 		old, seen := last[k]
 		if seen && equal(old, v) {
 			continue
@@ -597,8 +620,11 @@ func (e *Engine) failedCondition(r *rule, now time.Time) int {
 			}
 		case c.State != nil:
 			v, ok := e.state[c.State.Device][c.State.Attribute]
-			if !ok || !compare(c.State.Op, v, c.State.Value) {
-				return i
+			if !ok || v == nil || !compare(c.State.Op, v, c.State.Value) {
+				return i // an unknown value satisfies no condition
+			}
+			if e.needsLive != nil && !e.live[c.State.Device][c.State.Attribute] && e.needsLive(c.State.Device) {
+				return i // a replay from before the start, not yet confirmed
 			}
 		}
 	}

@@ -126,11 +126,18 @@ func (s *syncBuffer) String() string {
 // the test ends, checking that Run returned the context's error.
 func start(t *testing.T, now time.Time, rules ...Rule) *harness {
 	t.Helper()
+	return startWith(t, now, Options{}, rules...)
+}
+
+// startWith is start with o's NeedsLive.
+func startWith(t *testing.T, now time.Time, o Options, rules ...Rule) *harness {
+	t.Helper()
 	h := &harness{t: t, clock: clockwork.NewFakeClockAt(now), rec: &recorder{}, logs: &syncBuffer{}}
 	e, err := New(Options{
 		Rules: rules, Commander: h.rec, Publisher: h.rec, Notifier: h.rec,
 		Clock: h.clock, Location: cet,
-		Logger: slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Logger:    slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		NeedsLive: o.NeedsLive,
 	})
 	if err != nil {
 		t.Fatalf("New() error: %v", err)
@@ -804,5 +811,61 @@ func TestNewRejectsDuplicateNamesAndMissingCarriers(t *testing.T) {
 		"rule b: action 2: a notify action needs Options.Notifier"
 	if err == nil || err.Error() != want {
 		t.Errorf("New() error:\ngot  %v\nwant %s", err, want)
+	}
+}
+
+// A condition on a device whose state must be live (NeedsLive: a
+// safety-critical device) does not hold on a retained value, a replay
+// from before the start, until a live report confirms it; a later replay
+// of the same value keeps it confirmed, one of another value does not. A
+// device that needs no live state is judged on its retained value, as
+// before.
+func TestConditionOnASafetyCriticalDeviceNeedsALiveReport(t *testing.T) {
+	rule := func(device string) Rule {
+		return Rule{
+			Name:       "alarm_" + device,
+			Triggers:   []Trigger{{MQTT: &MQTTTrigger{Topic: "go"}}},
+			Conditions: []Condition{{State: &StateCondition{Device: device, Attribute: "lock_state", Op: OpEq, Value: "unlocked"}}},
+			Actions:    []Action{notify(device)},
+		}
+	}
+	h := startWith(t, friday, Options{NeedsLive: func(d string) bool { return d == "front_door" }}, rule("front_door"), rule("shed"))
+	h.e.DeviceState("front_door", map[string]any{"lock_state": "unlocked"}, true)
+	h.e.DeviceState("shed", map[string]any{"lock_state": "unlocked"}, true)
+	h.e.Message("go", nil, false)
+	h.sync()
+	if got, want := titles(h.rec.Notes()), []string{"shed"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("on retained states ran %v; want %v: front_door's replay is not confirmed", got, want)
+	}
+	h.e.DeviceState("front_door", map[string]any{"lock_state": "unlocked"}, false) // the fresh read's answer
+	h.e.DeviceState("front_door", map[string]any{"lock_state": "unlocked"}, true)  // a replay of the same, after a reconnect
+	h.e.Message("go", nil, false)
+	h.sync()
+	if got, want := titles(h.rec.Notes()), []string{"shed", "front_door", "shed"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("after a live report ran %v; want %v", got, want)
+	}
+	h.e.DeviceState("front_door", map[string]any{"lock_state": "locked"}, true)
+	h.e.DeviceState("front_door", map[string]any{"lock_state": "unlocked"}, true)
+	h.e.Message("go", nil, false)
+	h.sync()
+	if got, want := titles(h.rec.Notes()), []string{"shed", "front_door", "shed", "shed"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("after replays of other values ran %v; want %v: front_door unconfirmed again", got, want)
+	}
+}
+
+// An unknown value (null: a lock that lost its state) satisfies no
+// condition, not even ne.
+func TestNullStateSatisfiesNoCondition(t *testing.T) {
+	h := start(t, friday, Rule{
+		Name:       "not_locked",
+		Triggers:   []Trigger{{MQTT: &MQTTTrigger{Topic: "go"}}},
+		Conditions: []Condition{{State: &StateCondition{Device: "front_door", Attribute: "lock_state", Op: OpNe, Value: "locked"}}},
+		Actions:    []Action{notify("not locked")},
+	})
+	h.e.DeviceState("front_door", map[string]any{"lock_state": nil}, false)
+	h.e.Message("go", nil, false)
+	h.sync()
+	if got := titles(h.rec.Notes()); len(got) != 0 {
+		t.Errorf("with lock_state null ran %v; want none", got)
 	}
 }

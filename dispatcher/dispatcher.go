@@ -226,6 +226,10 @@ type Options struct {
 	// which is logged). It runs on whichever goroutine produced the
 	// result and must not block.
 	OnResult func(devices.Result)
+	// OnFreshRead, if set, is called with each device just before its
+	// fresh read after the start is sent (see FreshReadBurst). It runs
+	// on the reading goroutine and must not block.
+	OnFreshRead func(devices.Device)
 	// Authorizer, if set, decides which principal may command what; nil
 	// lets everyone command everything (no principals configured).
 	Authorizer Authorizer
@@ -309,10 +313,12 @@ type Dispatcher struct {
 	dead      DeadLetters // nil: no dead-letter store
 	onBreaker func(BreakerChange)
 	onResult  func(devices.Result)
-	clock     clockwork.Clock
-	log       *slog.Logger
-	rand      retry.Rand // safe for concurrent use
-	lostDedup LostDedup
+	// onFreshRead is Options.OnFreshRead, or nil.
+	onFreshRead func(devices.Device)
+	clock       clockwork.Clock
+	log         *slog.Logger
+	rand        retry.Rand // safe for concurrent use
+	lostDedup   LostDedup
 
 	devices  map[string]*deviceQueue
 	services map[string]*Service
@@ -365,6 +371,7 @@ func New(opts Options) (*Dispatcher, error) {
 	d.onBreaker = opts.OnBreakerChange
 	d.authz, d.auditLog, d.dead = opts.Authorizer, opts.Audit, opts.DeadLetters
 	d.onResult = opts.OnResult
+	d.onFreshRead = opts.OnFreshRead
 	d.lostDedup = opts.LostDedup
 	d.republishRate = opts.RepublishRate
 	if d.republishRate <= 0 {
@@ -452,6 +459,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	go func() { defer close(outDone); d.out.run(outCtx) }()
 	wg.Go(func() { d.saver.run(ctx) })
 	wg.Go(func() { d.republisher(ctx) })
+	wg.Go(func() { d.freshReads(ctx) })
 	for _, s := range d.services {
 		if s.breaker != nil {
 			wg.Go(func() { d.runBreakerClock(ctx, s) })

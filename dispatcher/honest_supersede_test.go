@@ -197,6 +197,7 @@ func TestSupersededLockAuditSaysWhetherItWasSent(t *testing.T) {
 		}
 	}
 
+	next("get") // the fresh read after the start (freshread.go)
 	submit("lock-1")
 	next("get") // the fresh read before the first send
 	d.Report("door", map[string]any{"state": "UNLOCK", "lock_state": "unlocked"}, false)

@@ -52,6 +52,9 @@ type deps struct {
 	httpLimits httpLimits
 	// random draws generated passwords and tokens; nil means crypto/rand.
 	random io.Reader
+	// onFreshRead, if set, hears each fresh read of a safety-critical
+	// device after the start (dispatcher.Options.OnFreshRead).
+	onFreshRead func(devices.Device)
 }
 
 // daemon is a running hearthd: every part wired, started by start and
@@ -412,7 +415,8 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 				d.engine.BreakerState(c.Service, c.To.String(), c.Replay)
 			}
 		},
-		OnResult: d.results.Notify,
+		OnResult:    d.results.Notify,
+		OnFreshRead: dp.onFreshRead,
 		// op_ids the quarantined store held are lost: commands issued
 		// before the quarantine are refused for the dedup window.
 		LostDedup: d.storeQ.lostDedup(),
@@ -429,6 +433,13 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 	}
 	autoLog := log.With("component", "automations")
 	act := actuator{disp: disp, conn: d.conn, log: autoLog}
+	// A safety-critical device's retained state is from before the start:
+	// no condition holds on it until a live report or the dispatcher's
+	// fresh read after the start confirms it.
+	needsLive := map[string]bool{}
+	for _, dev := range cfg.Devices {
+		needsLive[dev.ID] = dev.SafetyCritical()
+	}
 	d.engine, err = automations.New(automations.Options{
 		Rules:     rules(cfg.Automations),
 		Commander: act,
@@ -436,6 +447,7 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 		Notifier:  act,
 		Clock:     dp.clock,
 		Logger:    autoLog,
+		NeedsLive: func(device string) bool { return needsLive[device] },
 	})
 	if err != nil {
 		return nil, fmt.Errorf("automations: %w", err)

@@ -104,8 +104,50 @@ type harness struct {
 	sets    chan simulator.SetEvent
 	// traffic is every set and get the simulated devices receive, in the
 	// order each bridge received them: "set <device> <payload>" or
-	// "get <device> <payload>".
+	// "get <device> <payload>", but for the fresh reads after a start
+	// (see fresh).
 	traffic chan string
+	// fresh holds back from traffic the gets of hearthd's fresh reads of
+	// safety-critical devices after each start, which every test would
+	// otherwise have to expect first: hearthd tells of each one before
+	// it is sent (deps.onFreshRead). Shared with the harness that takes
+	// over this one's simulator.
+	fresh *freshReads
+}
+
+// freshReads counts, per simulated device, the fresh reads hearthd sent
+// that the simulator has not yet received.
+type freshReads struct {
+	mu      sync.Mutex
+	pending map[string]int
+	total   map[string]int // sent since the harness began
+}
+
+func (f *freshReads) sent(device string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.pending[device]++
+	f.total[device]++
+}
+
+// received reports how many fresh reads of device hearthd sent and the
+// simulator received.
+func (f *freshReads) received(device string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.total[device] - f.pending[device]
+}
+
+// take reports whether a get of device is a fresh read, and counts it
+// received.
+func (f *freshReads) take(device string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.pending[device] == 0 {
+		return false
+	}
+	f.pending[device]--
+	return true
 }
 
 type harnessOptions struct {
@@ -175,7 +217,12 @@ func newHarness(t testing.TB, o harnessOptions) *harness {
 	if o.logger == nil {
 		o.logger = testLogger(t)
 	}
-	h.d, err = start(cfg, deps{clock: o.clock, rand: o.rand, connRand: ceilingRand{}, logger: o.logger, httpLimits: o.httpLimits})
+	h.fresh = &freshReads{pending: map[string]int{}, total: map[string]int{}}
+	if o.sim != nil {
+		h.fresh = o.sim.fresh
+	}
+	h.d, err = start(cfg, deps{clock: o.clock, rand: o.rand, connRand: ceilingRand{}, logger: o.logger, httpLimits: o.httpLimits,
+		onFreshRead: func(dev devices.Device) { h.fresh.sent(address(cfg, dev.ID)) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +279,11 @@ func (h *harness) startSim(o harnessOptions) {
 			h.sets <- e
 			h.traffic <- "set " + e.Device + " " + string(e.Payload)
 		},
-		OnGet: func(e simulator.GetEvent) { h.traffic <- "get " + e.Device + " " + string(e.Payload) },
+		OnGet: func(e simulator.GetEvent) {
+			if !h.fresh.take(e.Device) {
+				h.traffic <- "get " + e.Device + " " + string(e.Payload)
+			}
+		},
 	}
 	if o.simOnFakeClock {
 		simOpts.Clock = o.clock

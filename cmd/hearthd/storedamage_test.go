@@ -213,7 +213,9 @@ func TestEveryKindOfStoreDamageIsQuarantinedSalvagedAndAnnounced(t *testing.T) {
 			// Their results reach a subscriber: a pending command's
 			// sender learns it ended.
 			for range pending {
-				r := awaitResult(t, results, func(r devices.Result) bool { return r.Status == devices.Failed && r.Reason == devices.ReasonStoreDamaged })
+				r := awaitResult(t, results, func(r devices.Result) bool {
+					return r.Status == devices.Failed && r.Reason == devices.ReasonStoreDamaged
+				})
 				if !strings.HasPrefix(r.OpID, "pending-") {
 					t.Errorf("a store_damaged result for %s; want only the pending ones", r.OpID)
 				}

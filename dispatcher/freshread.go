@@ -1,0 +1,144 @@
+package dispatcher
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/hearthd/hearth/devices"
+)
+
+// Fresh reads after the start. A safety-critical device's state as Hearth
+// knows it right after a start is a replay: the store's last saved state
+// and the broker's retained message, both from before the start, and both
+// possibly wrong (a lock turned by hand while Hearth was down). So once
+// each service's bridge is up after Run starts, Hearth asks it for the
+// current state of every safety-critical device it serves (a Zigbee2MQTT
+// /get), at most FreshReadBurst at once and then FreshReadRate a second;
+// the answers arrive as ordinary live reports. Sleepy devices are not
+// read (they would not answer before their next wake, when they report
+// anyway). The automations engine, for its part, takes no condition on a
+// safety-critical device as holding until a live report came after the
+// start (automations.Options.NeedsLive).
+
+// FreshReadBurst and FreshReadRate bound the fresh reads after the start:
+// the first FreshReadBurst go out at once, the rest at FreshReadRate a
+// second, so that a house of many locks and valves does not flood its
+// mesh at the moment every bridge reconnects.
+const (
+	FreshReadBurst = 4
+	FreshReadRate  = 4
+)
+
+// freshReads reads every safety-critical device once its service's
+// bridge is up after the start. It returns when every service has been
+// read, or ctx ends.
+func (d *Dispatcher) freshReads(ctx context.Context) {
+	bySvc := map[string][]*deviceQueue{}
+	for _, q := range d.devices {
+		if q.dev.SafetyCritical() && !q.dev.Sleep.Sleepy && q.svc.Bridge != nil {
+			bySvc[q.svc.Name] = append(bySvc[q.svc.Name], q)
+		}
+	}
+	if len(bySvc) == 0 {
+		return
+	}
+	// One pace for all services: the limit is the hub's radios and
+	// Hearth's connection, not one bridge.
+	var (
+		mu   sync.Mutex
+		sent int
+		slot time.Time // when the last paced read may go out
+	)
+	pace := func() bool {
+		mu.Lock()
+		now := d.clock.Now()
+		var wait time.Duration
+		if sent >= FreshReadBurst {
+			slot = later(slot, now).Add(time.Second / FreshReadRate)
+			wait = slot.Sub(now)
+		}
+		sent++
+		mu.Unlock()
+		if wait <= 0 {
+			return true
+		}
+		timer := d.clock.NewTimer(wait)
+		defer timer.Stop()
+		select {
+		case <-timer.Chan():
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	var wg sync.WaitGroup
+	for _, qs := range bySvc {
+		slices.SortFunc(qs, func(a, b *deviceQueue) int {
+			switch {
+			case a.dev.ID < b.dev.ID:
+				return -1
+			case a.dev.ID > b.dev.ID:
+				return 1
+			}
+			return 0
+		})
+		wg.Go(func() {
+			s := qs[0].svc
+			if !d.awaitBridgeUp(ctx, s) {
+				return
+			}
+			d.log.Info("reading the state of the safety-critical devices after the start", "service", s.Name, "devices", len(qs))
+			for _, q := range qs {
+				if !pace() {
+					return
+				}
+				if d.onFreshRead != nil {
+					d.onFreshRead(q.dev.Device)
+				}
+				if err := s.Bridge.Read(ctx, q.dev.Device, freshReadTarget(q.dev.Device)); err != nil {
+					if ctx.Err() != nil {
+						return
+					}
+					d.log.Warn("fresh read after the start not sent; the device's state stays a replay until it reports", "device", q.dev.ID, "service", s.Name, "err", err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// awaitBridgeUp waits until s's bridge said it is up (or a live report
+// showed it); false if ctx ended first. It waits on the link alone, with
+// no timer: a bridge that never speaks is never read.
+func (d *Dispatcher) awaitBridgeUp(ctx context.Context, s *Service) bool {
+	for {
+		up, _ := s.link.watch()
+		if s.link.current() == linkUp {
+			return true
+		}
+		select {
+		case <-up:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// freshReadTarget names the attributes a read of dev asks for: a cover's
+// position, every other class's state (a Zigbee2MQTT lock answers a get
+// of state with lock_state too).
+func freshReadTarget(dev devices.Device) devices.Target {
+	if dev.Class == devices.Cover {
+		return devices.Target{"position": ""}
+	}
+	return devices.Target{"state": ""}
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}

@@ -1,0 +1,66 @@
+package dispatcher
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+
+	"github.com/hearthd/hearth/devices"
+	"github.com/hearthd/hearth/retry"
+)
+
+// After the start, once the bridge is up, every safety-critical device
+// that is always listening is read once, and nothing else: the first
+// FreshReadBurst at once, the rest at FreshReadRate a second on the
+// dispatcher's clock. Before the bridge is up, nothing is read.
+func TestSafetyCriticalDevicesAreReadOnceAfterTheStart(t *testing.T) {
+	clock := clockwork.NewFakeClockAt(time.Date(2026, 12, 2, 4, 0, 0, 0, time.UTC))
+	bridge := &r4Bridge{clock: clock, msgs: make(chan r4Msg, 64)}
+	r := &r4Rig{t: t, clock: clock, bridge: bridge}
+	const locks = FreshReadBurst + 2
+	devs := []Device{
+		{Device: devices.Device{ID: "hall_light", Service: "zb", Class: devices.Light}, TTL: time.Hour},
+		{Device: devices.Device{ID: "shed_lock", Service: "zb", Class: devices.Lock,
+			Sleep: devices.Sleep{Sleepy: true, WakeInterval: time.Hour, AwakeWindow: 10 * time.Second}}, TTL: time.Hour},
+	}
+	for i := range locks {
+		devs = append(devs, Device{Device: devices.Device{ID: fmt.Sprintf("lock%d", i), Service: "zb", Class: devices.Lock}, TTL: time.Hour})
+	}
+	d, err := New(Options{
+		Services: []Service{{Name: "zb", Bridge: bridge,
+			Policy: retry.Policy{MaxAttempts: 2, AttemptTimeout: 5 * time.Second, Backoff: retry.Backoff{Base: time.Second, Multiplier: 2, Cap: 10 * time.Second}}}},
+		Devices:   devs,
+		Journal:   &r4Journal{ops: map[string]devices.Op{}},
+		Publisher: nopPublisher{},
+		Clock:     clock,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.d = d
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); d.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	r.none("before the bridge is up")
+	d.BridgeState("zb", true, false)
+	start := clock.Now()
+	for i := range FreshReadBurst {
+		m := r.next()
+		if m.verb != "get" || !m.at.Equal(start) {
+			t.Fatalf("read %d: a %s at %s; want a get at once", i, m.verb, m.at.Sub(start))
+		}
+	}
+	for i := FreshReadBurst; i < locks; i++ {
+		r.advance(1, time.Second/FreshReadRate)
+		if m := r.next(); m.verb != "get" || m.target.Attributes()[0] != "state" {
+			t.Fatalf("read %d: a %s of %v; want a get of state", i, m.verb, m.target)
+		}
+	}
+	clock.Advance(time.Minute)
+	r.none("after every lock was read once (the light and the sleepy lock are not read)")
+}
