@@ -500,7 +500,9 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 			}
 			// Not at the target: the last attempt failed; the policy
 			// decides on the next, which is read again before its send.
-			resolve, resumed = false, false
+			// That decision is the first after the restart: free of the
+			// retry budget, as for any resumed command.
+			resolve, resumed, free = false, false, true
 		}
 		if op.Attempts > 0 && !approved {
 			if resumed {

@@ -208,3 +208,68 @@ func TestResumedAttemptPastItsWindowSucceedsOnStateHeardBeforeTheResend(t *testi
 	}
 	r.none("after the end")
 }
+
+// A safety-critical command resumed with an attempt in flight, whose
+// fresh read after the restart shows it is not at the target, is resent
+// free of the retry budget like any resumed command: with a budget that
+// allows no retry, the lock still gets its second attempt instead of
+// failing retry_budget_exhausted because of the restart.
+func TestResumedLockNotAtTheTargetIsResentWithoutSpendingTheRetryBudget(t *testing.T) {
+	clock := clockwork.NewFakeClockAt(time.Date(2026, 12, 2, 2, 0, 0, 0, time.UTC))
+	sent := clock.Now().Add(-2 * time.Second)
+	r := &r4Rig{
+		t: t, clock: clock,
+		bridge:  &r4Bridge{clock: clock, msgs: make(chan r4Msg, 16)},
+		journal: &r4Journal{ops: map[string]devices.Op{}},
+		dead:    &r4Dead{},
+		results: make(chan devices.Result, 64),
+	}
+	op := devices.Op{OpID: "L1", Device: "door", Target: devices.Target{"state": "LOCK"}, Seq: 1, AcceptedAt: sent,
+		Deadline: sent.Add(time.Minute), Status: devices.Accepted, Attempts: 1, LastSentAt: sent, UpdatedAt: sent}
+	r.journal.ops[op.OpID] = op
+	d, err := New(Options{
+		Services: []Service{{Name: "zw", Bridge: r.bridge,
+			Policy: retry.Policy{MaxAttempts: 3, AttemptTimeout: 5 * time.Second, Backoff: retry.Backoff{Base: time.Second, Multiplier: 2, Cap: 10 * time.Second}},
+			Budget: retry.NewBudget(-1, -1, 10*time.Second)}}, // no retry fits
+		Devices:     []Device{{Device: devices.Device{ID: "door", Service: "zw", Class: devices.Lock}, TTL: time.Minute}},
+		Journal:     &resumeJournal{r4Journal: r.journal, pending: []devices.Op{op}},
+		Publisher:   nopPublisher{},
+		DeadLetters: r.dead,
+		Clock:       clock,
+		Rand:        zeroRand{}, // full jitter draws 0: the resend follows at once
+		OnResult:    func(res devices.Result) { r.results <- res },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.d = d
+	d.BridgeState("zw", true, false)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); d.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	// Every read answers: still unlocked. The resumed command's read
+	// comes first (the fresh read after the start may come before or
+	// after it), then the resend of the LOCK.
+	for reads := 0; ; {
+		m := r.next()
+		if m.verb == "set" {
+			if reads < 1 || m.target["state"] != "LOCK" {
+				t.Fatalf("a set %v after %d reads; want LOCK resent after the read", m.target, reads)
+			}
+			break
+		}
+		reads++
+		d.Report("door", map[string]any{"state": "UNLOCK", "lock_state": "unlocked"}, false)
+	}
+	d.Report("door", map[string]any{"state": "LOCK", "lock_state": "locked"}, false)
+	res := r.await("L1 terminal", func(res devices.Result) bool { return res.OpID == "L1" && res.Status.Terminal() })
+	if res.Status != devices.Succeeded || res.Attempts != 2 {
+		t.Errorf("L1: %s/%s after %d attempts; want succeeded after 2 (the one in flight, then the free resend)", res.Status, res.Reason, res.Attempts)
+	}
+}
+
+// zeroRand makes every full-jitter draw 0: no backoff.
+type zeroRand struct{}
+
+func (zeroRand) Int64N(int64) int64 { return 0 }
