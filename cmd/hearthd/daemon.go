@@ -111,6 +111,11 @@ type daemon struct {
 
 	stopDisp, stopConn context.CancelFunc
 	dispDone, connDone chan struct{}
+	// failed receives the error that ended the dispatcher while hearthd
+	// runs (its pending commands could not be read): hearthd can no
+	// longer run a command, so run stops with it rather than stay up
+	// and ready. Buffered: the dispatcher's goroutine never waits on it.
+	failed chan error
 	engineDone         chan struct{}
 	pruneDone          chan struct{}
 	httpDone           chan struct{}
@@ -537,11 +542,13 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 	dispCtx, d.stopDisp = context.WithCancel(context.Background())
 	connCtx, d.stopConn = context.WithCancel(context.Background())
 	d.dispDone, d.connDone, d.httpDone = make(chan struct{}), make(chan struct{}), make(chan struct{})
+	d.failed = make(chan error, 1)
 	d.intake.open(disp)
 	go func() {
 		defer close(d.dispDone)
 		if err := disp.Run(dispCtx); err != nil {
-			log.Error("dispatcher stopped", "err", err)
+			log.Error("the dispatcher stopped: hearthd cannot run commands, so it stops", "err", err)
+			d.failed <- err
 		}
 	}()
 	d.engineDone = make(chan struct{})

@@ -239,6 +239,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			}
 			log.Info("SIGHUP: reloading principals", "config", o.configFile)
 			sd.reload(func() { d.reloadFrom(func() (*config.Config, error) { return loadConfig(o) }, log) })
+		case err := <-d.failed:
+			sd.stopping()
+			return fmt.Errorf("dispatcher: %w", err)
 		case <-ctx.Done():
 			log.Info("shutting down", "cause", context.Cause(ctx))
 			sd.stopping()
