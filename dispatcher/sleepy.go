@@ -135,6 +135,9 @@ func (q *deviceQueue) runSleepy(ctx context.Context) {
 		}
 		tasks := slices.Clone(q.waiting)
 		q.mu.Unlock()
+		if q.endOffline(tasks) {
+			continue
+		}
 
 		var due, eligible []*task
 		var next time.Time // the earliest deadline still ahead
@@ -175,10 +178,17 @@ func (q *deviceQueue) runSleepy(ctx context.Context) {
 				tm = d.clock.NewTimer(next.Sub(now))
 				timer = tm.Chan()
 			}
+			var away <-chan struct{} // an offline report may end the commands
+			if q.dev.OnOffline() == devices.OfflineFail {
+				q.mu.Lock()
+				away = q.availChanged
+				q.mu.Unlock()
+			}
 			select {
 			case <-woke:
 			case <-q.wake: // a new command
 			case <-timer:
+			case <-away:
 			case <-ctx.Done():
 			}
 			if tm != nil {
