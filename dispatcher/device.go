@@ -733,7 +733,7 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 		if permit.Probe() {
 			// A probe has no outcome after its deadline: the breaker
 			// counts it failed then, so the attempt ends then too.
-			wait = min(wait, permit.Deadline().Sub(d.now()))
+			wait = min(wait, permit.Deadline().Sub(d.now())-probeVerdictLead)
 		}
 		confirmed, stop, back := q.confirmWithin(ctx, t, c, wait, linkUp, permit)
 		changed := back || svc.link.changedSince(linkGen)
@@ -743,7 +743,7 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 		case stop:
 			q.release(permit, breaker.Canceled)
 		default:
-			q.release(permit, q.timeoutOutcome(changed, heard))
+			q.release(permit, q.probeOutcome(permit, q.timeoutOutcome(changed, heard)))
 		}
 		if confirmed || stop {
 			return
