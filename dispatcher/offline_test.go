@@ -378,3 +378,34 @@ func TestLostProbeAfterAnOpenPeriodReopensAtOnce(t *testing.T) {
 	r.advance(3, 5*time.Second)
 	r.ended("other", devices.Failed, devices.ReasonBreakerOpen)
 }
+
+func TestSleepyDeviceAsleepIsNotOffline(t *testing.T) {
+	// offline: fail, and the node only asleep: its command waits for the
+	// wake, as any sleepy device's does.
+	r := startR4(t, r4Options{offline: devices.OfflineFail})
+	r.d.NodeStatus("radiator", devices.NodeAsleep, false)
+	r.submit(`{"op_id":"warm","current_heating_setpoint":21}`)
+	r.status("warm", devices.Accepted)
+	q := r.await("warm's next result", func(res devices.Result) bool { return res.OpID == "warm" })
+	if q.Status != devices.Queued || q.Reason != devices.ReasonAsleep {
+		t.Fatalf("warm: %s/%s; want queued/asleep", q.Status, q.Reason)
+	}
+	// Dead is offline: the command waiting for the wake ends now.
+	r.d.NodeStatus("radiator", devices.NodeDead, false)
+	res := r.await("warm's end", func(res devices.Result) bool { return res.OpID == "warm" && res.Status.Terminal() })
+	if res.Status != devices.Failed || res.Reason != devices.ReasonDeviceOffline || res.Attempts != 0 {
+		t.Fatalf("warm ended %s/%s after %d attempts; want failed/device_offline after 0", res.Status, res.Reason, res.Attempts)
+	}
+	r.none("after the node was reported dead")
+}
+
+func TestSleepyDeviceReportedDeadWaitsForItsWakeByDefault(t *testing.T) {
+	r := startR4(t, r4Options{}) // offline: the default, queue for a sleepy device
+	r.d.NodeStatus("radiator", devices.NodeDead, false)
+	r.submit(`{"op_id":"warm","current_heating_setpoint":21}`)
+	r.status("warm", devices.Queued)
+	r.d.NodeStatus("radiator", devices.NodeAwake, false) // back, and awake
+	if m := r.next(); m.verb != "set" {
+		t.Fatalf("at the wake: a %s; want the set", m.verb)
+	}
+}
