@@ -239,7 +239,7 @@ func TestDuplicateOpIDReturnsStoredResult(t *testing.T) {
 // A newer command for the same attributes supersedes a pending older one,
 // and no retry of the older one reaches the device afterwards.
 func TestNewerCommandSupersedesOlder(t *testing.T) {
-	h := newHarness(t, harnessOptions{faults: simulator.Faults{Offline: []string{"blinds"}}})
+	h := newHarness(t, harnessOptions{faults: simulator.Faults{Silent: []string{"blinds"}}})
 	h.publish("blinds", `{"position":20,"op_id":"old"}`)
 	if r := h.result("old"); r.Status != devices.Accepted {
 		t.Fatalf("old: %s", r.Status)
@@ -312,7 +312,7 @@ func TestRestartResumesFreshAndExpiresStale(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { b.Close() })
-	offline := simulator.Faults{Offline: []string{"hall_light", "plug"}}
+	offline := simulator.Faults{Silent: []string{"hall_light", "plug"}}
 	h := newHarness(t, harnessOptions{dataDir: dir, faults: offline, brokerURL: b.URL()})
 	h.publish("hall_light", `{"state":"ON","op_id":"fresh","ttl":"1h"}`)
 	h.publish("plug", `{"state":"ON","op_id":"stale","ttl":"20s"}`)
@@ -326,7 +326,7 @@ func TestRestartResumesFreshAndExpiresStale(t *testing.T) {
 	// Down for 30 s: "stale" is past its TTL, "fresh" is not.
 	clock.Advance(30 * time.Second)
 	h2 := newHarness(t, harnessOptions{dataDir: dir, clock: clock, brokerURL: b.URL(), automation: h,
-		faults: simulator.Faults{Offline: []string{"plug"}}})
+		faults: simulator.Faults{Silent: []string{"plug"}}})
 	r := h2.await(func(r devices.Result) bool { return r.OpID == "stale" }, "stale's result after restart")
 	if r.Status != devices.Expired || r.Reason != devices.ReasonTTLElapsed {
 		t.Errorf("stale after restart: %s/%s; want expired/ttl_elapsed", r.Status, r.Reason)
