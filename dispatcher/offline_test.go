@@ -71,7 +71,7 @@ func startOffline(t *testing.T) *offRig {
 	t.Helper()
 	clock := clockwork.NewFakeClockAt(time.Date(2026, 12, 2, 19, 0, 0, 0, time.UTC))
 	r := &offRig{
-		r4Rig: &r4Rig{t: t, clock: clock, journal: &r4Journal{ops: map[string]devices.Op{}}, dead: &r4Dead{}, results: make(chan devices.Result, 256)},
+		r4Rig:  &r4Rig{t: t, clock: clock, journal: &r4Journal{ops: map[string]devices.Op{}}, dead: &r4Dead{}, results: make(chan devices.Result, 256)},
 		bridge: &offBridge{msgs: make(chan offMsg, 64)},
 		pub:    &offPublisher{},
 	}
