@@ -371,9 +371,10 @@ func (q *deviceQueue) probeOutcome(p *breaker.Permit, o breaker.Outcome) breaker
 }
 
 // probeVerdictLead is how long before a probe's deadline its attempt
-// stops waiting for a confirmation, so that the dispatcher's verdict on
-// its silence (timeoutOutcome, probeOutcome) reaches the breaker before
-// the breaker's own deadline counts it failed.
+// stops waiting for a confirmation (at most a tenth of the time left), so
+// that the dispatcher's verdict on its silence (timeoutOutcome,
+// probeOutcome) reaches the breaker before the breaker's own deadline
+// counts it failed.
 const probeVerdictLead = 250 * time.Millisecond
 
 // release reports the outcome of p, t's permit (nil without a breaker).

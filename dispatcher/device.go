@@ -733,7 +733,8 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 		if permit.Probe() {
 			// A probe has no outcome after its deadline: the breaker
 			// counts it failed then, so the attempt ends then too.
-			wait = min(wait, permit.Deadline().Sub(d.now())-probeVerdictLead)
+			left := permit.Deadline().Sub(d.now())
+			wait = min(wait, left-min(probeVerdictLead, left/10))
 		}
 		confirmed, stop, back := q.confirmWithin(ctx, t, c, wait, linkUp, permit)
 		changed := back || svc.link.changedSince(linkGen)

@@ -403,7 +403,9 @@ func TestSleepyDeviceReportedDeadWaitsForItsWakeByDefault(t *testing.T) {
 	r := startR4(t, r4Options{}) // offline: the default, queue for a sleepy device
 	r.d.NodeStatus("radiator", devices.NodeDead, false)
 	r.submit(`{"op_id":"warm","current_heating_setpoint":21}`)
-	r.status("warm", devices.Queued)
+	if q := r.status("warm", devices.Queued); q.Reason != devices.ReasonDeviceOffline {
+		t.Errorf("warm queued with reason %s; want device_offline", q.Reason)
+	}
 	r.d.NodeStatus("radiator", devices.NodeAwake, false) // back, and awake
 	if m := r.next(); m.verb != "set" {
 		t.Fatalf("at the wake: a %s; want the set", m.verb)
