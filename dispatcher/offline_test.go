@@ -69,6 +69,12 @@ type offRig struct {
 // (a light with offline: queue), TTL 1 min, the bridge online.
 func startOffline(t *testing.T) *offRig {
 	t.Helper()
+	return startOfflineProbe(t, 10*time.Second)
+}
+
+// startOfflineProbe is startOffline with the breaker's probe timeout.
+func startOfflineProbe(t *testing.T, probeTimeout time.Duration) *offRig {
+	t.Helper()
 	clock := clockwork.NewFakeClockAt(time.Date(2026, 12, 2, 19, 0, 0, 0, time.UTC))
 	r := &offRig{
 		r4Rig:  &r4Rig{t: t, clock: clock, journal: &r4Journal{ops: map[string]devices.Op{}}, dead: &r4Dead{}, results: make(chan devices.Result, 256)},
@@ -82,7 +88,7 @@ func startOffline(t *testing.T) *offRig {
 		Services: []Service{{
 			Name: "zb", Bridge: r.bridge,
 			Policy:  retry.Policy{MaxAttempts: 2, AttemptTimeout: 5 * time.Second, Backoff: retry.Backoff{Base: time.Second, Multiplier: 2, Cap: 10 * time.Second}},
-			Breaker: &breaker.Options{ProbeTimeout: 10 * time.Second, OpenFor: func(int) time.Duration { return 30 * time.Second }},
+			Breaker: &breaker.Options{ProbeTimeout: probeTimeout, OpenFor: func(int) time.Duration { return 30 * time.Second }},
 		}},
 		Devices: []Device{
 			dev("lamp", devices.Light, ""), dev("lamp2", devices.Light, ""),
@@ -409,5 +415,22 @@ func TestSleepyDeviceReportedDeadWaitsForItsWakeByDefault(t *testing.T) {
 	r.d.NodeStatus("radiator", devices.NodeAwake, false) // back, and awake
 	if m := r.next(); m.verb != "set" {
 		t.Fatalf("at the wake: a %s; want the set", m.verb)
+	}
+}
+
+func TestLostProbeIsSparedWhenItsDeadlineIsTheAttemptTimeout(t *testing.T) {
+	// probe_timeout equal to the attempt timeout, as config allows: the
+	// probe's attempt stops waiting just before the deadline, so that the
+	// spare, not the breaker's deadline, decides.
+	r := startOfflineProbe(t, 5*time.Second)
+	r.restartBridge()
+	r.command("lamp", "lost", `{"state":"ON"}`)
+	r.sent("set", "lamp")
+	r.command("lamp2", "other", `{"state":"ON"}`)
+	r.waitsForProbe("lamp2")
+	r.advance(3, 5*time.Second-probeVerdictLead) // before the deadline
+	r.sent("set", "lamp2")
+	if s := r.breakerState(); s.State != breaker.HalfOpen || s.Counts.Trips != 0 {
+		t.Fatalf("breaker %s, %d trips; want half_open: the lost probe spared before its deadline", s.State, s.Counts.Trips)
 	}
 }
