@@ -45,6 +45,14 @@ func safetyLevel(s string) error {
 	return fmt.Errorf("must be critical or normal, got %q", s)
 }
 
+// offlinePolicy checks a device's offline key: fail or queue.
+func offlinePolicy(s string) error {
+	if _, err := devices.ParseOffline(s); err != nil {
+		return fmt.Errorf("must be fail or queue, got %q", s)
+	}
+	return nil
+}
+
 func ttl(d time.Duration) error {
 	if err := positive(d); err != nil {
 		return err

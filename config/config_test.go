@@ -65,7 +65,11 @@ func TestSampleLoads(t *testing.T) {
 			dev("hall_light", devices.Light, "hall_light", time.Minute),
 			dev("kitchen_light", devices.Light, "kitchen_light", time.Minute),
 			dev("coffee_maker", devices.Switch, "coffee_maker", time.Minute),
-			dev("front_door", devices.Lock, "Front Door", 30*time.Second),
+			func() Device {
+				d := dev("front_door", devices.Lock, "Front Door", 30*time.Second)
+				d.Offline = devices.OfflineFail
+				return d
+			}(),
 			dev("living_blinds", devices.Cover, "living_blinds", time.Minute),
 		},
 	}
@@ -321,7 +325,7 @@ func TestProblemFields(t *testing.T) {
 	}
 	want := []Problem{
 		{File: "configs/hearth.yaml", Line: 6, Key: "devices.hall_light.class", Message: `unknown class "lamp" (known: light, switch, lock, cover, climate, valve, alarm, sensor)`},
-		{File: "configs/hearth.yaml", Line: 7, Key: "devices.hall_light.colour", Message: "unknown key (known here: service, class, address, ttl, safety, sleepy, wake_interval, awake_window)"},
+		{File: "configs/hearth.yaml", Line: 7, Key: "devices.hall_light.colour", Message: "unknown key (known here: service, class, address, ttl, safety, sleepy, wake_interval, awake_window, offline)"},
 	}
 	if len(ce.Problems) != len(want) {
 		t.Fatalf("got %d problems, want %d:\n%v", len(ce.Problems), len(want), err)

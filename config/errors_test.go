@@ -19,7 +19,7 @@ func TestParseErrors(t *testing.T) {
 		// Keys.
 		{"unknown top-level key", "prfix: home\n", `hearth.yaml:1: prfix: unknown key (did you mean prefix? known here: prefix, data_dir, defaults, mqtt, http, homeassistant, services, devices, automations, principals)`},
 		{"unknown nested key", "mqtt:\n  tsl: {}\n", `hearth.yaml:2: mqtt.tsl: unknown key (did you mean tls? known here: listen, url, username, password, client_id, keepalive, session_expiry, tls, mqtts, reconnect, republish_rate, max_connect_rate, connect_burst, max_connections, max_inflight, connect_timeout, max_unauthenticated, max_keepalive, login_failures_per_minute, allow_anonymous, allow_anonymous_beyond_loopback, users)`},
-		{"unknown device key", z2m + "devices:\n  lamp:\n    class: light\n    colour: red\n", `hearth.yaml:7: devices.lamp.colour: unknown key (known here: service, class, address, ttl, safety, sleepy, wake_interval, awake_window)`},
+		{"unknown device key", z2m + "devices:\n  lamp:\n    class: light\n    colour: red\n", `hearth.yaml:7: devices.lamp.colour: unknown key (known here: service, class, address, ttl, safety, sleepy, wake_interval, awake_window, offline)`},
 		{"unknown key without a near match", "http:\n  port: 80\n", `hearth.yaml:2: http.port: unknown key (known here: listen, allow_anonymous, allow_anonymous_beyond_loopback, tls)`},
 		{"duplicate top-level key", "prefix: a\nprefix: b\n", `hearth.yaml:2: prefix: duplicate key (first at line 1)`},
 		{"duplicate device", z2m + "devices:\n  lamp: {class: light}\n  lamp: {class: switch}\n", `hearth.yaml:6: devices.lamp: duplicate key (first at line 5)`},
@@ -49,6 +49,8 @@ func TestParseErrors(t *testing.T) {
 		{"zero duration", "defaults:\n  ttl: 0s\n", `hearth.yaml:2: defaults.ttl: must be positive, got 0s`},
 		{"negative duration", "mqtt:\n  reconnect:\n    base: -1s\n", `hearth.yaml:3: mqtt.reconnect.base: must be positive, got -1s`},
 		{"ttl over the limit", "defaults:\n  ttl: 1000h\n", `hearth.yaml:2: defaults.ttl: must be at most 720h (30 days), got 1000h`},
+		{"device offline unknown word", z2m + "devices:\n  lamp:\n    class: light\n    offline: wait\n", `hearth.yaml:7: devices.lamp.offline: must be fail or queue, got "wait"`},
+		{"device offline as a bool", z2m + "devices:\n  lamp:\n    class: light\n    offline: false\n", `hearth.yaml:7: devices.lamp.offline: must be fail or queue, got "false"`},
 		{"device ttl zero", z2m + "devices:\n  lamp:\n    class: light\n    ttl: 0s\n", `hearth.yaml:7: devices.lamp.ttl: must be positive, got 0s`},
 		{"keepalive fraction of a second", "mqtt:\n  keepalive: 1500ms\n", `hearth.yaml:2: mqtt.keepalive: must be whole seconds, as MQTT counts it, got 1.5s`},
 		{"keepalive over 16 bits", "mqtt:\n  keepalive: 20h\n", `hearth.yaml:2: mqtt.keepalive: must be at most 18h12m15s, as MQTT counts it in 16 bits, got 20h`},

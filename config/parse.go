@@ -236,7 +236,7 @@ func walkService(w *walker, name string, n *yaml.Node, key string) Service {
 // resolved by check, once the whole file is read.
 func walkDevice(w *walker, id string, n *yaml.Node, key string) Device {
 	d := Device{Device: devices.Device{ID: id}}
-	var safety string
+	var safety, offline string
 	if err := devices.ValidID(id); err != nil {
 		w.report(w.lines[key], key, err)
 	}
@@ -249,10 +249,12 @@ func walkDevice(w *walker, id string, n *yaml.Node, key string) Device {
 		value("sleepy", &d.Sleep.Sleepy),
 		value("wake_interval", &d.Sleep.WakeInterval, ttl),
 		value("awake_window", &d.Sleep.AwakeWindow, positive),
+		value("offline", &offline, offlinePolicy),
 	)
 	if safety == "critical" {
 		d.Safety = devices.SafetyCritical
 	}
+	d.Offline = devices.Offline(offline) // checked by offlinePolicy; "" is the default
 	wkey, akey := join(key, "wake_interval"), join(key, "awake_window")
 	switch {
 	case d.Sleep.Sleepy && d.Sleep.WakeInterval == 0 && !w.reported[wkey]:

@@ -134,3 +134,31 @@ func TestSleepyDevices(t *testing.T) {
 		}
 	}
 }
+
+// TestDeviceOfflineKey checks that a device's offline key reaches the
+// device as written, and that a device without one takes its class's
+// default: fail, or queue for a sleepy device.
+func TestDeviceOfflineKey(t *testing.T) {
+	c, err := Parse("hearth.yaml", []byte(z2m+"devices:\n"+
+		"  lamp: {class: light}\n"+
+		"  held_lamp: {class: light, offline: queue}\n"+
+		"  door: {class: lock, offline: fail}\n"+
+		"  valve: {class: climate, sleepy: true, wake_interval: 5m}\n"+
+		"  eager_valve: {class: climate, sleepy: true, wake_interval: 5m, offline: fail}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]struct{ written, effective devices.Offline }{
+		"lamp":        {devices.OfflineDefault, devices.OfflineFail},
+		"held_lamp":   {devices.OfflineQueue, devices.OfflineQueue},
+		"door":        {devices.OfflineFail, devices.OfflineFail},
+		"valve":       {devices.OfflineDefault, devices.OfflineQueue},
+		"eager_valve": {devices.OfflineFail, devices.OfflineFail},
+	}
+	for _, d := range c.Devices {
+		w := want[d.ID]
+		if d.Offline != w.written || d.OnOffline() != w.effective {
+			t.Errorf("%s: offline %q, effective %q; want %q, %q", d.ID, d.Offline, d.OnOffline(), w.written, w.effective)
+		}
+	}
+}

@@ -72,6 +72,9 @@ type Device struct {
 	// Sleep is how the device sleeps; the zero value is a device that is
 	// always listening (mains-powered, or a router).
 	Sleep Sleep
+	// Offline is what becomes of its commands while its bridge reports it
+	// offline; the zero value takes the default of OnOffline.
+	Offline Offline
 }
 
 // ValidID reports whether id can be a device ID: a non-empty MQTT topic
@@ -192,6 +195,11 @@ const (
 	// reach the target (a lock's lock_state jammed or not_fully_locked):
 	// the command fails at once, with no automatic retry.
 	ReasonJammed Reason = "jammed"
+	// ReasonDeviceOffline: the device's bridge reports the device
+	// offline (Zigbee2MQTT's availability, a dead Z-Wave node): the
+	// command failed at once with no attempt sent, or, with status queued,
+	// waits for it to come back within its TTL (see Device.OnOffline).
+	ReasonDeviceOffline Reason = "device_offline"
 	// ReasonAsleep (with status queued): the device is a sleepy one and
 	// asleep; the command waits for its next wake.
 	ReasonAsleep Reason = "asleep"

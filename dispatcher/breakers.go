@@ -23,6 +23,54 @@ type serviceBreaker struct {
 	// offlineDue, if not zero, is when a replayed offline takes effect
 	// unless the bridge says online first; guarded by mu.
 	offlineDue time.Time
+	// The probe rules (see probeOutcome), guarded by mu: vouched is the
+	// start of a half-open period the bridge's own online began (a
+	// restart); spared, the start of the half-open period whose one lost
+	// probe was spared; waiters counts, by device, the commands waiting
+	// for a probe's place.
+	vouched, spared time.Time
+	waiters         map[string]int
+}
+
+// vouch records that the half-open period begun at since follows the
+// bridge's own online report.
+func (b *serviceBreaker) vouch(since time.Time) {
+	b.mu.Lock()
+	b.vouched = since
+	b.mu.Unlock()
+}
+
+// waitForProbe counts a command of device dev waiting for a probe's
+// place (n = 1) or no longer (n = -1).
+func (b *serviceBreaker) waitForProbe(dev string, n int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.waiters == nil {
+		b.waiters = map[string]int{}
+	}
+	b.waiters[dev] += n
+	if b.waiters[dev] <= 0 {
+		delete(b.waiters, dev)
+	}
+}
+
+// spare reports whether the lost probe of device dev, in the half-open
+// period begun at since, is spared: the period follows the bridge's own
+// online, no probe of it was spared yet, and a command of another device
+// waits to be the next probe. It records the spare.
+func (b *serviceBreaker) spare(dev string, since time.Time) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.vouched.Equal(since) || b.spared.Equal(since) {
+		return false
+	}
+	for other, n := range b.waiters {
+		if other != dev && n > 0 {
+			b.spared = since
+			return true
+		}
+	}
+	return false
 }
 
 // deferOffline sets (or, with the zero time, cancels) the time a
@@ -228,6 +276,22 @@ func (q *deviceQueue) admit(ctx context.Context, t *task, deadline time.Time) (p
 		}
 		var open *breaker.OpenError
 		errors.As(err, &open)
+		if open.State == breaker.HalfOpen && !q.svc.Hold {
+			// A probe is out: its outcome decides, by its deadline at
+			// the latest. Wait for it rather than fail: a closed breaker
+			// lets this command go, a reopened one fails it then.
+			if !now.Before(deadline) {
+				return nil, false, false // the loop ends it expired
+			}
+			until := deadline
+			if !open.Until.IsZero() && open.Until.Before(until) {
+				until = open.Until
+			}
+			if stop := q.awaitProbe(ctx, t, changed, until); stop {
+				return nil, false, true
+			}
+			continue
+		}
 		if !q.svc.Hold {
 			detail := fmt.Sprintf("the circuit breaker of service %s is %s", q.svc.Name, open.State)
 			if !open.Until.IsZero() {
@@ -262,6 +326,56 @@ func (q *deviceQueue) admit(ctx context.Context, t *task, deadline time.Time) (p
 		timer.Stop()
 	}
 }
+
+// awaitProbe waits, while a half-open breaker's probe is out, until the
+// breaker changes (changed: a transition, or the probe's place freed) or
+// until; stop means t ended or ctx is done. While it waits the command
+// counts as a candidate for the next probe (see serviceBreaker.spare).
+func (q *deviceQueue) awaitProbe(ctx context.Context, t *task, changed <-chan struct{}, until time.Time) (stop bool) {
+	b := q.svc.breaker
+	b.waitForProbe(q.dev.ID, 1)
+	defer b.waitForProbe(q.dev.ID, -1)
+	q.d.log.Info("waiting for the half-open breaker's probe", "op_id", t.op.OpID, "device", q.dev.ID, "service", q.svc.Name, "until", until)
+	timer := q.d.clock.NewTimer(until.Sub(q.d.now()))
+	defer timer.Stop()
+	select {
+	case <-changed:
+	case <-timer.Chan():
+	case <-t.cancel:
+		return true
+	case <-ctx.Done():
+		return true
+	}
+	return false
+}
+
+// probeOutcome is how a probe that timed out with outcome o counts: a
+// failure is spared once per half-open period the bridge's own online
+// began (a restart), when a command of another device waits for the
+// place. The bridge said it is up; one device that did not answer is not
+// enough to fail every other command of the service for an open period,
+// so the next probe, to another device, decides. A bridge that said
+// nothing (a half-open period that an open period's end began) gets no
+// such spare: its one probe decides, as it always has.
+func (q *deviceQueue) probeOutcome(p *breaker.Permit, o breaker.Outcome) breaker.Outcome {
+	if !p.Probe() || o != breaker.Failure {
+		return o
+	}
+	b := q.svc.breaker
+	snap := b.Snapshot(q.d.now()) // before b.mu: a transition's hook takes it
+	if snap.State != breaker.HalfOpen || !b.spare(q.dev.ID, snap.Since) {
+		return o
+	}
+	q.d.log.Info("probe unconfirmed after the bridge said online; the next probe, to another device, decides", "device", q.dev.ID, "service", q.svc.Name)
+	return breaker.Ignored
+}
+
+// probeVerdictLead is how long before a probe's deadline its attempt
+// stops waiting for a confirmation (at most a tenth of the time left), so
+// that the dispatcher's verdict on its silence (timeoutOutcome,
+// probeOutcome) reaches the breaker before the breaker's own deadline
+// counts it failed.
+const probeVerdictLead = 250 * time.Millisecond
 
 // release reports the outcome of p, t's permit (nil without a breaker).
 // A probe's end frees a place that held commands may take, though the

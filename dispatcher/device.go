@@ -59,6 +59,11 @@ type deviceQueue struct {
 	// node status); only its next "awake" begins a lease, not the values
 	// the gateway publishes from its cache.
 	nodeAsleep bool
+	// offlineSince is when the bridge last said the device went offline;
+	// availChanged is closed at every availability report, then replaced
+	// (see offline.go).
+	offlineSince time.Time
+	availChanged chan struct{}
 }
 
 // task is an accepted op inside its device queue.
@@ -125,7 +130,7 @@ type confirmation struct {
 }
 
 func newDeviceQueue(d *Dispatcher, dev Device, svc *Service) *deviceQueue {
-	return &deviceQueue{d: d, dev: dev, svc: svc, wake: make(chan struct{}, 1), woke: make(chan struct{}), slept: make(chan struct{})}
+	return &deviceQueue{d: d, dev: dev, svc: svc, wake: make(chan struct{}, 1), woke: make(chan struct{}), slept: make(chan struct{}), availChanged: make(chan struct{})}
 }
 
 // supersede ends every waiting or running command of the device whose
@@ -227,7 +232,11 @@ func (q *deviceQueue) firstAttemptWithAccept(op devices.Op, now time.Time) bool 
 	}
 	q.mu.Lock()
 	idle := q.current == nil && len(q.waiting) == 0
+	offline, _, _ := q.availabilityLocked() // nothing will be sent
 	q.mu.Unlock()
+	if offline {
+		return false
+	}
 	if !idle {
 		return false
 	}
@@ -484,6 +493,11 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 			return
 		}
 		if resolve {
+			if ok, stop := q.awaitOnline(ctx, t, op.Deadline); stop {
+				return
+			} else if !ok {
+				continue
+			}
 			ready, stop := q.awaitLink(ctx, t, op.Deadline)
 			if stop {
 				return
@@ -546,7 +560,14 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 		if nextIsRetry {
 			waitUntil = retryBy // a retry must go by the policy's deadline
 		}
-		// The service's breaker first: while it is open the command
+		// The device first: one its bridge reports offline fails fast
+		// (or waits for it), and never takes a breaker's probe.
+		if ok, stop := q.awaitOnline(ctx, t, waitUntil); stop {
+			return
+		} else if !ok {
+			continue // the policy's deadline passed: the loop ends it
+		}
+		// The service's breaker next: while it is open the command
 		// fails fast (or, held, waits for it), instead of waiting for a
 		// bridge that said it is offline.
 		permit, ok, stop := q.admit(ctx, t, waitUntil)
@@ -714,7 +735,8 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 		if permit.Probe() {
 			// A probe has no outcome after its deadline: the breaker
 			// counts it failed then, so the attempt ends then too.
-			wait = min(wait, permit.Deadline().Sub(d.now()))
+			left := permit.Deadline().Sub(d.now())
+			wait = min(wait, left-min(probeVerdictLead, left/10))
 		}
 		confirmed, stop, back := q.confirmWithin(ctx, t, c, wait, linkUp, permit)
 		changed := back || svc.link.changedSince(linkGen)
@@ -724,7 +746,7 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 		case stop:
 			q.release(permit, breaker.Canceled)
 		default:
-			q.release(permit, q.timeoutOutcome(changed, heard))
+			q.release(permit, q.probeOutcome(permit, q.timeoutOutcome(changed, heard)))
 		}
 		if confirmed || stop {
 			return
@@ -1306,7 +1328,12 @@ func (q *deviceQueue) availability(online bool) {
 	if online && q.available != nil && !*q.available {
 		q.wokeLocked(q.d.now()) // back from offline: a wake signal
 	}
+	if !online && (q.available == nil || *q.available) {
+		q.offlineSince = q.d.now()
+	}
 	q.available = &online
+	close(q.availChanged)
+	q.availChanged = make(chan struct{})
 	q.d.out.pushRaw(q.d.topic(q.dev.ID, "availability"), []byte(onlineWord(online)), true)
 }
 

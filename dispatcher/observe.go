@@ -108,6 +108,9 @@ func (d *Dispatcher) BridgeState(service string, online, retained bool) {
 		} else {
 			report()
 		}
+		if snap := s.breaker.Snapshot(now); online && snap.State == breaker.HalfOpen && snap.Since.Equal(now) {
+			s.breaker.vouch(now) // the bridge's online began it: see probeOutcome
+		}
 	}
 	if s.link.set(online, d.now()) {
 		d.log.Info("bridge state", "service", service, "online", online)

@@ -121,6 +121,8 @@ type r4Options struct {
 	awake bool
 	// lostDedup is Options.LostDedup.
 	lostDedup LostDedup
+	// offline is the radiator's offline setting.
+	offline devices.Offline
 }
 
 // startR4 starts a dispatcher with one service "zw" (2 attempts, 5 s
@@ -154,7 +156,7 @@ func startR4(t *testing.T, o r4Options) *r4Rig {
 			Policy:  retry.Policy{MaxAttempts: 2, AttemptTimeout: 5 * time.Second, Backoff: retry.Backoff{Base: time.Second, Multiplier: 2, Cap: 10 * time.Second}},
 			Breaker: o.breaker,
 		}},
-		Devices:     []Device{{Device: devices.Device{ID: "radiator", Service: "zw", Class: devices.Climate, Sleep: sleep}, TTL: time.Hour}},
+		Devices:     []Device{{Device: devices.Device{ID: "radiator", Service: "zw", Class: devices.Climate, Sleep: sleep, Offline: o.offline}, TTL: time.Hour}},
 		Journal:     j,
 		Publisher:   nopPublisher{},
 		DeadLetters: r.dead,

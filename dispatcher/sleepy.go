@@ -135,6 +135,9 @@ func (q *deviceQueue) runSleepy(ctx context.Context) {
 		}
 		tasks := slices.Clone(q.waiting)
 		q.mu.Unlock()
+		if q.endOffline(tasks) {
+			continue
+		}
 
 		var due, eligible []*task
 		var next time.Time // the earliest deadline still ahead
@@ -175,10 +178,17 @@ func (q *deviceQueue) runSleepy(ctx context.Context) {
 				tm = d.clock.NewTimer(next.Sub(now))
 				timer = tm.Chan()
 			}
+			var away <-chan struct{} // an offline report may end the commands
+			if q.dev.OnOffline() == devices.OfflineFail {
+				q.mu.Lock()
+				away = q.availChanged
+				q.mu.Unlock()
+			}
 			select {
 			case <-woke:
 			case <-q.wake: // a new command
 			case <-timer:
+			case <-away:
 			case <-ctx.Done():
 			}
 			if tm != nil {
@@ -247,6 +257,13 @@ func (q *deviceQueue) announceQueued(t *task, now time.Time) {
 	r.Status, r.Reason, r.At = devices.Queued, devices.ReasonAsleep, now
 	r.Detail = fmt.Sprintf("the device sleeps; the command waits for its next wake (wake interval %s) until %s",
 		q.dev.Sleep.WakeInterval, op.Deadline.UTC().Format(time.RFC3339))
+	if offline, since, _ := q.availabilityLocked(); offline {
+		// offline: queue (a sleepy device's default): the same wait, for
+		// the message from it that brings it back.
+		r.Reason = devices.ReasonDeviceOffline
+		r.Detail = fmt.Sprintf("the bridge of service %s reports %s offline since %s; the command waits for its next wake or message until %s",
+			q.svc.Name, q.dev.ID, since.UTC().Format(time.RFC3339), op.Deadline.UTC().Format(time.RFC3339))
+	}
 	q.d.publishResult(r)
 	q.d.log.Info("command queued for a sleeping device", "op_id", op.OpID, "device", op.Device, "deadline", op.Deadline)
 }

@@ -46,7 +46,9 @@
 //     (ReasonMalformed);
 //  2. a bridge in an outage ([Sim.SetBridgeOnline]) ignores the sets of all
 //     its devices (ReasonBridgeOffline);
-//  3. an offline device ignores the set (ReasonOffline);
+//  3. an offline device ignores the set (ReasonOffline), and so does a
+//     silent one (Faults.Silent: its availability stays online,
+//     ReasonSilent);
 //  4. each device drops its first Faults.DropFirst sets that reach this stage
 //     (ReasonDropFirst);
 //  5. if Faults.DropRate > 0, one Rand.Float64 draw per set: below DropRate,

@@ -88,6 +88,12 @@ type Faults struct {
 	// Offline names the devices that start offline: their availability is
 	// offline and they ignore sets and gets until SetOnline brings them back.
 	Offline []string
+	// Silent names the Zigbee2MQTT devices that ignore every set and get
+	// and report nothing, while their availability stays online: a device
+	// that died, or left radio range, before Zigbee2MQTT's availability
+	// check noticed. SetOnline(name, true) makes one answer again,
+	// SetOnline(name, false) makes it offline.
+	Silent []string
 	// IgnoreGets names the devices that never answer a get (a lock whose
 	// state cannot be read), while they still apply sets and report them.
 	IgnoreGets []string
@@ -156,6 +162,7 @@ const (
 	ReasonMalformed        = "malformed"          // neither a JSON object nor a plain string
 	ReasonBridgeOffline    = "bridge_offline"     // the device's bridge is in an outage (SetBridgeOnline)
 	ReasonOffline          = "offline"            // the device is offline
+	ReasonSilent           = "silent"             // the device is silent (Faults.Silent), its availability online
 	ReasonDropFirst        = "drop_first"         // one of the device's first Faults.DropFirst sets
 	ReasonDropRate         = "drop_rate"          // lost to Faults.DropRate
 	ReasonNoValidAttribute = "no_valid_attribute" // no attribute the class knows with a valid value
@@ -273,6 +280,7 @@ type device struct {
 // by Sim.mu.
 type faulty struct {
 	online   bool
+	silent   bool // ignores sets and gets, reports nothing (Faults.Silent)
 	deaf     bool // ignores gets (Faults.IgnoreGets)
 	jammed   bool // its bolt jams (Faults.Jam)
 	echoOnly bool // echoes sets without moving (Faults.EchoOnly)
@@ -398,6 +406,7 @@ func New(opts Options) (*Sim, error) {
 		set       func(*faulty)
 	}{
 		{"Offline", f.Offline, false, func(x *faulty) { x.online = false }},
+		{"Silent", f.Silent, false, func(x *faulty) { x.silent = true }},
 		{"IgnoreGets", f.IgnoreGets, false, func(x *faulty) { x.deaf = true }},
 		{"Jam", f.Jam, true, func(x *faulty) { x.jammed = true }},
 		{"EchoOnly", f.EchoOnly, false, func(x *faulty) { x.echoOnly = true }},
@@ -407,6 +416,9 @@ func New(opts Options) (*Sim, error) {
 			var x *faulty
 			var class string
 			if n := s.nodes[name]; n != nil {
+				if fault.field == "Silent" {
+					return nil, fmt.Errorf("simulator: Faults.Silent names %q, a Z-Wave node; only Zigbee2MQTT devices fall silent", name)
+				}
 				x, class = &n.faulty, n.Class
 			} else if d := s.devices[name]; d != nil {
 				x, class = &d.faulty, d.Class
@@ -505,6 +517,9 @@ func (s *Sim) SetOnline(name string, online bool) error {
 	defer b.availMu.Unlock()
 	s.mu.Lock()
 	d.online = online
+	if online {
+		d.silent = false // Faults.Silent ends: it answers again
+	}
 	s.mu.Unlock()
 	// Not awaited: the caller may be on the MQTT receive path. If the bridge
 	// is disconnected, it publishes availability when it reconnects.
@@ -766,7 +781,7 @@ func (s *Sim) announce(ctx context.Context, b *bridge, client mqtt.Client) error
 		b.initialQueued = true
 		now := s.clock.Now()
 		for _, d := range b.order {
-			if d.online {
+			if d.online && !d.silent {
 				d.out.push(report{payload: d.report(), due: now})
 			}
 		}
@@ -823,6 +838,8 @@ func (s *Sim) set(d *device, topic string, payload []byte, retained bool) {
 		ev.Reason = ReasonBridgeOffline
 	case !d.online:
 		ev.Reason = ReasonOffline
+	case d.silent:
+		ev.Reason = ReasonSilent
 	case d.asleep:
 		ev.Reason = ReasonAsleep // a parent buffers for seconds only: lost
 	default:
@@ -890,6 +907,8 @@ func (s *Sim) get(d *device, topic string, payload []byte) {
 		ev.Reason = ReasonBridgeOffline
 	case !d.online:
 		ev.Reason = ReasonOffline
+	case d.silent:
+		ev.Reason = ReasonSilent
 	case d.asleep:
 		ev.Reason = ReasonAsleep
 	case d.deaf:
@@ -1036,7 +1055,7 @@ type report struct {
 func (s *Sim) checkIn(d *device) {
 	s.mu.Lock()
 	d.asleep = false
-	if d.online {
+	if d.online && !d.silent {
 		d.out.push(report{payload: d.report(), due: s.clock.Now()})
 	}
 	s.mu.Unlock()

@@ -673,3 +673,28 @@ func TestJamAndEchoOnlyNameKnownDevices(t *testing.T) {
 		}
 	}
 }
+
+func TestSilentDeviceIgnoresSetsAndGetsWhileItsAvailabilityStaysOnline(t *testing.T) {
+	_, broker := startBroker(t)
+	w := watch(t, broker, "zigbee2mqtt/#")
+	sim, evs, _ := startSim(t, Options{
+		Broker:  broker,
+		Devices: []Device{{Name: "porch", Class: ClassSwitch}, {Name: "hall", Class: ClassSwitch}},
+		Faults:  Faults{Silent: []string{"porch"}},
+	})
+	if got := string(retained(t, broker, "zigbee2mqtt/porch/availability").payload); got != `{"state":"online"}` {
+		t.Errorf("availability = %s, want online", got)
+	}
+	w.publish(t, "zigbee2mqtt/porch/set", `{"state":"ON"}`)
+	if ev := evs.next(t); !ev.Dropped || ev.Reason != ReasonSilent {
+		t.Errorf("set to a silent device: Dropped=%v Reason=%q, want %q", ev.Dropped, ev.Reason, ReasonSilent)
+	}
+	w.publish(t, "zigbee2mqtt/porch/get", `{"state":""}`)
+	w.publish(t, "zigbee2mqtt/hall/set", `ON`) // a barrier, as above
+	if ev := evs.next(t); ev.Device != "hall" {
+		t.Fatalf("event for %s, want hall", ev.Device)
+	}
+	if got := sim.State("porch")["state"]; got != "OFF" {
+		t.Errorf("silent device applied a set: state %v", got)
+	}
+}

@@ -71,7 +71,7 @@ devices:
 `
 
 // Regression: a held command whose deadline comes as the breaker lets it go
-// is never sent late. The probe (sw01, offline: its silence is ignored)
+// is never sent late. The probe (sw01, silent: nothing answers)
 // ends at +5s, freeing the probe place at the very moment the held
 // unlock's TTL (5s) ends; whichever timer fires first, the unlock must
 // not go out, must end expired with 0 attempts, and must notify.
@@ -81,7 +81,7 @@ func TestHeldUnlockIsNeverSentAfterItsTTL(t *testing.T) {
 	// race is run several times.
 	for i := range 8 {
 		t.Run(fmt.Sprint(i), func(t *testing.T) {
-			h := newHarness(t, harnessOptions{config: holdConfig, faults: simulator.Faults{Offline: []string{"sw01"}}})
+			h := newHarness(t, harnessOptions{config: holdConfig, faults: simulator.Faults{Silent: []string{"sw01"}}})
 			h.settle("front_door")
 			notes := h.watch("hearth/notifications")
 			states := h.openBreaker()

@@ -547,7 +547,7 @@ func (h *holdSecondSet) OnPublish(_ *mochi.Client, pk packets.Packet) (packets.P
 // that is the breaker's subject, not this test's.
 func TestLostRetryKeepsThePolicyDeadline(t *testing.T) {
 	m := startRestartableMochi(t, new(holdSecondSet))
-	h := newHarness(t, harnessOptions{brokerURL: m.url(), config: withoutBreaker(deadlineConfig), faults: simulator.Faults{Offline: []string{"plug"}}})
+	h := newHarness(t, harnessOptions{brokerURL: m.url(), config: withoutBreaker(deadlineConfig), faults: simulator.Faults{Silent: []string{"plug"}}})
 	h.publish("plug", `{"state":"ON","op_id":"lost-retry"}`)
 	h.result("lost-retry")
 	h.nextSet()            // attempt 1, unconfirmed: the device is offline

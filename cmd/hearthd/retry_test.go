@@ -54,7 +54,7 @@ func TestConfiguredPolicySpacesAttempts(t *testing.T) {
 	if cfg == testConfig {
 		t.Fatal("the retry section of testConfig changed; update this test")
 	}
-	h := newHarness(t, harnessOptions{config: cfg, rand: floorRand{}, faults: simulator.Faults{Offline: []string{"plug"}}})
+	h := newHarness(t, harnessOptions{config: cfg, rand: floorRand{}, faults: simulator.Faults{Silent: []string{"plug"}}})
 	h.publish("plug", `{"state":"ON","op_id":"f1"}`)
 	if r := h.result("f1"); r.Status != devices.Accepted {
 		t.Fatalf("first result %s; want accepted", r.Status)
@@ -340,7 +340,7 @@ func TestRetryWaitingForTheConnectionEndsAtThePolicyDeadline(t *testing.T) {
 	// Without a breaker: the simulator's bridge leaves before the broker
 	// does, and its offline would open the breaker, which fails the retry
 	// fast (TestBridgeOfflineFailsCommandsFast).
-	h := newHarness(t, harnessOptions{brokerURL: m.url(), config: withoutBreaker(deadlineConfig), faults: simulator.Faults{Offline: []string{"plug"}}})
+	h := newHarness(t, harnessOptions{brokerURL: m.url(), config: withoutBreaker(deadlineConfig), faults: simulator.Faults{Silent: []string{"plug"}}})
 	h.publish("plug", `{"state":"ON","op_id":"late"}`)
 	h.result("late")
 	h.nextSet()

@@ -19,7 +19,7 @@ import (
 // read (up to read_timeout, 5 s by default) does not stop the UNLOCK.
 func TestReviewPermissionRevokedDuringTheReadStopsTheUnlock(t *testing.T) {
 	h := newHarness(t, harnessOptions{simLogin: bridgeLogin, automationLogin: bridgeLogin, config: tabletConfig("[lock, unlock]"),
-		faults: simulator.Faults{Offline: []string{"front_door"}}})
+		faults: simulator.Faults{Silent: []string{"front_door"}}})
 	// The simulated lock is offline (it ignores everything); a fake bridge
 	// answers the get when the test says, and records every set.
 	gets := make(chan struct{}, 4)

@@ -112,7 +112,7 @@ func TestIssuedAtFromTheFutureIsRejected(t *testing.T) {
 // A lock is confirmed only by lock_state: a report of state LOCK alone (a
 // half-thrown bolt reads the same) confirms nothing.
 func TestLockIsConfirmedByLockStateOnly(t *testing.T) {
-	h := newHarness(t, harnessOptions{faults: simulator.Faults{Offline: []string{"Front Door"}}})
+	h := newHarness(t, harnessOptions{faults: simulator.Faults{Silent: []string{"Front Door"}}})
 	bridge := paho.NewClient(paho.NewClientOptions().AddBroker(h.d.brokerURL).SetClientID("fake-z2m"))
 	mustToken(t, bridge.Connect())
 	defer bridge.Disconnect(0)
@@ -141,10 +141,10 @@ func TestLockIsConfirmedByLockStateOnly(t *testing.T) {
 // resubscribes is old news: it never confirms a command.
 func TestRetainedReportReplayedOnReconnectDoesNotConfirm(t *testing.T) {
 	url := startMochi(t)
-	h := newHarness(t, harnessOptions{brokerURL: url, faults: simulator.Faults{Offline: []string{"plug"}}})
+	h := newHarness(t, harnessOptions{brokerURL: url, faults: simulator.Faults{Silent: []string{"plug"}}})
 	h.publish("plug", `{"state":"ON","op_id":"stale-confirm"}`)
 	h.result("stale-confirm")
-	h.nextSet() // the plug is offline: nothing answers
+	h.nextSet() // the plug is silent: nothing answers
 
 	// Take hearthd's session over: the broker drops it, and it waits (on the
 	// fake clock) to reconnect. Meanwhile a retained report appears.
@@ -250,7 +250,7 @@ func TestSubmitAfterStopReturns(t *testing.T) {
 // final status, superseded, never a second "accepted" (whether the three
 // messages share one intake batch or not).
 func TestRepeatAfterSupersedeAnswersSuperseded(t *testing.T) {
-	h := newHarness(t, harnessOptions{faults: simulator.Faults{Offline: []string{"plug"}}})
+	h := newHarness(t, harnessOptions{faults: simulator.Faults{Silent: []string{"plug"}}})
 	h.publish("plug", `{"state":"ON","op_id":"a"}`)
 	h.publish("plug", `{"state":"OFF","op_id":"b"}`)
 	h.publish("plug", `{"state":"ON","op_id":"a"}`)

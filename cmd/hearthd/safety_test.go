@@ -103,9 +103,9 @@ func TestUnlockOfAnUnreadableLockFailsStateUnknown(t *testing.T) {
 // unlocked (a half-thrown bolt): unknown is never unlocked, so the UNLOCK
 // fails with state_unknown at once, and nothing is sent.
 func TestUnlockOfALockInAnInvalidStateFailsStateUnknown(t *testing.T) {
-	// The simulated lock is offline (it ignores everything); a fake
+	// The simulated lock is silent (it ignores everything, its availability online); a fake
 	// bridge answers the get instead.
-	h := newHarness(t, harnessOptions{config: safetyConfig, faults: simulator.Faults{Offline: []string{"Front Door"}}})
+	h := newHarness(t, harnessOptions{config: safetyConfig, faults: simulator.Faults{Silent: []string{"Front Door"}}})
 	bridge := paho.NewClient(paho.NewClientOptions().AddBroker(h.d.brokerURL).SetClientID("fake-z2m"))
 	mustToken(t, bridge.Connect())
 	defer bridge.Disconnect(0)
