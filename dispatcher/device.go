@@ -35,6 +35,9 @@ type deviceQueue struct {
 
 	state     map[string]any // last reported state, merged
 	available *bool          // last availability, nil if never reported
+	// freshReading: the fresh read after the start was sent and no live
+	// report has come since (freshread.go).
+	freshReading bool
 	// heard is the state reported since this process started, merged,
 	// retained replays included; unlike state, nothing restored from the
 	// store. A command resumed with an attempt in flight that finds it at
@@ -1307,11 +1310,18 @@ func (q *deviceQueue) report(state map[string]any, retained bool) {
 			}
 		}
 	}
+	answered := news && q.freshReading
+	if answered {
+		q.freshReading = false
+	}
 	// Pushed under q.mu, as a republish sweep pushes: whichever comes
 	// last carries the newest state.
 	q.d.out.push(q.d.topic(q.dev.ID, ""), mirror, true)
 	q.mu.Unlock()
 	q.d.saver.mark(q.dev.ID, mirror, now)
+	if answered && q.d.onFreshState != nil {
+		q.d.onFreshState(q.dev.Device)
+	}
 }
 
 // satisfied reports whether the reports seen since a send show target (a

@@ -230,6 +230,11 @@ type Options struct {
 	// fresh read after the start is sent (see FreshReadBurst). It runs
 	// on the reading goroutine and must not block.
 	OnFreshRead func(devices.Device)
+	// OnFreshState, if set, is called with a device when the first live
+	// report after its fresh read arrives (the answer, or any report
+	// that came first). It runs on the reporting goroutine and must not
+	// block.
+	OnFreshState func(devices.Device)
 	// Authorizer, if set, decides which principal may command what; nil
 	// lets everyone command everything (no principals configured).
 	Authorizer Authorizer
@@ -313,12 +318,13 @@ type Dispatcher struct {
 	dead      DeadLetters // nil: no dead-letter store
 	onBreaker func(BreakerChange)
 	onResult  func(devices.Result)
-	// onFreshRead is Options.OnFreshRead, or nil.
-	onFreshRead func(devices.Device)
-	clock       clockwork.Clock
-	log         *slog.Logger
-	rand        retry.Rand // safe for concurrent use
-	lostDedup   LostDedup
+	// onFreshRead and onFreshState are Options.OnFreshRead and
+	// OnFreshState, or nil.
+	onFreshRead, onFreshState func(devices.Device)
+	clock                     clockwork.Clock
+	log                       *slog.Logger
+	rand                      retry.Rand // safe for concurrent use
+	lostDedup                 LostDedup
 
 	devices  map[string]*deviceQueue
 	services map[string]*Service
@@ -371,7 +377,7 @@ func New(opts Options) (*Dispatcher, error) {
 	d.onBreaker = opts.OnBreakerChange
 	d.authz, d.auditLog, d.dead = opts.Authorizer, opts.Audit, opts.DeadLetters
 	d.onResult = opts.OnResult
-	d.onFreshRead = opts.OnFreshRead
+	d.onFreshRead, d.onFreshState = opts.OnFreshRead, opts.OnFreshState
 	d.lostDedup = opts.LostDedup
 	d.republishRate = opts.RepublishRate
 	if d.republishRate <= 0 {

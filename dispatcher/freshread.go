@@ -18,7 +18,7 @@ import (
 // /get), at most FreshReadBurst at once and then FreshReadRate a second;
 // the answers arrive as ordinary live reports. Sleepy devices are not
 // read (they would not answer before their next wake, when they report
-// anyway). The automations engine, for its part, takes no condition on a
+// anyway), nor devices their bridge reports offline then. The automations engine, for its part, takes no condition on a
 // safety-critical device as holding until a live report came after the
 // start (automations.Options.NeedsLive).
 
@@ -91,9 +91,18 @@ func (d *Dispatcher) freshReads(ctx context.Context) {
 			}
 			d.log.Info("reading the state of the safety-critical devices after the start", "service", s.Name, "devices", len(qs))
 			for _, q := range qs {
+				q.mu.Lock()
+				offline := q.available != nil && !*q.available
+				q.mu.Unlock()
+				if offline {
+					continue // it would not answer; it reports when back
+				}
 				if !pace() {
 					return
 				}
+				q.mu.Lock()
+				q.freshReading = true
+				q.mu.Unlock()
 				if d.onFreshRead != nil {
 					d.onFreshRead(q.dev.Device)
 				}

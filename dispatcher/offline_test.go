@@ -109,6 +109,7 @@ func startOfflineProbe(t *testing.T, probeTimeout time.Duration) *offRig {
 	go func() { defer close(done); d.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
 	d.BridgeState("zb", true, false)
+	r.sent("get", "door") // the fresh read of the lock after the start (freshread.go)
 	return r
 }
 

@@ -52,9 +52,10 @@ type deps struct {
 	httpLimits httpLimits
 	// random draws generated passwords and tokens; nil means crypto/rand.
 	random io.Reader
-	// onFreshRead, if set, hears each fresh read of a safety-critical
-	// device after the start (dispatcher.Options.OnFreshRead).
-	onFreshRead func(devices.Device)
+	// onFreshRead and onFreshState, if set, hear each fresh read of a
+	// safety-critical device after the start, and its answer
+	// (dispatcher.Options.OnFreshRead, OnFreshState).
+	onFreshRead, onFreshState func(devices.Device)
 }
 
 // daemon is a running hearthd: every part wired, started by start and
@@ -421,7 +422,8 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 			}
 		},
 		OnResult:    d.results.Notify,
-		OnFreshRead: dp.onFreshRead,
+		OnFreshRead:  dp.onFreshRead,
+		OnFreshState: dp.onFreshState,
 		// op_ids the quarantined store held are lost: commands issued
 		// before the quarantine are refused for the dedup window.
 		LostDedup: d.storeQ.lostDedup(),

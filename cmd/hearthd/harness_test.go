@@ -115,12 +115,20 @@ type harness struct {
 	fresh *freshReads
 }
 
-// freshReads counts, per simulated device, the fresh reads hearthd sent
-// that the simulator has not yet received.
+// freshReads follows, per simulated device, hearthd's fresh reads after
+// each start: sent and not yet received by the simulator (pending), and
+// received, answered by the simulator, but not yet taken by hearthd
+// (unanswered). settle waits for both to be none, so that no answer lands
+// in the middle of a test.
 type freshReads struct {
-	mu      sync.Mutex
-	pending map[string]int
-	total   map[string]int // sent since the harness began
+	mu         sync.Mutex
+	pending    map[string]int
+	unanswered map[string]int
+	total      map[string]int // sent since the harness began
+}
+
+func newFreshReads() *freshReads {
+	return &freshReads{pending: map[string]int{}, unanswered: map[string]int{}, total: map[string]int{}}
 }
 
 func (f *freshReads) sent(device string) {
@@ -130,24 +138,55 @@ func (f *freshReads) sent(device string) {
 	f.total[device]++
 }
 
-// received reports how many fresh reads of device hearthd sent and the
-// simulator received.
-func (f *freshReads) received(device string) int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.total[device] - f.pending[device]
-}
-
 // take reports whether a get of device is a fresh read, and counts it
-// received.
-func (f *freshReads) take(device string) bool {
+// received; ignored says the simulator will not answer it.
+func (f *freshReads) take(device string, ignored bool) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.pending[device] == 0 {
 		return false
 	}
 	f.pending[device]--
+	if !ignored {
+		f.unanswered[device]++
+	}
 	return true
+}
+
+// answered records that hearthd took a live report of device after its
+// fresh read.
+func (f *freshReads) answered(device string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.unanswered[device] > 0 {
+		f.unanswered[device]--
+	}
+}
+
+// done reports whether every fresh read sent was received and, unless
+// the simulator ignored it, answered.
+func (f *freshReads) done() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, n := range f.pending {
+		if n > 0 {
+			return false
+		}
+	}
+	for _, n := range f.unanswered {
+		if n > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// received reports how many fresh reads of device hearthd sent and the
+// simulator received.
+func (f *freshReads) received(device string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.total[device] - f.pending[device]
 }
 
 type harnessOptions struct {
@@ -206,7 +245,7 @@ func newHarness(t testing.TB, o harnessOptions) *harness {
 		t:          t,
 		cfg:        cfg,
 		clock:      o.clock,
-		results:    make(chan devices.Result, 256),
+		results:    make(chan devices.Result, 8192), // a restart republishes up to 1000 results: a full channel would block the client
 		sets:       make(chan simulator.SetEvent, 4096),
 		traffic:    make(chan string, 4096),
 		watchLogin: o.simLogin,
@@ -217,12 +256,13 @@ func newHarness(t testing.TB, o harnessOptions) *harness {
 	if o.logger == nil {
 		o.logger = testLogger(t)
 	}
-	h.fresh = &freshReads{pending: map[string]int{}, total: map[string]int{}}
+	h.fresh = newFreshReads()
 	if o.sim != nil {
 		h.fresh = o.sim.fresh
 	}
 	h.d, err = start(cfg, deps{clock: o.clock, rand: o.rand, connRand: ceilingRand{}, logger: o.logger, httpLimits: o.httpLimits,
-		onFreshRead: func(dev devices.Device) { h.fresh.sent(address(cfg, dev.ID)) }})
+		onFreshRead:  func(dev devices.Device) { h.fresh.sent(address(cfg, dev.ID)) },
+		onFreshState: func(dev devices.Device) { h.fresh.answered(address(cfg, dev.ID)) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,7 +320,7 @@ func (h *harness) startSim(o harnessOptions) {
 			h.traffic <- "set " + e.Device + " " + string(e.Payload)
 		},
 		OnGet: func(e simulator.GetEvent) {
-			if !h.fresh.take(e.Device) {
+			if !h.fresh.take(e.Device, e.Ignored) {
 				h.traffic <- "get " + e.Device + " " + string(e.Payload)
 			}
 		},
@@ -444,6 +484,7 @@ func (h *harness) settle(devices ...string) {
 		}
 		return true
 	})
+	h.eventually("the fresh reads after the start answered", h.fresh.done)
 }
 
 // eventually polls cond every millisecond until it holds, and fails the

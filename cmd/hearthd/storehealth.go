@@ -41,9 +41,45 @@ type storeHealth struct {
 	// zero before any outage.
 	recovered time.Time
 	// notify is the dispatcher's Notify, nil until the dispatcher
-	// exists; held is an outage's notification raised before then.
+	// exists; held are the notifications raised before then.
 	notify func(dispatcher.Notification)
-	held   *dispatcher.Notification
+	held   []dispatcher.Notification
+	// damage is the first damage a read, prune or commit found while
+	// Hearth runs (store.Options.OnDamage), and damagedAt when; it stays
+	// until a restart quarantines the store.
+	damage    error
+	damagedAt time.Time
+}
+
+// onDamage records damage found in the open store (a record that fails
+// its checksum, a page bbolt panicked on). The first is logged at ERROR
+// and notified; from then on /readyz's store check fails, until a restart
+// finds the damage at open and quarantines the store. It runs on the
+// goroutine that found it and never blocks.
+func (h *storeHealth) onDamage(err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.damage != nil {
+		return
+	}
+	h.damage, h.damagedAt = err, h.clock.Now()
+	h.log.Error("the store is damaged: restart hearthd to quarantine it and start on a fresh store with what can be salvaged; "+
+		"until then commands whose records are damaged are refused with store_error, and an op_id whose key is damaged may run again",
+		"path", h.path, "err", err)
+	n := dispatcher.Notification{
+		Title: "Hearth's command store is damaged",
+		Message: fmt.Sprintf("Reading %s found damage (%v). Restart hearthd: it then moves the damaged file aside, "+
+			"starts on a fresh store with every record that can be read, and says what was lost.", h.path, err),
+		Severity: "critical",
+		Source:   "store",
+		Reason:   string(devices.ReasonStoreDamaged),
+		At:       h.damagedAt,
+	}
+	if h.notify == nil {
+		h.held = append(h.held, n)
+		return
+	}
+	h.notify(n)
 }
 
 // onCommit records one commit's result. It runs in the store's writer
@@ -86,7 +122,7 @@ func (h *storeHealth) onCommit(err error) {
 		At:       h.since,
 	}
 	if h.notify == nil {
-		h.held = &n
+		h.held = append(h.held, n)
 		return
 	}
 	h.notify(n)
@@ -98,16 +134,20 @@ func (h *storeHealth) setNotify(notify func(dispatcher.Notification)) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.notify = notify
-	if h.held != nil {
-		notify(*h.held)
-		h.held = nil
+	for _, n := range h.held {
+		notify(n)
 	}
+	h.held = nil
 }
 
-// check is the /readyz check "store": an error while commits fail.
+// check is the /readyz check "store": an error while commits fail, and
+// from the first damage found on, until a restart.
 func (h *storeHealth) check() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.damage != nil {
+		return fmt.Errorf("damaged since %s: %v; restart hearthd to quarantine it", h.damagedAt.UTC().Format(time.RFC3339), h.damage)
+	}
 	if h.failing == nil {
 		return nil
 	}
