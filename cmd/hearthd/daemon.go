@@ -52,6 +52,10 @@ type deps struct {
 	httpLimits httpLimits
 	// random draws generated passwords and tokens; nil means crypto/rand.
 	random io.Reader
+	// connOptions, if set, changes the options of the connection to an
+	// external broker before it is made: tests shorten its client ID
+	// conflict timings.
+	connOptions func(*mqtt.Options)
 }
 
 // daemon is a running hearthd: every part wired, started by start and
@@ -257,7 +261,7 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 	var disp *dispatcher.Dispatcher
 	// Inline with the embedded broker (see link.go): OnSession and
 	// OnConnect run once, at Run.
-	d.conn = newLink(d.broker, mqtt.Options{
+	connOpts := mqtt.Options{
 		URL:       d.brokerURL,
 		ClientID:  clientID,
 		Username:  username,
@@ -298,7 +302,11 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 		Clock:  dp.clock,
 		Rand:   dp.connRand,
 		Logger: log.With("component", "mqtt"),
-	})
+	}
+	if dp.connOptions != nil {
+		dp.connOptions(&connOpts)
+	}
+	d.conn = newLink(d.broker, connOpts)
 
 	breakerRand := dp.rand // stateless in tests
 	if breakerRand == nil {
