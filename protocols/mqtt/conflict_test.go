@@ -80,6 +80,7 @@ func testTwinOnMosquitto(t *testing.T, expiry time.Duration) {
 	twins := map[string]*running{}
 	twins["a"] = runConn(t, m.url(), opts("a"), nil)
 	waitChan(t, connects, "a connects")
+	fc.Advance(time.Hour) // a has run for a while when its twin starts
 	start := fc.Now()
 	twins["b"] = runConn(t, m.url(), opts("b"), nil)
 
