@@ -2,12 +2,19 @@ package mqtt
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"net"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jonboulle/clockwork"
+	mochi "github.com/mochi-mqtt/server/v2"
+	"github.com/mochi-mqtt/server/v2/packets"
 
 	"github.com/hearthd/hearth/retry"
 )
@@ -235,5 +242,59 @@ func TestConnBackoffGrowsUntilAConnectionLasts(t *testing.T) {
 	drop(10*time.Second, time.Second, "after a connection that lasted 10 s")
 	if err := r.Conflict(); err != nil {
 		t.Errorf("Conflict() = %v; want nil with ConflictAfter 100", err)
+	}
+}
+
+// A connection lost while it is being set up (here while its SUBSCRIBE
+// waits for the SUBACK) ends that setup at once, and the Conn waits to
+// reconnect; before, the setup waited out ConnectTimeout (here a minute),
+// because paho answers nothing still awaited on a connection that ended,
+// and a twin's takeover during another's setup held that one for 10 s.
+func TestConnSetupEndsWithItsConnection(t *testing.T) {
+	b := startBroker(t)
+	link := startProxy(t, b.addr)
+	subscribing := make(chan struct{}, 1)
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	b.ev.setOnSubscribed(func(*mochi.Client, packets.Packet) {
+		subscribing <- struct{}{}
+		<-release // no SUBACK until the test ends
+	})
+	fc := clockwork.NewFakeClock()
+	waits := make(chan wait, 4)
+	runConn(t, link.url(), Options{
+		ConnectTimeout: time.Minute,
+		Clock:          &waitClock{FakeClock: fc, name: "conn", waits: waits},
+	}, func(c *Conn) {
+		c.Subscribe(context.Background(), "some/topic", 1, func(Message) {})
+	})
+	waitChan(t, subscribing, "the Conn subscribes")
+	link.cut()
+	waitChan(t, waits, "the Conn, its connection gone during the setup, waits to reconnect")
+}
+
+// What ends a connection the way a broker ends a client's whose session
+// another client took, and what a network or the broker's own reasons do.
+func TestClosedByBrokerTellsATakeoverFromACut(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"DISCONNECT 0x8E session taken over", &DisconnectError{ReasonCode: 0x8E}, true},
+		{"closed without a DISCONNECT (Mosquitto)", io.EOF, true},
+		{"closed mid-packet", io.ErrUnexpectedEOF, true},
+		{"reset by the peer", &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)}, true},
+		{"a write after the peer closed", fmt.Errorf("subscribe: %w", &net.OpError{Op: "write", Net: "tcp", Err: os.NewSyscallError("write", syscall.EPIPE)}), true},
+		{"DISCONNECT 0x8B server shutting down", &DisconnectError{ReasonCode: 0x8B}, false},
+		{"DISCONNECT 0x8D keep alive timeout", &DisconnectError{ReasonCode: 0x8D}, false},
+		{"the keep-alive gave up", errors.New("ping handler error: PINGRESP timed out"), false},
+		{"the network is unreachable", &net.OpError{Op: "write", Net: "tcp", Err: os.NewSyscallError("write", syscall.EHOSTUNREACH)}, false},
+		{"timed out", &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ETIMEDOUT)}, false},
+		{"Hearth's own drop", errConnectionClosed, false},
+	} {
+		if got := closedByBroker(tc.err); got != tc.want {
+			t.Errorf("%s: closedByBroker(%v) = %v; want %v", tc.name, tc.err, got, tc.want)
+		}
 	}
 }
