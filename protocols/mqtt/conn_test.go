@@ -434,8 +434,9 @@ func TestConnRetriesFirstConnectUntilBrokerListens(t *testing.T) {
 		t.Errorf("got %s, want cmd/lamp/set", m.Topic)
 	}
 
-	// Lost after a success: the next delay is retry 1's again (2s), not
-	// retry 3's.
+	// Lost after a connection that lasted ShortConnection (10 s): the
+	// next delay is retry 1's again (2s), not retry 3's.
+	fc.Advance(10 * time.Second)
 	b.stop()
 	blockUntil(t, fc, 1, "after the loss")
 	b.start()
