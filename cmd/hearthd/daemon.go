@@ -56,6 +56,10 @@ type deps struct {
 	// safety-critical device after the start, and its answer
 	// (dispatcher.Options.OnFreshRead, OnFreshState).
 	onFreshRead, onFreshState func(devices.Device)
+	// connOptions, if set, changes the options of the connection to an
+	// external broker before it is made: tests shorten its client ID
+	// conflict timings.
+	connOptions func(*mqtt.Options)
 }
 
 // daemon is a running hearthd: every part wired, started by start and
@@ -266,7 +270,7 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 	var disp *dispatcher.Dispatcher
 	// Inline with the embedded broker (see link.go): OnSession and
 	// OnConnect run once, at Run.
-	d.conn = newLink(d.broker, mqtt.Options{
+	connOpts := mqtt.Options{
 		URL:       d.brokerURL,
 		ClientID:  clientID,
 		Username:  username,
@@ -307,7 +311,11 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 		Clock:  dp.clock,
 		Rand:   dp.connRand,
 		Logger: log.With("component", "mqtt"),
-	})
+	}
+	if dp.connOptions != nil {
+		dp.connOptions(&connOpts)
+	}
+	d.conn = newLink(d.broker, connOpts)
 
 	breakerRand := dp.rand // stateless in tests
 	if breakerRand == nil {

@@ -47,6 +47,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	mrand "math/rand/v2"
 	"net"
@@ -54,6 +55,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/eclipse/paho.golang/packets"
@@ -193,16 +195,38 @@ type Options struct {
 	// Reconnect spaces connection attempts; its zero value is exponential
 	// backoff with full jitter, base 1 s, cap 60 s.
 	Reconnect retry.Backoff
-	// ShortConnection, ConflictAfter and ConflictBackoff detect a client
-	// ID conflict: when ConflictAfter connections in a row end within
-	// ShortConnection of connecting by a "session taken over" DISCONNECT
-	// (reason code 0x8E), another client uses the same ID, and every
-	// reconnect would throw it off in turn. A network that drops the
-	// connection does not count: only the broker's word does. Run then reports it by
-	// Conflict, logs it once, and waits ConflictBackoff more before each
-	// attempt, so that neither client's availability flaps more than about
-	// once per ConflictBackoff. Zero values mean 10 s, 3 and 1 min.
+	// ShortConnection is how long a connection must last for the
+	// reconnect backoff to start again from its first step: until then a
+	// lost connection counts as one more failed attempt, so two clients
+	// that throw each other off (see ConflictAfter), or a broker that
+	// drops Hearth right after accepting it, meet a growing full-jitter
+	// backoff, not a retry every second. It is also how soon after its
+	// CONNACK a connection must end to start a takeover streak. Zero means
+	// 10 s.
 	ShortConnection time.Duration
+	// ConflictAfter and ConflictBackoff detect a client ID conflict:
+	// another client using the same ID, so that each connect throws the
+	// other off. A connection is *taken over* when the broker's side ends
+	// it after its CONNACK: a DISCONNECT "session taken over" (reason code
+	// 0x8E, MQTT 5.0 §3.1.4), or the connection closed or reset without a
+	// DISCONNECT, which is what Mosquitto 2.0 does. ConflictAfter taken
+	// over connections in a row are a conflict when the first of them
+	// ended within ShortConnection of its CONNACK and each later one
+	// within the conflict horizon, ConflictBackoff + Reconnect.Cap +
+	// ShortConnection (the longest a twin in conflict waits before it
+	// takes the session back, and a little). What a network does ends a
+	// streak: a connect attempt that fails (no CONNACK: the dial failed
+	// or timed out, or the broker refused), a connection that ends in a
+	// keep-alive timeout or with a DISCONNECT of any other reason, or one
+	// that lasts the horizon. So a cut that fails the next dials, or that
+	// the keep-alive notices, is no conflict however often it comes;
+	// what looks like one is a connection accepted and closed by the
+	// broker's side soon after, again and again. Run then reports it by
+	// Conflict (until the streak ends), logs it once at ERROR as the
+	// configuration error it is, and waits ConflictBackoff more before
+	// each attempt, so that the two clients' availability changes about
+	// once per ConflictBackoff instead of every second. Zero values mean
+	// 3 and 1 min.
 	ConflictAfter   int
 	ConflictBackoff time.Duration
 	// Status is announced retained with a will, when its Topic is set.
@@ -700,16 +724,18 @@ func (e *RefusedError) Unwrap() error {
 // publishes the offline announcement and disconnects cleanly. Connection
 // attempts, the first included, are spaced with full-jitter backoff, so a
 // hub that boots before its broker waits instead of failing, and many
-// clients cut off together do not come back in lockstep. Run returns nil
-// after a clean stop.
+// clients cut off together do not come back in lockstep. The backoff
+// starts again from its first step only after a connection has lasted
+// Options.ShortConnection. Run returns nil after a clean stop.
 func (c *Conn) Run(ctx context.Context) error {
-	failures := 0
-	short := 0              // consecutive connections taken over within ShortConnection
+	failures := 0           // attempts since a connection last lasted ShortConnection
 	var delay time.Duration // the last reconnect delay, for decorrelated jitter
+	var tw takeovers
 	for {
 		client, lost, err := c.connect(ctx)
-		if err == nil {
-			failures, delay = 0, 0
+		var setup *setupError
+		switch {
+		case err == nil:
 			c.mu.Lock()
 			since := c.connectedAt
 			c.mu.Unlock()
@@ -717,13 +743,12 @@ func (c *Conn) Run(ctx context.Context) error {
 			case err = <-lost:
 				c.drop(client)
 				c.lostAt = c.opts.Clock.Now()
-				c.log.Warn("mqtt connection lost", "broker", c.opts.URL, "err", err)
-				if takenOver(err) && c.opts.Clock.Since(since) < c.opts.ShortConnection {
-					short++
-				} else {
-					short = 0
-					c.setConflict(nil)
+				lived := c.lostAt.Sub(since)
+				c.log.Warn("mqtt connection lost", "broker", c.opts.URL, "err", err, "after", lived)
+				if lived >= c.opts.ShortConnection {
+					failures, delay = 0, 0
 				}
+				tw.lost(lived, err, c.opts.ShortConnection, c.conflictHorizon())
 				if c.opts.OnLost != nil {
 					c.opts.OnLost()
 				}
@@ -731,23 +756,35 @@ func (c *Conn) Run(ctx context.Context) error {
 				c.stop(client)
 				return nil
 			}
-		} else if ctx.Err() == nil {
+		case ctx.Err() != nil:
+			return nil
+		case errors.As(err, &setup) && setup.lost != nil:
+			// Accepted, then lost while subscribing or announcing: a
+			// short connection like any other.
+			c.lostAt = c.opts.Clock.Now()
+			lived := c.lostAt.Sub(setup.at)
+			c.log.Warn("mqtt connection lost while setting up", "broker", c.opts.URL, "err", err, "after", lived)
+			tw.lost(lived, setup.lost, c.opts.ShortConnection, c.conflictHorizon())
+		default:
 			c.log.Warn("mqtt connect failed", "broker", c.opts.URL, "attempt", failures+1, "err", err)
+			tw.failed()
 		}
 		if ctx.Err() != nil {
 			return nil
 		}
 		failures++
 		delay = c.opts.Reconnect.Delay(failures, delay, c.opts.Rand)
-		if short >= c.opts.ConflictAfter {
+		if tw.streak >= c.opts.ConflictAfter {
 			// Another client keeps taking the session over: stop
 			// fighting it, so neither instance's availability flaps.
-			conflict := fmt.Errorf("another client took the session over %d times in a row within %v of connecting: it uses client ID %q too; give each instance its own mqtt.client_id",
-				short, c.opts.ShortConnection, c.opts.ClientID)
+			conflict := fmt.Errorf("another client uses client ID %q: the broker closed Hearth's connection %d times in a row soon after accepting it (the first within %v) and accepted it again at once in between; give each instance its own mqtt.client_id (if only one runs, something between Hearth and the broker keeps closing its connections)",
+				c.opts.ClientID, tw.streak, c.opts.ShortConnection)
 			if c.setConflict(conflict) {
-				c.log.Error("mqtt client ID conflict; backing off", "broker", c.opts.URL, "err", conflict, "backoff", c.opts.ConflictBackoff)
+				c.log.Error("mqtt client ID conflict, a configuration error; backing off", "broker", c.opts.URL, "err", conflict, "backoff", c.opts.ConflictBackoff)
 			}
 			delay = c.opts.ConflictBackoff + delay
+		} else {
+			c.setConflict(nil)
 		}
 		c.log.Info("mqtt reconnecting", "broker", c.opts.URL, "in", delay)
 		select {
@@ -758,22 +795,78 @@ func (c *Conn) Run(ctx context.Context) error {
 	}
 }
 
+// conflictHorizon is how long a twin in conflict may hold the session
+// before the other takes it back: its ConflictBackoff, its longest
+// reconnect delay, and ShortConnection for good measure (see
+// Options.ConflictAfter). A connection that lasts it ends a conflict.
+func (c *Conn) conflictHorizon() time.Duration {
+	return c.opts.ConflictBackoff + c.opts.Reconnect.Cap + c.opts.ShortConnection
+}
+
+// takeovers counts connections taken over in a row (see
+// Options.ConflictAfter). Run's goroutine only.
+type takeovers struct {
+	streak int
+}
+
+// lost judges a connection accepted lived ago and ended by err: taken
+// over, within short for the first of a streak and within horizon for
+// the later ones, it adds to the streak; anything else ends it.
+func (t *takeovers) lost(lived time.Duration, err error, short, horizon time.Duration) {
+	limit := short
+	if t.streak > 0 {
+		limit = horizon
+	}
+	if closedByBroker(err) && lived < limit {
+		t.streak++
+	} else {
+		t.streak = 0
+	}
+}
+
+// failed ends the streak: a connect attempt without a CONNACK is the
+// network's doing (or the broker's refusal), not another client's.
+func (t *takeovers) failed() { t.streak = 0 }
+
+// closedByBroker reports whether err ends a connection the way a broker
+// ends the connection of a client whose session another client took: a
+// DISCONNECT "session taken over", or the connection closed (end of file)
+// or reset by the other side without a DISCONNECT, as Mosquitto 2.0 does
+// it. A DISCONNECT of another reason says why the broker ended it; a
+// keep-alive that timed out, or a network that is unreachable, is a cut.
+func closedByBroker(err error) bool {
+	var d *DisconnectError
+	if errors.As(err, &d) {
+		return d.ReasonCode == reasonSessionTakenOver
+	}
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+}
+
+// setupError is a connection the broker accepted (CONNACK) that failed
+// before it was ready: its subscriptions, session marker or birth.
+type setupError struct {
+	err  error
+	at   time.Time // its CONNACK, on Clock
+	lost error     // what ended the connection; nil: it was up, Hearth dropped it
+}
+
+func (e *setupError) Error() string { return e.err.Error() }
+func (e *setupError) Unwrap() error { return e.err }
+
 // disconnectGrace is how long a connection's end waits for the broker's
 // DISCONNECT reason before it is reported as plainly closed (real time:
 // an ordering grace inside paho, not a policy).
 const disconnectGrace = 100 * time.Millisecond
 
+// errConnectionClosed is a connection that paho closed with neither a
+// DISCONNECT from the broker nor an error of its own: Hearth's own drop.
+var errConnectionClosed = errors.New("connection closed")
+
 // reasonSessionTakenOver is the DISCONNECT reason code an MQTT 5 broker
 // sends when another connection with the same client ID takes the session
 // (MQTT 5.0 §3.14.2.1).
 const reasonSessionTakenOver = 0x8E
-
-// takenOver reports whether err is the broker's DISCONNECT for a session
-// taken over.
-func takenOver(err error) bool {
-	var d *DisconnectError
-	return errors.As(err, &d) && d.ReasonCode == reasonSessionTakenOver
-}
 
 // DisconnectError is a DISCONNECT the broker sent.
 type DisconnectError struct {
@@ -789,12 +882,15 @@ func (e *DisconnectError) Error() string {
 }
 
 // Conflict returns the client ID conflict Run detected (see
-// Options.ConflictAfter), or nil. It clears once a connection lasts longer
-// than Options.ShortConnection.
+// Options.ConflictAfter), or nil. It holds while connections keep being
+// taken over, also while Hearth is connected between two takeovers, and
+// clears once a connection has lasted the conflict horizon
+// (ConflictBackoff + Reconnect.Cap + ShortConnection: 2 min 10 s by
+// default), or a connect attempt fails or a connection ends otherwise.
 func (c *Conn) Conflict() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.conflict != nil && c.client != nil && c.opts.Clock.Since(c.connectedAt) >= c.opts.ShortConnection {
+	if c.conflict != nil && c.client != nil && c.opts.Clock.Since(c.connectedAt) >= c.conflictHorizon() {
 		return nil // this connection has lasted: the other client is gone
 	}
 	return c.conflict
@@ -903,7 +999,7 @@ func (c *Conn) connect(ctx context.Context) (*paho.Client, <-chan error, error) 
 		case <-serverDisconnected:
 			return
 		}
-		report(errors.New("connection closed"))
+		report(errConnectionClosed)
 	}()
 	c.mu.Lock()
 	c.client = client // handlers may publish from the first message on
@@ -918,23 +1014,44 @@ func (c *Conn) connect(ctx context.Context) (*paho.Client, <-chan error, error) 
 		}
 	}
 	c.mu.Unlock()
+	// The setup ends as soon as the connection does: paho answers no
+	// SUBACK or PUBACK still awaited when it ends (see the session state
+	// above), and a broker that gives the session to a twin closes the
+	// connection whenever the twin's CONNECT comes.
+	setup, endSetup := context.WithCancel(cctx)
+	defer endSetup()
+	go func() {
+		select {
+		case <-client.Done():
+			endSetup()
+		case <-setup.Done():
+		}
+	}()
+	// fail ends a connection that was accepted but could not be set up,
+	// saying what ended it if it was not Hearth (see setupError).
+	fail := func(err error) (*paho.Client, <-chan error, error) {
+		e := &setupError{err: err, at: c.connectedAt}
+		var refused *subscribeRefused
+		if cctx.Err() == nil && !errors.As(err, &refused) {
+			e.lost = lostReason(client, lost)
+		}
+		c.drop(client)
+		return nil, nil, e
+	}
 	if c.opts.OnSession != nil {
 		c.opts.OnSession()
 	}
-	if err := c.subscribeOn(cctx, client, subs); err != nil {
-		c.drop(client)
-		return nil, nil, err
+	if err := c.subscribeOn(setup, client, subs); err != nil {
+		return fail(err)
 	}
 	if present {
-		if err := c.markBacklog(cctx, gone, client, bl); err != nil {
-			c.drop(client)
-			return nil, nil, err
+		if err := c.markBacklog(setup, gone, client, bl); err != nil {
+			return fail(err)
 		}
 	}
 	if a := c.opts.Status; a.Topic != "" {
-		if _, err := client.Publish(cctx, &paho.Publish{Topic: a.Topic, QoS: 1, Retain: true, Payload: []byte(a.Online)}); err != nil {
-			c.drop(client)
-			return nil, nil, fmt.Errorf("publish birth: %w", err)
+		if _, err := client.Publish(setup, &paho.Publish{Topic: a.Topic, QoS: 1, Retain: true, Payload: []byte(a.Online)}); err != nil {
+			return fail(fmt.Errorf("publish birth: %w", err))
 		}
 	}
 	c.connected.Store(true)
@@ -949,6 +1066,28 @@ func (c *Conn) connect(ctx context.Context) (*paho.Client, <-chan error, error) 
 	}
 	c.upOnce.Do(func() { close(c.up) })
 	return client, lost, nil
+}
+
+// lostReason returns what ended client's connection, from lost, once it
+// has ended; nil if it is still up after disconnectGrace. A setup step
+// that fails because the connection went (a write that failed, paho's "no
+// connection available", its context ended by client.Done) may return
+// before paho has finished closing it.
+func lostReason(client *paho.Client, lost <-chan error) error {
+	t := time.NewTimer(disconnectGrace)
+	defer t.Stop()
+	select {
+	case <-client.Done():
+	case <-t.C:
+		return nil
+	}
+	t.Reset(2 * disconnectGrace) // connect's watcher reports within one
+	select {
+	case err := <-lost:
+		return err
+	case <-t.C:
+		return errConnectionClosed
+	}
 }
 
 // markBacklog marks where the resumed session's backlog ends: it

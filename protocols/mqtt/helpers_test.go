@@ -121,15 +121,28 @@ func closeBroker(srv *mochi.Server) {
 }
 
 // proxy forwards TCP connections to a broker. It can cut them all, as a
-// network failure would (neither side gets a DISCONNECT), and hold back
-// what the broker sends.
+// failing router would (each side sees the connection closed, without a
+// DISCONNECT), take the link down (connections made meanwhile are closed
+// at once, before the broker sees them: every dial fails), black-hole it
+// as a pulled cable or a Wi-Fi out of range does (nothing passes either
+// way, and neither side's close reaches the other), and hold back what
+// the broker sends.
 type proxy struct {
 	ln     net.Listener
 	target string
 	mu     sync.Mutex
-	conns  []net.Conn
+	pairs  []*pair
 	held   chan struct{} // non-nil while broker → client traffic is held
+	isDown bool          // connections are closed as they come
 	wg     sync.WaitGroup
+}
+
+// pair is one forwarded connection: down to the client, up to the broker.
+type pair struct {
+	down, up net.Conn
+	// dead: black-holed. Nothing more is forwarded, and the client's
+	// side stays open until the client closes it.
+	dead atomic.Bool
 }
 
 // hold stops forwarding what the broker sends from now on.
@@ -188,50 +201,101 @@ func (p *proxy) accept() {
 		if err != nil {
 			return
 		}
+		p.mu.Lock()
+		isDown := p.isDown
+		p.mu.Unlock()
+		if isDown {
+			down.Close()
+			continue
+		}
 		up, err := net.Dial("tcp", p.target)
 		if err != nil {
 			down.Close()
 			continue
 		}
+		pr := &pair{down: down, up: up}
 		p.mu.Lock()
-		p.conns = append(p.conns, down, up)
+		p.pairs = append(p.pairs, pr)
 		p.mu.Unlock()
 		p.wg.Add(2)
-		go p.pipe(down, up, true)
-		go p.pipe(up, down, false)
+		go p.pipe(pr, false)
+		go p.pipe(pr, true)
 	}
 }
 
-// pipe copies src to dst; fromBroker traffic waits while held.
-func (p *proxy) pipe(dst, src net.Conn, fromBroker bool) {
+// pipe copies one direction of pr; fromBroker traffic waits while held.
+// A black-holed pair forwards nothing more and passes no close on: the
+// client's side is closed only once the client closed it.
+func (p *proxy) pipe(pr *pair, fromBroker bool) {
 	defer p.wg.Done()
-	defer src.Close()
-	defer dst.Close()
+	src, dst := pr.down, pr.up
+	if fromBroker {
+		src, dst = pr.up, pr.down
+	}
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
-		if n > 0 {
+		if n > 0 && !pr.dead.Load() {
 			if fromBroker {
 				p.waitOpen()
 			}
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
+			if _, werr := dst.Write(buf[:n]); werr != nil && !pr.dead.Load() {
+				break
 			}
 		}
 		if err != nil {
-			return
+			break
 		}
 	}
+	if pr.dead.Load() {
+		if !fromBroker {
+			pr.down.Close() // the client closed it, or the test ends
+		}
+		return
+	}
+	src.Close()
+	dst.Close()
 }
 
 // cut closes every forwarded connection on both sides.
 func (p *proxy) cut() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, c := range p.conns {
-		c.Close()
+	for _, pr := range p.pairs {
+		pr.down.Close()
+		pr.up.Close()
 	}
-	p.conns = nil
+	p.pairs = nil
+}
+
+// takeDown cuts every connection and closes the ones that come until
+// bringUp.
+func (p *proxy) takeDown() {
+	p.mu.Lock()
+	p.isDown = true
+	p.mu.Unlock()
+	p.cut()
+}
+
+// bringUp forwards new connections again.
+func (p *proxy) bringUp() {
+	p.mu.Lock()
+	p.isDown = false
+	p.mu.Unlock()
+}
+
+// blackHole stops every forwarded connection dead: nothing passes either
+// way any more, the broker's side is closed (so the broker, not hearing
+// from the client, ends its session as it would after its keep-alive),
+// and the client learns of nothing until its own keep-alive gives up.
+// New connections are forwarded as usual: the network is back.
+func (p *proxy) blackHole() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, pr := range p.pairs {
+		pr.dead.Store(true)
+		pr.up.Close()
+	}
 }
 
 // qosEvent is an outbound QoS 1 message to a client whose PUBACK the
