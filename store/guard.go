@@ -125,7 +125,8 @@ func boltOpenError(dir, path string, err error) error {
 // check verifies the open db: the file holds every page its meta page
 // counts, every bucket and key can be walked and every record of the
 // checksummed buckets passes its checksum (in this goroutine, under
-// guarded, so that a bad page is an error), then bbolt's Tx.Check, which
+// guarded, so that a bad page is an error), the pending and ends
+// indexes agree with ops (checkIndexes), then bbolt's Tx.Check, which
 // also finds pages both used and free or neither. Tx.Check runs in a
 // goroutine of bbolt's that guarded cannot cover; the walk before it reads
 // the same pages, so damage it would panic on is found first. Open waits
@@ -150,12 +151,16 @@ func check(db *bolt.DB, path string) error {
 		if tx.Size() > info.Size() {
 			return damaged(path, "file is %d bytes, its meta page says %d: truncated", info.Size(), tx.Size())
 		}
-		return tx.ForEach(func(name []byte, b *bolt.Bucket) error {
+		err = tx.ForEach(func(name []byte, b *bolt.Bucket) error {
 			if isChecksummed(name) {
 				return verify(name, b)
 			}
 			return walk(b)
 		})
+		if err != nil {
+			return err
+		}
+		return checkIndexes(tx)
 	})
 	if err != nil {
 		finished = true

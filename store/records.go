@@ -83,10 +83,13 @@ func (s *Store) Pending() ([]devices.Op, error) {
 		var ids, bodies [][]byte // valid until the transaction ends
 		c := b.pending.Cursor()
 		for k, _ := c.First(); k != nil; k, _ = c.Next() {
+			if len(k) <= 8 {
+				return damaged(s.path, "pending index key %x is shorter than a seq and an op_id", k)
+			}
 			id := k[8:]
 			v := b.ops.Get(id)
 			if v == nil {
-				return fmt.Errorf("pending index names op %q, which has no record", id)
+				return damaged(s.path, "pending index names op %q, which has no record", id)
 			}
 			ids, bodies = append(ids, id), append(bodies, v)
 		}
