@@ -196,7 +196,10 @@ func walk(b *bolt.Bucket) error {
 }
 
 // verify reads every record of the checksummed bucket named name and
-// checks its frame (unframe); the first that fails is a *recordError.
+// checks its frame (unframe); a legacy record (no frame, no checksum)
+// must decode as its bucket's type under its key (decodeCandidate: an op
+// naming that op_id, an audit entry or dead letter of that Seq, a
+// state). The first that fails is a *recordError.
 func verify(name []byte, b *bolt.Bucket) error {
 	return b.ForEach(func(k, v []byte) error {
 		if v == nil {
@@ -204,9 +207,21 @@ func verify(name []byte, b *bolt.Bucket) error {
 				return walk(nested)
 			}
 		}
+		if len(v) > 0 && v[0] == '{' {
+			if _, err := decodeCandidate(name, k, v); err != nil {
+				return legacyError(name, k, err)
+			}
+			return nil
+		}
 		_, err := unframe(name, k, v)
 		return err
 	})
+}
+
+// legacyError is the damage of a legacy record that does not decode: it
+// has no checksum, so that is the only sign of a changed byte.
+func legacyError(bucket, key []byte, err error) error {
+	return &recordError{bucket: string(bucket), key: string(key), what: "legacy record does not decode: " + err.Error()}
 }
 
 // writeMarker creates dir's marker: a temp file, fsync'd, renamed into
