@@ -209,6 +209,9 @@ func verify(name []byte, b *bolt.Bucket) error {
 		}
 		if len(v) > 0 && v[0] == '{' {
 			if _, err := decodeCandidate(name, k, v); err != nil {
+				if isRecordError(err) {
+					return err // already names the record
+				}
 				return legacyError(name, k, err)
 			}
 			return nil
