@@ -125,7 +125,8 @@ func boltOpenError(dir, path string, err error) error {
 // check verifies the open db: the file holds every page its meta page
 // counts, every bucket and key can be walked and every record of the
 // checksummed buckets passes its checksum (in this goroutine, under
-// guarded, so that a bad page is an error), the pending and ends
+// guarded, so that a bad page is an error), the quarantine record
+// passes its checksum and decodes, the pending and ends
 // indexes agree with ops (checkIndexes), then bbolt's Tx.Check, which
 // also finds pages both used and free or neither. Tx.Check runs in a
 // goroutine of bbolt's that guarded cannot cover; the walk before it reads
@@ -152,8 +153,18 @@ func check(db *bolt.DB, path string) error {
 			return damaged(path, "file is %d bytes, its meta page says %d: truncated", info.Size(), tx.Size())
 		}
 		err = tx.ForEach(func(name []byte, b *bolt.Bucket) error {
-			if isChecksummed(name) {
+			switch {
+			case isChecksummed(name):
 				return verify(name, b)
+			case bytes.Equal(name, bucketMeta):
+				if err := walk(b); err != nil {
+					return err
+				}
+				if v := b.Get(metaQuarantine); v != nil {
+					_, err := decodeQuarantine(v)
+					return err
+				}
+				return nil
 			}
 			return walk(b)
 		})

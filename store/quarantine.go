@@ -13,8 +13,9 @@ import (
 )
 
 // bucketMeta holds the store's own records: under metaQuarantine the
-// last quarantine (Quarantine's JSON), until it is replaced by a later
-// one; it is never pruned.
+// last quarantine (Quarantine's JSON in the record frame, see
+// encodeQuarantine), until it is replaced by a later one; it is never
+// pruned.
 var (
 	bucketMeta     = []byte("meta")
 	metaQuarantine = []byte("quarantine")
@@ -80,10 +81,9 @@ func (s *Store) Quarantine() (Quarantine, bool, error) {
 			return nil
 		}
 		found = true
-		if err := json.Unmarshal(v, &q); err != nil {
-			return damaged(s.path, "decode quarantine record: %v", err)
-		}
-		return nil
+		var err error
+		q, err = decodeQuarantine(v)
+		return err
 	})
 	return q, found && err == nil, err
 }
@@ -100,14 +100,15 @@ func (s *Store) AckQuarantine(by string, at time.Time) (Quarantine, error) {
 		if v == nil {
 			return ErrNoQuarantine
 		}
-		if err := json.Unmarshal(v, &q); err != nil {
-			return damaged(s.path, "decode quarantine record: %v", err)
+		var err error
+		if q, err = decodeQuarantine(v); err != nil {
+			return err
 		}
 		if q.Acked() {
 			return nil
 		}
 		q.AckedAt, q.AckedBy = at.UTC(), by
-		body, err := json.Marshal(q)
+		body, err := encodeQuarantine(q)
 		if err != nil {
 			return err
 		}
@@ -180,9 +181,34 @@ func quarantine(dir string, opts Options, h hooks, cause error) (*Store, error) 
 	return s, nil
 }
 
+// encodeQuarantine returns q's record: its JSON in the record frame
+// (checksum.go), under bucket meta and key quarantine.
+func encodeQuarantine(q Quarantine) ([]byte, error) {
+	body, err := json.Marshal(q)
+	if err != nil {
+		return nil, err
+	}
+	return frame(bucketMeta, metaQuarantine, body), nil
+}
+
+// decodeQuarantine decodes the stored quarantine record v: a v1 frame
+// whose checksum matches, or a legacy plain JSON one (from before the
+// frame). One that fails its checksum or does not decode is an error
+// wrapping ErrDamaged (guarded names the file); Open's check runs it on
+// the record, so such damage is quarantined rather than failing every
+// start's read of it.
+func decodeQuarantine(v []byte) (Quarantine, error) {
+	var q Quarantine
+	err := unframeJSON(bucketMeta, metaQuarantine, v, &q)
+	if err != nil && !isRecordError(err) {
+		err = &recordError{bucket: string(bucketMeta), key: string(metaQuarantine), what: "record does not decode: " + err.Error()}
+	}
+	return q, err
+}
+
 // recordQuarantine stores q as the last quarantine, synced.
 func (s *Store) recordQuarantine(q Quarantine) error {
-	body, err := json.Marshal(q)
+	body, err := encodeQuarantine(q)
 	if err != nil {
 		return err
 	}
