@@ -26,6 +26,14 @@ var (
 // hearth.db.corrupt-20261202T031500Z.
 const QuarantineSuffix = ".corrupt-"
 
+// PendingQuarantineName is the file a quarantine keeps beside hearth.db
+// while it runs.
+const PendingQuarantineName = FileName + ".quarantining"
+
+// UnfinishedSuffix begins the name a store created by an interrupted
+// quarantine is moved to.
+const UnfinishedSuffix = ".unfinished-"
+
 // Quarantine is the record of a damaged store that Open moved aside
 // (Options.Quarantine): what it found, where the file went, what it
 // copied into the fresh store, and whether an operator has acknowledged
@@ -141,8 +149,11 @@ func quarantine(dir string, opts Options, h hooks, cause error) (*Store, error) 
 	at := now().UTC()
 	path := filepath.Join(dir, FileName)
 	q := Quarantine{At: at, Cause: cause.Error()}
-	moved := path + QuarantineSuffix + at.Format("20060102T150405Z")
-	switch err := os.Rename(path, moved); {
+	moved, err := freeName(path + QuarantineSuffix + at.Format("20060102T150405Z"))
+	if err != nil {
+		return nil, fmt.Errorf("quarantine damaged store: %w (it was: %v)", err, cause)
+	}
+	switch err := moveNoReplace(path, moved); {
 	case err == nil:
 		q.File = moved
 	case errors.Is(err, fs.ErrNotExist):
@@ -215,4 +226,46 @@ func (s *Store) recordQuarantine(q Quarantine) error {
 	return s.update(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketMeta).Put(metaQuarantine, body)
 	})
+}
+
+// freeName returns base if no file has that name, else the first free
+// one of base-2, base-3, …: a quarantine never replaces an earlier one's
+// file (two in the same second share a timestamp).
+func freeName(base string) (string, error) {
+	for i := 1; i <= 1000; i++ {
+		name := base
+		if i > 1 {
+			name = fmt.Sprintf("%s-%d", base, i)
+		}
+		switch _, err := os.Lstat(name); {
+		case errors.Is(err, fs.ErrNotExist):
+			return name, nil
+		case err != nil:
+			return "", err
+		}
+	}
+	return "", fmt.Errorf("no free name for %s: 1000 taken", base)
+}
+
+// moveNoReplace renames from to to, failing with fs.ErrExist rather than
+// replacing a file already named to. It links to first (which refuses an
+// existing name) and then removes from; a crash in between leaves both
+// names on the one file, which finishQuarantine recognises (os.SameFile).
+// Where the filesystem has no hard links it renames after checking that
+// to is free.
+func moveNoReplace(from, to string) error {
+	err := os.Link(from, to)
+	switch {
+	case err == nil:
+		return os.Remove(from)
+	case errors.Is(err, fs.ErrExist), errors.Is(err, fs.ErrNotExist):
+		return err
+	}
+	if _, serr := os.Lstat(to); !errors.Is(serr, fs.ErrNotExist) {
+		if serr == nil {
+			return &fs.PathError{Op: "rename", Path: to, Err: fs.ErrExist}
+		}
+		return serr
+	}
+	return os.Rename(from, to)
 }
