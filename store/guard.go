@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"time"
 
@@ -238,17 +239,26 @@ func legacyError(bucket, key []byte, err error) error {
 	return &recordError{bucket: string(bucket), key: string(key), what: "legacy record does not decode: " + err.Error()}
 }
 
-// writeMarker creates dir's marker: a temp file, fsync'd, renamed into
-// place, then the directory fsync'd, so that after a crash the marker is
-// either absent or complete, and durable once Open returns.
+// writeMarker creates dir's marker (writeDurably).
 func writeMarker(dir, marker string) error {
-	tmp, err := os.CreateTemp(dir, MarkerName+".tmp-*")
+	msg := fmt.Sprintf("hearth store created %s; if %s is missing, empty or all zeros, it is damaged\n",
+		time.Now().UTC().Format(time.RFC3339), FileName)
+	if err := writeDurably(dir, filepath.Base(marker), []byte(msg)); err != nil {
+		return fmt.Errorf("store marker %s: %w", marker, err)
+	}
+	return nil
+}
+
+// writeDurably creates dir/name holding data: a temp file, fsync'd,
+// renamed into place, then the directory fsync'd, so that after a crash
+// the file is either absent or complete, and durable once it returns.
+func writeDurably(dir, name string, data []byte) error {
+	tmp, err := os.CreateTemp(dir, name+".tmp-*")
 	if err != nil {
-		return fmt.Errorf("store marker: %w", err)
+		return err
 	}
 	defer os.Remove(tmp.Name()) // a no-op after the rename
-	_, err = fmt.Fprintf(tmp, "hearth store created %s; if %s is missing, empty or all zeros, it is damaged\n",
-		time.Now().UTC().Format(time.RFC3339), FileName)
+	_, err = tmp.Write(data)
 	if err == nil {
 		err = tmp.Sync()
 	}
@@ -256,15 +266,12 @@ func writeMarker(dir, marker string) error {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(tmp.Name(), marker)
+		err = os.Rename(tmp.Name(), filepath.Join(dir, name))
 	}
 	if err == nil {
 		err = syncDir(dir)
 	}
-	if err != nil {
-		return fmt.Errorf("store marker %s: %w", marker, err)
-	}
-	return nil
+	return err
 }
 
 func syncDir(dir string) error {

@@ -85,15 +85,20 @@ type Options struct {
 
 	// Quarantine, if true, makes Open recover from a damaged store
 	// instead of failing: when the file fails to open or check
-	// (ErrDamaged), Open moves it to hearth.db.corrupt-<time> (never
-	// deleting it), creates a fresh store, copies into it every record
-	// of the damaged file that can be read and trusted (ops, audit
-	// entries, dead letters, device states; see salvage.go), stores every
-	// copied op that had not ended as ended (failed, reason
-	// devices.ReasonStoreDamaged, with a dead letter), and records a
-	// Quarantine there (Store.Quarantine) for the caller to announce.
-	// A locked or unreadable file is never quarantined. False: Open
-	// returns the ErrDamaged error.
+	// (ErrDamaged), Open moves it to hearth.db.corrupt-<time> (or -2, …:
+	// never replacing a file, never deleting it), creates a fresh store,
+	// copies into it every record of the damaged file that can be read
+	// and trusted (ops, audit entries, dead letters, device states; see
+	// salvage.go), stores every copied op that had not ended as ended
+	// (failed, reason devices.ReasonStoreDamaged, with a dead letter),
+	// and records a Quarantine there (Store.Quarantine) for the caller
+	// to announce. The steps are durable in order, and a
+	// pending-quarantine file (PendingQuarantineName) is kept beside
+	// the store until the last, so that after a crash at any point the
+	// next Open with Quarantine finishes it (quarantine.go). A locked or
+	// unreadable file is never quarantined. False: Open returns the
+	// ErrDamaged error, and so it does while a pending-quarantine file
+	// exists.
 	Quarantine bool
 
 	// Now is the clock of the quarantine's timestamp; nil means
@@ -137,6 +142,10 @@ type hooks struct {
 	// closing runs in Close once new writes are refused, before it waits
 	// for the writer.
 	closing func()
+	// quarantineStep runs after each durable step of a quarantine
+	// ("pending", "moved", "fresh", "restored"); a non-nil error stops
+	// the quarantine there, as a crash would, and Open returns it.
+	quarantineStep func(step string) error
 }
 
 // request is one Save, SaveState, AppendAudit or AddDeadLetters call
@@ -174,16 +183,27 @@ func Open(dir string, opts Options) (*Store, error) {
 }
 
 func open(dir string, opts Options, h hooks) (*Store, error) {
-	s, err := openFile(dir, opts, h, false)
+	switch _, err := os.Lstat(filepath.Join(dir, PendingQuarantineName)); {
+	case err == nil && opts.Quarantine:
+		return resumeQuarantine(dir, opts, h)
+	case err == nil:
+		return nil, damaged(filepath.Join(dir, FileName), "a quarantine was interrupted (%s exists) and must be finished: open with Quarantine",
+			filepath.Join(dir, PendingQuarantineName))
+	case !errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("pending quarantine: %w", err)
+	}
+	s, err := openFile(dir, opts, h, nil)
 	if err != nil && opts.Quarantine && errors.Is(err, ErrDamaged) {
 		return quarantine(dir, opts, h, err)
 	}
 	return s, err
 }
 
-// openFile opens dir's store; fresh allows a new hearth.db although the
-// marker says a store existed (quarantine has just moved it aside).
-func openFile(dir string, opts Options, h hooks, fresh bool) (*Store, error) {
+// openFile opens dir's store. A non-nil fresh is a quarantine that has
+// just moved hearth.db aside: a new hearth.db is allowed although the
+// marker says a store existed, and fresh is stored as the quarantine
+// record in the same commit that creates the buckets, its first.
+func openFile(dir string, opts Options, h hooks, fresh *Quarantine) (*Store, error) {
 	timeout := opts.LockTimeout
 	if timeout <= 0 {
 		timeout = DefaultLockTimeout
@@ -194,7 +214,7 @@ func openFile(dir string, opts Options, h hooks, fresh bool) (*Store, error) {
 	path := filepath.Join(dir, FileName)
 	marker := filepath.Join(dir, MarkerName)
 	hasMarker, err := precheck(path, marker)
-	if fresh && errors.Is(err, ErrDamaged) {
+	if fresh != nil && errors.Is(err, ErrDamaged) {
 		if _, serr := os.Stat(path); errors.Is(serr, fs.ErrNotExist) {
 			err = nil
 		}
@@ -217,7 +237,14 @@ func openFile(dir string, opts Options, h hooks, fresh bool) (*Store, error) {
 					return fmt.Errorf("bucket %s: %w", name, err)
 				}
 			}
-			return nil
+			if fresh == nil {
+				return nil
+			}
+			body, err := encodeQuarantine(*fresh)
+			if err != nil {
+				return err
+			}
+			return tx.Bucket(bucketMeta).Put(metaQuarantine, body)
 		})
 	})
 	if err != nil {
