@@ -128,7 +128,7 @@ func boltOpenError(dir, path string, err error) error {
 // checksummed buckets passes its checksum (in this goroutine, under
 // guarded, so that a bad page is an error), the quarantine record
 // passes its checksum and decodes, the pending and ends
-// indexes agree with ops (checkIndexes), then bbolt's Tx.Check, which
+// indexes agree with ops (indexCheck), then bbolt's Tx.Check, which
 // also finds pages both used and free or neither. Tx.Check runs in a
 // goroutine of bbolt's that guarded cannot cover; the walk before it reads
 // the same pages, so damage it would panic on is found first. Open waits
@@ -153,10 +153,16 @@ func check(db *bolt.DB, path string) error {
 		if tx.Size() > info.Size() {
 			return damaged(path, "file is %d bytes, its meta page says %d: truncated", info.Size(), tx.Size())
 		}
+		ic, err := collectIndexes(tx)
+		if err != nil {
+			return err
+		}
 		err = tx.ForEach(func(name []byte, b *bolt.Bucket) error {
 			switch {
+			case bytes.Equal(name, bucketOps):
+				return verify(name, b, ic.op)
 			case isChecksummed(name):
-				return verify(name, b)
+				return verify(name, b, nil)
 			case bytes.Equal(name, bucketMeta):
 				if err := walk(b); err != nil {
 					return err
@@ -172,7 +178,7 @@ func check(db *bolt.DB, path string) error {
 		if err != nil {
 			return err
 		}
-		return checkIndexes(tx)
+		return ic.finish()
 	})
 	if err != nil {
 		finished = true
@@ -211,8 +217,9 @@ func walk(b *bolt.Bucket) error {
 // checks its frame (unframe); a legacy record (no frame, no checksum)
 // must decode as its bucket's type under its key (decodeCandidate: an op
 // naming that op_id, an audit entry or dead letter of that Seq, a
-// state). The first that fails is a *recordError.
-func verify(name []byte, b *bolt.Bucket) error {
+// state). The first that fails is a *recordError. Then each record's
+// key and JSON go to each, if not nil.
+func verify(name []byte, b *bolt.Bucket, each func(k, body []byte) error) error {
 	return b.ForEach(func(k, v []byte) error {
 		if v == nil {
 			if nested := b.Bucket(k); nested != nil {
@@ -226,10 +233,12 @@ func verify(name []byte, b *bolt.Bucket) error {
 				}
 				return legacyError(name, k, err)
 			}
-			return nil
 		}
-		_, err := unframe(name, k, v)
-		return err
+		body, err := unframe(name, k, v)
+		if err != nil || each == nil {
+			return err
+		}
+		return each(k, body)
 	})
 }
 
