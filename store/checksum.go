@@ -21,7 +21,8 @@ import (
 // flipped key byte) damage rather than a missing record, and lets a raw
 // scan of a damaged file tell which bucket a record came from. A value
 // that starts with '{' is a legacy record from before the frame: plain
-// JSON, read as before, without a check. Every write writes v1.
+// JSON without a check, which Open decodes (verify) so that a changed
+// byte in one is damage too. Every write writes v1.
 
 // frameV1 is the first byte of a v1 record; frameHeader is its length
 // before the JSON: the version byte and the checksum.
@@ -98,15 +99,20 @@ func unframe(bucket, key, v []byte) ([]byte, error) {
 	return nil, &recordError{bucket: string(bucket), key: string(key), what: fmt.Sprintf("record has unknown format 0x%02x", v[0])}
 }
 
-// unframeJSON unframes v (see unframe) and decodes its JSON into dst;
-// a decode error names the record too, but does not wrap ErrDamaged (a
-// legacy record that is not JSON was always an ordinary error).
+// unframeJSON unframes v (see unframe) and decodes its JSON into dst.
+// A legacy record that does not decode is damage (legacyError: Open
+// decoded it, so a byte changed since); a v1 record that passed its
+// checksum and does not decode is an ordinary error naming the record
+// (Hearth wrote it so).
 func unframeJSON(bucket, key, v []byte, dst any) error {
 	body, err := unframe(bucket, key, v)
 	if err != nil {
 		return err
 	}
 	if err := json.Unmarshal(body, dst); err != nil {
+		if v[0] == '{' {
+			return legacyError(bucket, key, err)
+		}
 		return fmt.Errorf("decode %s: %w", recordName(bucket, key), err)
 	}
 	return nil
@@ -143,6 +149,10 @@ func recordName(bucket, key []byte) string {
 		return "dead letter " + seqKeyName(key)
 	case string(bucketStates):
 		return "state of " + strconv.Quote(string(key))
+	case string(bucketMeta):
+		if string(key) == string(metaQuarantine) {
+			return "quarantine record"
+		}
 	}
 	return fmt.Sprintf("record %q in bucket %s", key, bucket)
 }

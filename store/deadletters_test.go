@@ -269,16 +269,16 @@ func TestCorruptDeadLetterIsAnErrorNamingItsSeq(t *testing.T) {
 		2: `{"seq":2,"op_id":`,
 		3: `{"seq":7,"op_id":"c","status":"expired","updated_at":"2026-11-29T19:00:00Z"}`,
 	})
-	if _, err := s.DeadLetters(DeadLetterQuery{After: 1}); err == nil || !strings.HasPrefix(err.Error(), "decode dead letter seq 2: ") {
-		t.Errorf("DeadLetters after 1: %v, want decode dead letter seq 2: …", err)
+	if _, err := s.DeadLetters(DeadLetterQuery{After: 1}); err == nil || !errors.Is(err, ErrDamaged) || !strings.Contains(err.Error(), "dead letter seq 2: legacy record does not decode") {
+		t.Errorf("DeadLetters after 1: %v, want damage naming dead letter seq 2", err)
 	}
-	if _, err := s.DeadLetters(DeadLetterQuery{After: 2}); err == nil || err.Error() != "decode dead letter seq 3: record says seq 7" {
-		t.Errorf("DeadLetters after 2: %v, want decode dead letter seq 3: record says seq 7", err)
+	if _, err := s.DeadLetters(DeadLetterQuery{After: 2}); err == nil || !errors.Is(err, ErrDamaged) || !strings.Contains(err.Error(), "dead letter seq 3: legacy record does not decode: record says seq 7") {
+		t.Errorf("DeadLetters after 2: %v, want damage naming dead letter seq 3", err)
 	}
 	if got, want := deadSeqs(t, s, DeadLetterQuery{Limit: 1}), []uint64{1}; !reflect.DeepEqual(got, want) {
 		t.Errorf("dead letters before the corrupt one: %v, want %v", got, want)
 	}
-	if n, err := s.PruneDeadLetters(t0.Add(time.Hour)); n != 0 || err == nil || !strings.HasPrefix(err.Error(), "decode dead letter seq 2: ") {
+	if n, err := s.PruneDeadLetters(t0.Add(time.Hour)); n != 0 || err == nil || !errors.Is(err, ErrDamaged) || !strings.Contains(err.Error(), "dead letter seq 2: legacy record does not decode") {
 		t.Errorf("PruneDeadLetters = %d, %v; want 0 and an error naming seq 2", n, err)
 	}
 	if got, want := deadSeqs(t, s, DeadLetterQuery{Limit: 1}), []uint64{1}; !reflect.DeepEqual(got, want) {

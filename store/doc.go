@@ -31,25 +31,34 @@
 //
 // Open never panics on a damaged hearth.db and never starts empty over a
 // store that existed (the marker file MarkerName says one did): it
-// checks the file (size, zeros, bbolt's open, a walk of every key and
-// Tx.Check) and returns an error wrapping ErrDamaged that names the file.
-// A panic in bbolt on a later read, prune or commit is the same error.
+// checks the file (size, zeros, bbolt's open, a walk of every key, the
+// pending and ends indexes against ops, and Tx.Check) and returns an
+// error wrapping ErrDamaged that names the file. A panic in bbolt on a
+// later read, prune or commit is the same error, and every such finding
+// of an open Store is also given to Options.OnDamage.
 // docs/STORE.md, "Opening", has the table and the cost of the check.
 //
-// Records of ops, audit entries, dead letters and device states carry a
-// CRC-32C over bucket, key and JSON (checksum.go); a record that fails it
-// is damage (ErrDamaged, naming the record) at every read and at open,
-// never "not found". With Options.Quarantine, Open moves a damaged file
+// Records of ops, audit entries, dead letters, device states and the
+// quarantine record carry a CRC-32C over bucket, key and JSON
+// (checksum.go); a record that fails it is damage (ErrDamaged, naming the
+// record) at every read and at open. Because it covers the key, a
+// flipped key byte is caught at open; after Open, a lookup of the old
+// key simply misses. Legacy records (no frame) must decode at open. With
+// Options.Quarantine, Open moves a damaged file
 // aside, salvages every record it can trust out of it into a fresh store
 // (salvage.go: bbolt's cursors with recovery past bad pages, and a raw
 // scan of every page, pagescan.go) and ends every salvaged op that had
-// not ended as failed with reason store_damaged (Quarantine).
+// not ended as failed with reason store_damaged (Quarantine), in steps
+// that a crash at any point leaves for the next Open to finish
+// (quarantine.go).
 //
 // # Caveats
 //
 // A transaction that fails (disk full, I/O error) fails every request in its
 // group; only encoding errors, which are found in the caller's goroutine
-// before the request is queued, fail a single caller. The ops of one Save
+// before the request is queued, and a damaged stored record of one of the
+// request's ops, found by the writer before it applies the request, fail
+// a single caller. The ops of one Save
 // call are committed together or not at all.
 //
 // Records are JSON. What Lookup, Pending and States return is decoded, not

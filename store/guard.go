@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"time"
 
@@ -125,7 +126,9 @@ func boltOpenError(dir, path string, err error) error {
 // check verifies the open db: the file holds every page its meta page
 // counts, every bucket and key can be walked and every record of the
 // checksummed buckets passes its checksum (in this goroutine, under
-// guarded, so that a bad page is an error), then bbolt's Tx.Check, which
+// guarded, so that a bad page is an error), the quarantine record
+// passes its checksum and decodes, the pending and ends
+// indexes agree with ops (indexCheck), then bbolt's Tx.Check, which
 // also finds pages both used and free or neither. Tx.Check runs in a
 // goroutine of bbolt's that guarded cannot cover; the walk before it reads
 // the same pages, so damage it would panic on is found first. Open waits
@@ -150,12 +153,32 @@ func check(db *bolt.DB, path string) error {
 		if tx.Size() > info.Size() {
 			return damaged(path, "file is %d bytes, its meta page says %d: truncated", info.Size(), tx.Size())
 		}
-		return tx.ForEach(func(name []byte, b *bolt.Bucket) error {
-			if isChecksummed(name) {
-				return verify(name, b)
+		ic, err := collectIndexes(tx)
+		if err != nil {
+			return err
+		}
+		err = tx.ForEach(func(name []byte, b *bolt.Bucket) error {
+			switch {
+			case bytes.Equal(name, bucketOps):
+				return verify(name, b, ic.op)
+			case isChecksummed(name):
+				return verify(name, b, nil)
+			case bytes.Equal(name, bucketMeta):
+				if err := walk(b); err != nil {
+					return err
+				}
+				if v := b.Get(metaQuarantine); v != nil {
+					_, err := decodeQuarantine(v)
+					return err
+				}
+				return nil
 			}
 			return walk(b)
 		})
+		if err != nil {
+			return err
+		}
+		return ic.finish()
 	})
 	if err != nil {
 		finished = true
@@ -191,30 +214,60 @@ func walk(b *bolt.Bucket) error {
 }
 
 // verify reads every record of the checksummed bucket named name and
-// checks its frame (unframe); the first that fails is a *recordError.
-func verify(name []byte, b *bolt.Bucket) error {
+// checks its frame (unframe); a legacy record (no frame, no checksum)
+// must decode as its bucket's type under its key (decodeCandidate: an op
+// naming that op_id, an audit entry or dead letter of that Seq, a
+// state). The first that fails is a *recordError. Then each record's
+// key and JSON go to each, if not nil.
+func verify(name []byte, b *bolt.Bucket, each func(k, body []byte) error) error {
 	return b.ForEach(func(k, v []byte) error {
 		if v == nil {
 			if nested := b.Bucket(k); nested != nil {
 				return walk(nested)
 			}
 		}
-		_, err := unframe(name, k, v)
-		return err
+		if len(v) > 0 && v[0] == '{' {
+			if _, err := decodeCandidate(name, k, v); err != nil {
+				if isRecordError(err) {
+					return err // already names the record
+				}
+				return legacyError(name, k, err)
+			}
+		}
+		body, err := unframe(name, k, v)
+		if err != nil || each == nil {
+			return err
+		}
+		return each(k, body)
 	})
 }
 
-// writeMarker creates dir's marker: a temp file, fsync'd, renamed into
-// place, then the directory fsync'd, so that after a crash the marker is
-// either absent or complete, and durable once Open returns.
+// legacyError is the damage of a legacy record that does not decode: it
+// has no checksum, so that is the only sign of a changed byte.
+func legacyError(bucket, key []byte, err error) error {
+	return &recordError{bucket: string(bucket), key: string(key), what: "legacy record does not decode: " + err.Error()}
+}
+
+// writeMarker creates dir's marker (writeDurably).
 func writeMarker(dir, marker string) error {
-	tmp, err := os.CreateTemp(dir, MarkerName+".tmp-*")
+	msg := fmt.Sprintf("hearth store created %s; if %s is missing, empty or all zeros, it is damaged\n",
+		time.Now().UTC().Format(time.RFC3339), FileName)
+	if err := writeDurably(dir, filepath.Base(marker), []byte(msg)); err != nil {
+		return fmt.Errorf("store marker %s: %w", marker, err)
+	}
+	return nil
+}
+
+// writeDurably creates dir/name holding data: a temp file, fsync'd,
+// renamed into place, then the directory fsync'd, so that after a crash
+// the file is either absent or complete, and durable once it returns.
+func writeDurably(dir, name string, data []byte) error {
+	tmp, err := os.CreateTemp(dir, name+".tmp-*")
 	if err != nil {
-		return fmt.Errorf("store marker: %w", err)
+		return err
 	}
 	defer os.Remove(tmp.Name()) // a no-op after the rename
-	_, err = fmt.Fprintf(tmp, "hearth store created %s; if %s is missing, empty or all zeros, it is damaged\n",
-		time.Now().UTC().Format(time.RFC3339), FileName)
+	_, err = tmp.Write(data)
 	if err == nil {
 		err = tmp.Sync()
 	}
@@ -222,15 +275,12 @@ func writeMarker(dir, marker string) error {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(tmp.Name(), marker)
+		err = os.Rename(tmp.Name(), filepath.Join(dir, name))
 	}
 	if err == nil {
 		err = syncDir(dir)
 	}
-	if err != nil {
-		return fmt.Errorf("store marker %s: %w", marker, err)
-	}
-	return nil
+	return err
 }
 
 func syncDir(dir string) error {

@@ -83,10 +83,13 @@ func (s *Store) Pending() ([]devices.Op, error) {
 		var ids, bodies [][]byte // valid until the transaction ends
 		c := b.pending.Cursor()
 		for k, _ := c.First(); k != nil; k, _ = c.Next() {
+			if len(k) <= 8 {
+				return damaged(s.path, "pending index key %x is shorter than a seq and an op_id", k)
+			}
 			id := k[8:]
 			v := b.ops.Get(id)
 			if v == nil {
-				return fmt.Errorf("pending index names op %q, which has no record", id)
+				return damaged(s.path, "pending index names op %q, which has no record", id)
 			}
 			ids, bodies = append(ids, id), append(bodies, v)
 		}
@@ -288,14 +291,11 @@ func decodeOp(id, v []byte, op *devices.Op) error {
 // ended (a command ends in exactly one terminal status).
 func (b buckets) putOp(op encodedOp) error {
 	var seq uint64
-	if old := b.ops.Get(op.id); old != nil {
-		var head struct {
-			Seq    uint64         `json:"seq"`
-			Status devices.Status `json:"status"`
-		}
-		if err := unframeJSON(bucketOps, op.id, old, &head); err != nil {
-			return err
-		}
+	head, found, err := b.oldHead(op.id)
+	if err != nil {
+		return err
+	}
+	if found {
 		if head.Status.Terminal() {
 			return nil
 		}
@@ -311,7 +311,6 @@ func (b buckets) putOp(op encodedOp) error {
 		return fmt.Errorf("save op %q: %w", op.id, err)
 	}
 	key := pendingKey(seq, op.id)
-	var err error
 	if op.terminal {
 		err = b.pending.Delete(key)
 		if err == nil {
@@ -324,6 +323,30 @@ func (b buckets) putOp(op encodedOp) error {
 		return fmt.Errorf("index op %q: %w", op.id, err)
 	}
 	return nil
+}
+
+// oldHead reads the Seq and status of the op stored under id, in the
+// writer's transaction; found is false when there is none. A record that
+// fails its frame, or a legacy one that does not decode, is a
+// *recordError (damage); a v1 record that does not decode is an error
+// naming the op.
+func (b buckets) oldHead(id []byte) (head opRecordHead, found bool, err error) {
+	old := b.ops.Get(id)
+	if old == nil {
+		return head, false, nil
+	}
+	body, err := unframe(bucketOps, id, old)
+	if err != nil {
+		return head, true, err
+	}
+	head, err = opHead(body)
+	if err != nil {
+		if old[0] == '{' {
+			return head, true, legacyError(bucketOps, id, err)
+		}
+		return head, true, fmt.Errorf("decode %s: %w", recordName(bucketOps, id), err)
+	}
+	return head, true, nil
 }
 
 // pendingKey is the pending index key: 8-byte big-endian seq, then op_id,

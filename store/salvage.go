@@ -573,7 +573,7 @@ func (s *Store) restore(sv *salvage, q *Quarantine) error {
 			}
 		}
 		q.Ended = len(ended)
-		body, err := json.Marshal(q)
+		body, err := encodeQuarantine(*q)
 		if err != nil {
 			return err
 		}

@@ -149,6 +149,9 @@ func (l *seqLog[T]) prune(s *Store, before time.Time) (int, error) {
 				return err
 			}
 			at, err := l.at(body)
+			if err != nil && v[0] == '{' {
+				return legacyError(l.name, k, err)
+			}
 			if err != nil {
 				return fmt.Errorf("decode %s %s: %w", l.noun, seqKeyName(k), err)
 			}
@@ -179,21 +182,30 @@ func (l *seqLog[T]) prune(s *Store, before time.Time) (int, error) {
 
 // decode decodes the record stored under k, checking its checksum
 // (unframe: a mismatch is an error wrapping ErrDamaged), that k is an
-// 8-byte Seq and that the record says the same Seq.
+// 8-byte Seq and that the record says the same Seq. A legacy record
+// failing either is damage too (legacyError).
 func (l *seqLog[T]) decode(k, v []byte) (T, error) {
 	var r T
 	if len(k) != 8 {
 		return r, fmt.Errorf("decode %s %s: key is not an 8-byte seq", l.noun, seqKeyName(k))
 	}
+	legacy := len(v) > 0 && v[0] == '{'
 	v, err := unframe(l.name, k, v)
 	if err != nil {
 		return r, err
 	}
 	if err := json.Unmarshal(v, &r); err != nil {
+		if legacy {
+			return r, legacyError(l.name, k, err)
+		}
 		return r, fmt.Errorf("decode %s %s: %w", l.noun, seqKeyName(k), err)
 	}
 	if seq := binary.BigEndian.Uint64(k); l.seq(r) != seq {
-		return r, fmt.Errorf("decode %s %s: record says seq %d", l.noun, seqKeyName(k), l.seq(r))
+		err := fmt.Errorf("record says seq %d", l.seq(r))
+		if legacy {
+			return r, legacyError(l.name, k, err)
+		}
+		return r, fmt.Errorf("decode %s %s: %w", l.noun, seqKeyName(k), err)
 	}
 	return r, nil
 }

@@ -60,23 +60,45 @@ type Options struct {
 	// result: nil when the transaction was committed (and synced), or
 	// bbolt's error when it was not, such as a full disk or an I/O
 	// error ("file resize error: file too large"). Every caller in the
-	// group got the same error (the store_error the dispatcher answers).
+	// group got the same error (the store_error the dispatcher answers),
+	// except that a Save whose op's stored record is damaged fails alone
+	// (an error wrapping ErrDamaged, also given to OnDamage) while the
+	// rest of its group is committed: that commit is reported nil.
 	// It runs in the writer goroutine, before the group's callers are
 	// woken, so it must be quick and must not call the Store. A nil
 	// OnCommit is never called.
 	OnCommit func(err error)
 
+	// OnDamage, if set, is called whenever a read, a prune or a commit
+	// of the open Store finds damage: with the error (wrapping
+	// ErrDamaged, naming the file and, for a record, which one) that the
+	// call then returns to its caller. A record that fails its checksum,
+	// a legacy record that does not decode, an index naming a missing
+	// op, a panic inside bbolt on a bad page. It is called once per
+	// finding, so a record read again is reported again. It runs in the
+	// goroutine that found the damage (a reader's, or the writer's,
+	// before the group's callers are woken), possibly in several at
+	// once: it must be safe for concurrent use, must not block, and must
+	// not call the Store. Open's own damage is Open's error, not
+	// reported here. A nil OnDamage is never called.
+	OnDamage func(err error)
+
 	// Quarantine, if true, makes Open recover from a damaged store
 	// instead of failing: when the file fails to open or check
-	// (ErrDamaged), Open moves it to hearth.db.corrupt-<time> (never
-	// deleting it), creates a fresh store, copies into it every record
-	// of the damaged file that can be read and trusted (ops, audit
-	// entries, dead letters, device states; see salvage.go), stores every
-	// copied op that had not ended as ended (failed, reason
-	// devices.ReasonStoreDamaged, with a dead letter), and records a
-	// Quarantine there (Store.Quarantine) for the caller to announce.
-	// A locked or unreadable file is never quarantined. False: Open
-	// returns the ErrDamaged error.
+	// (ErrDamaged), Open moves it to hearth.db.corrupt-<time> (or -2, …:
+	// never replacing a file, never deleting it), creates a fresh store,
+	// copies into it every record of the damaged file that can be read
+	// and trusted (ops, audit entries, dead letters, device states; see
+	// salvage.go), stores every copied op that had not ended as ended
+	// (failed, reason devices.ReasonStoreDamaged, with a dead letter),
+	// and records a Quarantine there (Store.Quarantine) for the caller
+	// to announce. The steps are durable in order, and a
+	// pending-quarantine file (PendingQuarantineName) is kept beside
+	// the store until the last, so that after a crash at any point the
+	// next Open with Quarantine finishes it (quarantine.go). A locked or
+	// unreadable file is never quarantined. False: Open returns the
+	// ErrDamaged error, and so it does while a pending-quarantine file
+	// exists.
 	Quarantine bool
 
 	// Now is the clock of the quarantine's timestamp; nil means
@@ -100,6 +122,7 @@ type Store struct {
 
 	commits  atomic.Uint64 // read-write transactions run by the writer
 	onCommit func(error)   // Options.OnCommit, or nil
+	onDamage func(error)   // Options.OnDamage, or nil
 	hooks    hooks
 }
 
@@ -119,6 +142,10 @@ type hooks struct {
 	// closing runs in Close once new writes are refused, before it waits
 	// for the writer.
 	closing func()
+	// quarantineStep runs after each durable step of a quarantine
+	// ("pending", "moved", "fresh", "restored"); a non-nil error stops
+	// the quarantine there, as a crash would, and Open returns it.
+	quarantineStep func(step string) error
 }
 
 // request is one Save, SaveState, AppendAudit or AddDeadLetters call
@@ -156,16 +183,27 @@ func Open(dir string, opts Options) (*Store, error) {
 }
 
 func open(dir string, opts Options, h hooks) (*Store, error) {
-	s, err := openFile(dir, opts, h, false)
+	switch _, err := os.Lstat(filepath.Join(dir, PendingQuarantineName)); {
+	case err == nil && opts.Quarantine:
+		return resumeQuarantine(dir, opts, h)
+	case err == nil:
+		return nil, damaged(filepath.Join(dir, FileName), "a quarantine was interrupted (%s exists) and must be finished: open with Quarantine",
+			filepath.Join(dir, PendingQuarantineName))
+	case !errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("pending quarantine: %w", err)
+	}
+	s, err := openFile(dir, opts, h, nil)
 	if err != nil && opts.Quarantine && errors.Is(err, ErrDamaged) {
 		return quarantine(dir, opts, h, err)
 	}
 	return s, err
 }
 
-// openFile opens dir's store; fresh allows a new hearth.db although the
-// marker says a store existed (quarantine has just moved it aside).
-func openFile(dir string, opts Options, h hooks, fresh bool) (*Store, error) {
+// openFile opens dir's store. A non-nil fresh is a quarantine that has
+// just moved hearth.db aside: a new hearth.db is allowed although the
+// marker says a store existed, and fresh is stored as the quarantine
+// record in the same commit that creates the buckets, its first.
+func openFile(dir string, opts Options, h hooks, fresh *Quarantine) (*Store, error) {
 	timeout := opts.LockTimeout
 	if timeout <= 0 {
 		timeout = DefaultLockTimeout
@@ -176,7 +214,7 @@ func openFile(dir string, opts Options, h hooks, fresh bool) (*Store, error) {
 	path := filepath.Join(dir, FileName)
 	marker := filepath.Join(dir, MarkerName)
 	hasMarker, err := precheck(path, marker)
-	if fresh && errors.Is(err, ErrDamaged) {
+	if fresh != nil && errors.Is(err, ErrDamaged) {
 		if _, serr := os.Stat(path); errors.Is(serr, fs.ErrNotExist) {
 			err = nil
 		}
@@ -199,7 +237,14 @@ func openFile(dir string, opts Options, h hooks, fresh bool) (*Store, error) {
 					return fmt.Errorf("bucket %s: %w", name, err)
 				}
 			}
-			return nil
+			if fresh == nil {
+				return nil
+			}
+			body, err := encodeQuarantine(*fresh)
+			if err != nil {
+				return err
+			}
+			return tx.Bucket(bucketMeta).Put(metaQuarantine, body)
 		})
 	})
 	if err != nil {
@@ -218,7 +263,7 @@ func openFile(dir string, opts Options, h hooks, fresh bool) (*Store, error) {
 			return nil, err
 		}
 	}
-	s := &Store{db: db, path: path, stopped: make(chan struct{}), onCommit: opts.OnCommit, hooks: h}
+	s := &Store{db: db, path: path, stopped: make(chan struct{}), onCommit: opts.OnCommit, onDamage: opts.OnDamage, hooks: h}
 	s.wake = sync.NewCond(&s.mu)
 	go s.writer()
 	return s, nil
@@ -330,30 +375,52 @@ func (s *Store) writer() {
 		if len(group) == 0 {
 			return // closed and drained
 		}
-		err := s.commit(group)
+		failed, err := s.commit(group)
 		if s.onCommit != nil {
 			s.onCommit(err)
 		}
-		for _, r := range group {
-			r.done <- err
+		for i, r := range group {
+			if failed[i] != nil {
+				r.done <- failed[i]
+			} else {
+				r.done <- err
+			}
 		}
 	}
 }
 
-// commit applies group in arrival order in one read-write transaction.
-func (s *Store) commit(group []*request) error {
+// commit applies group in arrival order in one read-write transaction
+// and returns its result (err) and the requests that failed alone
+// (failed). Before applying a request it reads the stored
+// record of each of its ops (oldHead), in the same transaction: a request
+// one of whose ops' record is damaged (or does not decode) is not applied,
+// its error is failed[i] (i its index in group), and the rest of the group
+// is committed; err is then nil. Any other error fails the whole group.
+func (s *Store) commit(group []*request) (failed []error, err error) {
+	failed = make([]error, len(group))
 	if s.hooks.beforeCommit != nil {
 		s.hooks.beforeCommit(len(group))
 	}
 	s.commits.Add(1)
 	if s.hooks.failCommit != nil {
 		if err := s.hooks.failCommit(); err != nil {
-			return err
+			return failed, err
 		}
 	}
-	return s.update(func(tx *bolt.Tx) error {
+	err = s.update(func(tx *bolt.Tx) error {
 		b := txBuckets(tx)
-		for _, r := range group {
+	requests:
+		for i, r := range group {
+			for _, op := range r.ops {
+				if _, _, err := b.oldHead(op.id); err != nil {
+					if isRecordError(err) {
+						err = &damagedError{path: s.path, cause: err}
+						s.reportDamage(err)
+					}
+					failed[i] = err
+					continue requests
+				}
+			}
 			for _, op := range r.ops {
 				if err := b.putOp(op); err != nil {
 					return err
@@ -372,9 +439,11 @@ func (s *Store) commit(group []*request) error {
 		}
 		return nil
 	})
+	return failed, err
 }
 
-// view runs fn in a read-only transaction, reporting ErrClosed after Close.
+// view runs fn in a read-only transaction, reporting ErrClosed after
+// Close, and damage to OnDamage.
 func (s *Store) view(fn func(b buckets) error) error {
 	err := guarded(s.path, func() error {
 		return s.db.View(func(tx *bolt.Tx) error {
@@ -384,13 +453,24 @@ func (s *Store) view(fn func(b buckets) error) error {
 	if errors.Is(err, berrors.ErrDatabaseNotOpen) {
 		return ErrClosed
 	}
+	s.reportDamage(err)
 	return err
 }
 
 // update runs fn in a read-write transaction; a panic in bbolt is an
-// error wrapping ErrDamaged, and the transaction is rolled back.
+// error wrapping ErrDamaged, and the transaction is rolled back. Damage
+// is reported to OnDamage.
 func (s *Store) update(fn func(tx *bolt.Tx) error) error {
-	return guarded(s.path, func() error { return s.db.Update(fn) })
+	err := guarded(s.path, func() error { return s.db.Update(fn) })
+	s.reportDamage(err)
+	return err
+}
+
+// reportDamage calls OnDamage with err if err wraps ErrDamaged.
+func (s *Store) reportDamage(err error) {
+	if s.onDamage != nil && errors.Is(err, ErrDamaged) {
+		s.onDamage(err)
+	}
 }
 
 // buckets are the store's buckets within one transaction.
