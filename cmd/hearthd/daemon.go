@@ -145,7 +145,7 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 	sh := &storeHealth{log: log, metrics: d.metrics, clock: dp.clock}
 	// A damaged store is moved aside and a fresh one opened (quarantine.go
 	// tells of it); a locked or unreadable one stops the start.
-	d.store, err = store.Open(cfg.DataDir, store.Options{LockTimeout: dp.lockTimeout, OnCommit: sh.onCommit,
+	d.store, err = store.Open(cfg.DataDir, store.Options{LockTimeout: dp.lockTimeout, OnCommit: sh.onCommit, OnDamage: sh.onDamage,
 		Quarantine: true, Now: dp.clock.Now})
 	if err != nil {
 		return nil, err

@@ -43,3 +43,26 @@ func TestStoreOutageIsNotifiedOnceUntilQuiet(t *testing.T) {
 		t.Errorf("%d notifications after a new outage %v after recovery; want 2", len(notes), storeQuiet)
 	}
 }
+
+// Damage found while running is notified once, however often it is met,
+// and fails the store check from then on: a commit that succeeds later
+// does not make a damaged store ready again; only a restart (which
+// quarantines it) does. A damage found before the dispatcher exists is
+// held beside an outage's notification, not in place of it.
+func TestStoreDamageIsNotifiedOnceAndFailsTheCheckUntilARestart(t *testing.T) {
+	clock := clockwork.NewFakeClockAt(time.Date(2026, 12, 2, 4, 0, 0, 0, time.UTC))
+	var notes []dispatcher.Notification
+	h := &storeHealth{path: "/data/hearth.db", log: slog.New(slog.NewTextHandler(io.Discard, nil)), metrics: health.NewMetrics(), clock: clock}
+	h.onCommit(errors.New("no space left on device"))
+	bad := errors.New(`database file /data/hearth.db is damaged: op "x": record fails its checksum`)
+	h.onDamage(bad)
+	h.setNotify(func(n dispatcher.Notification) { notes = append(notes, n) })
+	h.onDamage(bad)
+	h.onCommit(nil)
+	if len(notes) != 2 || notes[1].Reason != "store_damaged" || notes[1].Severity != "critical" {
+		t.Fatalf("notifications %+v; want the outage's, then one critical store_damaged", notes)
+	}
+	if err := h.check(); err == nil {
+		t.Error("the store check passes after a successful commit; want it failing while the store is damaged")
+	}
+}
