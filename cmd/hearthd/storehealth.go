@@ -75,11 +75,7 @@ func (h *storeHealth) onDamage(err error) {
 		Reason:   string(devices.ReasonStoreDamaged),
 		At:       h.damagedAt,
 	}
-	if h.notify == nil {
-		h.held = append(h.held, n)
-		return
-	}
-	h.notify(n)
+	h.raiseLocked(n)
 }
 
 // onCommit records one commit's result. It runs in the store's writer
@@ -121,6 +117,12 @@ func (h *storeHealth) onCommit(err error) {
 		Reason:   string(devices.ReasonStoreError),
 		At:       h.since,
 	}
+	h.raiseLocked(n)
+}
+
+// raiseLocked sends n, or holds it until the dispatcher exists. Call
+// with mu held.
+func (h *storeHealth) raiseLocked(n dispatcher.Notification) {
 	if h.notify == nil {
 		h.held = append(h.held, n)
 		return
