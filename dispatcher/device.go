@@ -120,7 +120,7 @@ type stateCheck struct {
 type confirmation struct {
 	target devices.Target // what the attempt asked for
 	seen   map[string]any // attributes reported since the send, merged
-	done chan struct{}  // closed once seen satisfies the target
+	done   chan struct{}  // closed once seen satisfies the target
 	// faulted is closed, and fault says what, once seen shows the device
 	// unable to reach any target (devices.Fault: a jammed bolt).
 	faulted chan struct{}
