@@ -654,6 +654,15 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 		if !stored {
 			q.storeAttempt(op)
 		}
+		if !permit.Current(d.now()) {
+			// The breaker changed since it let this attempt out (another
+			// command's failure opened it, or a probe's deadline passed
+			// while the attempt was stored): the set must not reach a
+			// service just found broken. Nothing went out; ask again.
+			q.unsent(t, prev)
+			q.release(permit, breaker.Canceled)
+			continue
+		}
 
 		reconnect := d.nextReconnect()
 		linkUp, linkGen := svc.link.watch()

@@ -2,6 +2,7 @@ package dispatcher
 
 import (
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -105,4 +106,39 @@ func TestSupersedingTrafficToAHungBridgeOpensTheBreaker(t *testing.T) {
 	if want := start.Add(9 * time.Second); !s.Since.Equal(want) {
 		t.Errorf("opened at +%v; want +9s, the fifth attempt's timeout", s.Since.Sub(start))
 	}
+}
+
+// A retry let out by a closed breaker, whose record was still being
+// stored when the bridge said offline and the breaker opened, is not sent:
+// the permit is checked again at the moment of the send, and the command
+// fails fast instead.
+func TestAttemptLetOutJustBeforeTheBreakerOpenedIsNotSent(t *testing.T) {
+	r := startR4(t, r4Options{awake: true, breaker: &breaker.Options{FailureThreshold: 5}})
+	held, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	r.journal.mu.Lock()
+	r.journal.hold = func(op devices.Op) {
+		if op.OpID == "old" && op.Attempts == 2 && !op.Status.Terminal() {
+			once.Do(func() { close(held); <-release })
+		}
+	}
+	r.journal.mu.Unlock()
+	r.submit(`{"current_heating_setpoint":22,"op_id":"old"}`)
+	if m := r.next(); m.verb != "set" {
+		t.Fatalf("first message: a %s; want a set", m.verb)
+	}
+	r.advance(1, 5*time.Second)  // attempt 1 times out: a failure, under the threshold
+	r.advance(1, 10*time.Second) // the retry's backoff (at most its cap)
+	select {
+	case <-held:
+	case <-timeAfter():
+		t.Fatal("attempt 2 was never stored")
+	}
+	r.d.BridgeState("zw", false, false) // the breaker opens while attempt 2 is stored
+	close(release)
+	res := r.await("old's end", func(res devices.Result) bool { return res.OpID == "old" && res.Status.Terminal() })
+	if res.Status != devices.Failed || res.Reason != devices.ReasonBreakerOpen || res.Attempts != 1 {
+		t.Errorf("old: %s/%s after %d attempts; want failed/breaker_open after 1", res.Status, res.Reason, res.Attempts)
+	}
+	r.none("after the breaker opened")
 }
