@@ -753,7 +753,7 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 			q.release(permit, breaker.Canceled)
 		default:
 			q.dropOvertaken(c) // superseded as it timed out: decided here
-			q.release(permit, q.timeoutOutcome(changed, heard))
+			q.releaseTimedOut(ctx, permit, q.timeoutOutcome(changed, heard))
 		}
 		if confirmed || stop {
 			return
@@ -1214,7 +1214,7 @@ func (q *deviceQueue) resolveOvertaken(ctx context.Context, c *confirmation, per
 			q.release(permit, breaker.Success)
 		case <-timer.Chan():
 			q.dropOvertaken(c) // no report counts after the timeout
-			q.release(permit, q.timeoutOutcome(q.svc.link.changedSince(linkGen), heard))
+			q.releaseTimedOut(ctx, permit, q.timeoutOutcome(q.svc.link.changedSince(linkGen), heard))
 		case <-linkUp:
 			q.release(permit, breaker.Canceled) // Hearth's own connection, not the service
 		case <-ctx.Done():

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -328,6 +329,58 @@ func TestOneDeadBulbNeverOpensTheZigbeeBreaker(t *testing.T) {
 	}
 	if b := h.zigbee(); b.State != "closed" || b.Trips != 0 {
 		t.Fatalf("after a minute of commands to a dead bulb and its neighbour: breaker %s, %d trips; want closed", b.State, b.Trips)
+	}
+
+	// A slider on the dead bulb alone, one command a second for half a
+	// minute, nothing else commanded: each attempt times out in the
+	// bridge's silence, and a get of another light (a witness) shows the
+	// bridge talking.
+	for len(h.traffic) > 0 {
+		<-h.traffic
+	}
+	for i := range 30 {
+		opID := fmt.Sprintf("drag-%02d", i)
+		h.publish("hall_light", fmt.Sprintf(`{"state":"ON","brightness":%d,"op_id":%q}`, 100+i, opID))
+	wait:
+		for {
+			select {
+			case e := <-h.sets:
+				if e.Device != "hall_light" {
+					t.Fatalf("%s: a set reached %s", opID, e.Device)
+				}
+				break wait
+			case r := <-h.results:
+				if r.OpID == opID && r.Status.Terminal() {
+					t.Fatalf("%s: %s/%s after %d commands of a slider on a dead bulb alone; want it sent", opID, r.Status, r.Reason, i)
+				}
+			case <-time.After(eventWait):
+				t.Fatalf("%s: not sent", opID)
+			}
+		}
+		h.clock.Advance(time.Second)
+	}
+	for range 10 { // the last attempts time out
+		h.clock.Advance(time.Second)
+	}
+	h.publish("kitchen_light", `{"state":"OFF","op_id":"after-drag"}`)
+	if r := h.await(func(r devices.Result) bool { return r.OpID == "after-drag" && r.Status.Terminal() }, "after-drag's end"); r.Status != devices.Succeeded {
+		t.Errorf("a command to the neighbour after the drag: %s/%s; want succeeded", r.Status, r.Reason)
+	}
+	if b := h.zigbee(); b.State != "closed" || b.Trips != 0 {
+		t.Fatalf("after half a minute of a slider on a dead bulb alone: breaker %s, %d trips; want closed", b.State, b.Trips)
+	}
+	witnessed := 0
+	for len(h.traffic) > 0 {
+		if m := <-h.traffic; strings.HasPrefix(m, "get ") && !strings.HasPrefix(m, "get hall_light") {
+			witnessed++
+		}
+	}
+	if witnessed == 0 || witnessed > 30 {
+		t.Errorf("%d gets of a witness for 30 timed-out attempts; want some, at most one per attempt", witnessed)
+	}
+	t.Logf("%d witness reads for the slider's attempts", witnessed)
+	for len(h.sets) > 0 {
+		<-h.sets
 	}
 
 	// Zigbee2MQTT's availability check notices: the bulb is offline. A
