@@ -48,11 +48,10 @@ turn, alternately ON and OFF, in one of three patterns (-pattern):
              long that is: traffic that always supersedes itself before an
              attempt can time out (a dimmer drag, a slider).
 
-After -before, the bridge
-goes offline for -outage: it ignores every set (silently, a hung
-coordinator, so that the breaker must trip on timeouts; or, with
--announce, saying {"state":"offline"} on its bridge/state). Then it is
-back for -after. Motion is seen once before the outage, three times
+After -before, the bridge goes offline for -outage: it ignores every set
+and get (silently, a hung coordinator, so that the breaker must trip on
+timeouts; or, with -announce, saying {"state":"offline"} on its
+bridge/state). Then it is back for -after. Motion is seen once before the outage, three times
 during it and once after it.
 
 The run is in real time (hearthd is a separate process). It prints a
@@ -229,9 +228,9 @@ func runOutage(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	var c outageConfig
 	fs.StringVar(&c.hearthd, "hearthd", "", `hearthd executable; default: "hearthd" next to hearth-sim, else in PATH`)
-	fs.DurationVar(&c.before, "before", 30*time.Second, "steady traffic before the outage")
+	fs.DurationVar(&c.before, "before", 30*time.Second, "traffic before the outage")
 	fs.DurationVar(&c.outage, "outage", 5*time.Minute, "how long the bridge is offline")
-	fs.DurationVar(&c.after, "after", time.Minute, "steady traffic after the bridge is back")
+	fs.DurationVar(&c.after, "after", time.Minute, "traffic after the bridge is back")
 	fs.BoolVar(&c.announce, "announce", false, `the bridge says {"state":"offline"} on its bridge/state; default: a silent outage (a hung coordinator)`)
 	fs.Float64Var(&c.rate, "rate", 1, "commands per second to the failing bridge's lights (-pattern steady)")
 	fs.StringVar(&c.pattern, "pattern", patternSteady, "traffic pattern: steady, burst or supersede (see above)")
@@ -960,7 +959,7 @@ type outageSummary struct {
 	// OpenAfter is the time from the outage start to the breaker's first
 	// opening in it; AttemptsBeforeOpen the failed attempts in between:
 	// sets the bridge ignored that ran out their attempt timeout before it,
-	// not superseded by a newer command (SetsBeforeOpen counts them all).
+	// superseded or not (SetsBeforeOpen counts every set before it).
 	// OpenBound is the most that condition 1 allows: the failure threshold,
 	// plus one in flight for every other device commanded (each device
 	// has one attempt in flight at most).
