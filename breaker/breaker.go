@@ -321,6 +321,26 @@ func (p *Permit) Probe() bool { return p != nil && p.probe }
 // whose call the caller bounds itself.
 func (p *Permit) Deadline() time.Time { return p.deadline }
 
+// Current reports whether p's call may still go out at now: its outcome
+// has not been reported, and the breaker has not changed state since it
+// granted p (a closed breaker that another call's failure opened, a probe
+// whose deadline passed). A caller asks it at the last moment before the
+// call, so that no call reaches a service the breaker has just found
+// broken; one that is no longer current is released Canceled and asked
+// for again. A nil *Permit (no breaker) is always current.
+func (p *Permit) Current(now time.Time) bool {
+	if p == nil || p.b == nil {
+		return true
+	}
+	b := p.b
+	b.mu.Lock()
+	b.advance(now)
+	ok := !p.done && p.gen == b.gen
+	b.mu.Unlock()
+	b.notify()
+	return ok
+}
+
 // Done reports the outcome of the permit's call at now. An outcome of no
 // known kind counts as Canceled. It is discarded when the breaker has
 // changed state since the permit was granted (see the package's caveats);

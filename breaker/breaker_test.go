@@ -1024,3 +1024,33 @@ func TestForgetOffline(t *testing.T) {
 		t.Errorf("without a hold: %v, want half_open unchanged", s)
 	}
 }
+
+// A permit is current until its outcome is reported or the breaker
+// changes state: a closed breaker's permit granted before another call's
+// failure tripped it is no longer current, nor a probe past its deadline.
+func TestPermitIsCurrentUntilTheBreakerChangesState(t *testing.T) {
+	b := New(Options{FailureThreshold: 1, OpenFor: tenSecondsPerTrip, ProbeTimeout: 2 * s})
+	early := allow(t, b, at(0))
+	failing := allow(t, b, at(0))
+	if !early.Current(at(0)) {
+		t.Fatal("a fresh permit of a closed breaker is not current")
+	}
+	failing.Done(Failure, at(1*s)) // trips the breaker
+	if failing.Current(at(1 * s)) {
+		t.Error("a permit whose outcome was reported is still current")
+	}
+	if early.Current(at(1 * s)) {
+		t.Error("a permit granted while closed is still current after the breaker opened")
+	}
+	probe := allow(t, b, at(11*s)) // half-open since +11s
+	if !probe.Current(at(12 * s)) {
+		t.Error("a probe within its deadline is not current")
+	}
+	if probe.Current(at(13 * s)) {
+		t.Error("a probe at its deadline is still current")
+	}
+	var none *Permit
+	if !none.Current(at(0)) {
+		t.Error("a nil permit is not current")
+	}
+}

@@ -423,6 +423,17 @@ func (q *deviceQueue) timeoutOutcome(linkChanged bool, heardAtSend uint64) break
 	return q.outcome(nil, false, linkChanged)
 }
 
+// releaseTimedOut releases the permit of an attempt that timed out, whose
+// outcome timeoutOutcome said: a failure only if a witness read does not
+// show the service talking (see silence), anything else at once.
+func (q *deviceQueue) releaseTimedOut(ctx context.Context, p *breaker.Permit, o breaker.Outcome) {
+	if o == breaker.Failure {
+		q.failUnlessTalking(ctx, p)
+		return
+	}
+	q.release(p, o)
+}
+
 // knownOffline reports whether the bridge says the device is offline.
 func (q *deviceQueue) knownOffline() bool {
 	q.mu.Lock()

@@ -67,6 +67,12 @@ type deviceQueue struct {
 	// (see offline.go).
 	offlineSince time.Time
 	availChanged chan struct{}
+	// overtaken are the confirmations of sent attempts whose command was
+	// superseded while they waited for their report. Each keeps its
+	// breaker permit until its attempt timeout, and reports still feed
+	// it: its outcome for the breaker is decided as if nothing had
+	// superseded it (see resolveOvertaken).
+	overtaken []*confirmation
 }
 
 // task is an accepted op inside its device queue.
@@ -120,8 +126,9 @@ type stateCheck struct {
 
 // confirmation collects the reports that arrive after one send.
 type confirmation struct {
-	seen map[string]any // attributes reported since the send, merged
-	done chan struct{}  // closed once seen satisfies the target
+	target devices.Target // what the attempt asked for
+	seen   map[string]any // attributes reported since the send, merged
+	done   chan struct{}  // closed once seen satisfies the target
 	// faulted is closed, and fault says what, once seen shows the device
 	// unable to reach any target (devices.Fault: a jammed bolt).
 	faulted chan struct{}
@@ -341,6 +348,11 @@ func (q *deviceQueue) end(t *task, byOpID string, now time.Time) devices.Op {
 	}
 	q.places[t.op.OpID] = place{t.order, t.leaseGen, t.announced}
 	t.ended = true
+	if t.confirm != nil && !q.dev.Sleep.Sleepy {
+		// A sent attempt waits for its report: it still tells of the
+		// service (a sleepy device's silence never does).
+		q.overtaken = append(q.overtaken, t.confirm)
+	}
 	t.confirm = nil
 	if t.unsent {
 		t.unsent = false
@@ -668,6 +680,15 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 		if !stored {
 			q.storeAttempt(op)
 		}
+		if !permit.Current(d.now()) {
+			// The breaker changed since it let this attempt out (another
+			// command's failure opened it, or a probe's deadline passed
+			// while the attempt was stored): the set must not reach a
+			// service just found broken. Nothing went out; ask again.
+			q.unsent(t, prev)
+			q.release(permit, breaker.Canceled)
+			continue
+		}
 
 		reconnect := d.nextReconnect()
 		linkUp, linkGen := svc.link.watch()
@@ -682,6 +703,7 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 		case !sent:
 			q.release(permit, breaker.Canceled) // t ended first, or shutting down
 		case err != nil:
+			q.dropOvertaken(c) // superseded during a send that failed: nothing to wait for
 			q.release(permit, q.outcome(err, false, false))
 		}
 		if !sent {
@@ -741,15 +763,24 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 			left := permit.Deadline().Sub(d.now())
 			wait = min(wait, left-min(probeVerdictLead, left/10))
 		}
+		expires := d.now().Add(wait)
 		confirmed, stop, back := q.confirmWithin(ctx, t, c, wait, linkUp, permit)
 		changed := back || svc.link.changedSince(linkGen)
 		switch {
 		case confirmed:
 			// reported a success by confirmWithin, before the result
+			q.dropOvertaken(c) // superseded as it was confirmed
+		case stop && ctx.Err() == nil && q.isOvertaken(c):
+			// Superseded while it waited: the set went out, so its
+			// timeout still tells of the service. The permit is kept
+			// until then; the worker goes on with the newer command.
+			q.resolveOvertaken(ctx, c, permit, expires, linkUp, linkGen, heard)
 		case stop:
+			q.dropOvertaken(c)
 			q.release(permit, breaker.Canceled)
 		default:
-			q.release(permit, q.probeOutcome(permit, q.timeoutOutcome(changed, heard)))
+			q.dropOvertaken(c) // superseded as it timed out: decided here
+			q.releaseTimedOut(ctx, permit, q.probeOutcome(permit, q.timeoutOutcome(changed, heard)))
 		}
 		if confirmed || stop {
 			return
@@ -798,6 +829,7 @@ func (q *deviceQueue) awaitResumed(ctx context.Context, t *task, op devices.Op, 
 		return false, false
 	}
 	ok, stop, _ = q.confirmWithin(ctx, t, c, left, nil, nil)
+	q.dropOvertaken(c) // no permit: nothing to resolve
 	return ok, stop
 }
 
@@ -1107,7 +1139,7 @@ func (q *deviceQueue) watch(t *task) *confirmation {
 
 // watchLocked is watch with q.mu held.
 func (q *deviceQueue) watchLocked(t *task) *confirmation {
-	c := &confirmation{seen: map[string]any{}, done: make(chan struct{}), faulted: make(chan struct{})}
+	c := &confirmation{target: t.op.Target, seen: map[string]any{}, done: make(chan struct{}), faulted: make(chan struct{})}
 	t.confirm = c
 	return c
 }
@@ -1159,6 +1191,63 @@ func (q *deviceQueue) confirmWithin(ctx context.Context, t *task, c *confirmatio
 	case <-ctx.Done():
 		return false, true, false
 	}
+}
+
+// isOvertaken reports whether c is the confirmation of an attempt whose
+// command was superseded while it waited (see deviceQueue.overtaken).
+func (q *deviceQueue) isOvertaken(c *confirmation) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return slices.Contains(q.overtaken, c)
+}
+
+// dropOvertaken stops feeding c reports, if it was overtaken.
+func (q *deviceQueue) dropOvertaken(c *confirmation) {
+	if c == nil {
+		return
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if i := slices.Index(q.overtaken, c); i >= 0 {
+		q.overtaken = slices.Delete(q.overtaken, i, i+1)
+	}
+}
+
+// resolveOvertaken decides, on a goroutine of its own, the breaker outcome
+// of an attempt whose command was superseded after its send, by the rule
+// of any attempt: a success if a report shows its target (or a device
+// fault: the service delivered) by expires, its attempt timeout;
+// otherwise, at expires, as timeoutOutcome says (a failure unless the
+// bridge passed on a live report of any device since the send, heard, or
+// says the device is offline). A change of Hearth's own link since the
+// send (linkUp closed, or a new link generation than linkGen) or the end
+// of ctx counts as nothing. Without it, a stream of commands each
+// superseding the last before its attempt timeout (a dimmer drag, a
+// frequent automation) would keep a hung coordinator's breaker closed for
+// ever.
+func (q *deviceQueue) resolveOvertaken(ctx context.Context, c *confirmation, permit *breaker.Permit, expires time.Time, linkUp <-chan struct{}, linkGen, heard uint64) {
+	if permit == nil {
+		q.dropOvertaken(c)
+		return
+	}
+	q.d.workers.Go(func() {
+		defer q.dropOvertaken(c)
+		timer := q.d.clock.NewTimer(expires.Sub(q.d.now()))
+		defer timer.Stop()
+		select {
+		case <-c.done:
+			q.release(permit, breaker.Success)
+		case <-c.faulted:
+			q.release(permit, breaker.Success)
+		case <-timer.Chan():
+			q.dropOvertaken(c) // no report counts after the timeout
+			q.releaseTimedOut(ctx, permit, q.probeOutcome(permit, q.timeoutOutcome(q.svc.link.changedSince(linkGen), heard)))
+		case <-linkUp:
+			q.release(permit, breaker.Canceled) // Hearth's own connection, not the service
+		case <-ctx.Done():
+			q.release(permit, breaker.Canceled)
+		}
+	})
 }
 
 // sentSinceResume records that a send of t went out since Hearth started:
@@ -1297,17 +1386,11 @@ func (q *deviceQueue) report(state map[string]any, retained bool) {
 		signal(t.check.news)
 	}
 	if t := q.current; t != nil && t.confirm != nil && !t.ended && (news || (retained && t.confirm.resumed)) {
-		c := t.confirm
-		maps.Copy(c.seen, state)
-		if fault, bad := devices.Fault(q.dev.Class, c.seen); bad && c.fault == "" {
-			c.fault = fault
-			close(c.faulted)
-		} else if q.satisfied(t.op.Target, c.seen) {
-			select {
-			case <-c.done:
-			default:
-				close(c.done)
-			}
+		q.feedLocked(t.confirm, state)
+	}
+	if news {
+		for _, c := range q.overtaken {
+			q.feedLocked(c, state)
 		}
 	}
 	answered := news && q.freshReading
@@ -1321,6 +1404,23 @@ func (q *deviceQueue) report(state map[string]any, retained bool) {
 	q.d.saver.mark(q.dev.ID, mirror, now)
 	if answered && q.d.onFreshState != nil {
 		q.d.onFreshState(q.dev.Device)
+	}
+}
+
+// feedLocked adds a report to c: it is confirmed once what it has seen
+// shows its target, faulted once it shows a device fault. Called with q.mu
+// held.
+func (q *deviceQueue) feedLocked(c *confirmation, state map[string]any) {
+	maps.Copy(c.seen, state)
+	if fault, bad := devices.Fault(q.dev.Class, c.seen); bad && c.fault == "" {
+		c.fault = fault
+		close(c.faulted)
+	} else if q.satisfied(c.target, c.seen) {
+		select {
+		case <-c.done:
+		default:
+			close(c.done)
+		}
 	}
 }
 

@@ -185,6 +185,7 @@ type Service struct {
 
 	link    *link           // set by New
 	breaker *serviceBreaker // set by New when Breaker is set
+	silence *silence        // set by New when Breaker is set
 }
 
 // Device is a device the dispatcher commands.
@@ -421,6 +422,7 @@ func New(opts Options) (*Dispatcher, error) {
 		svc := &s
 		if s.Breaker != nil {
 			svc.breaker = d.newBreaker(svc)
+			svc.silence = &silence{}
 		}
 		d.services[s.Name] = svc
 		d.serviceNames = append(d.serviceNames, s.Name)
@@ -442,7 +444,11 @@ func New(opts Options) (*Dispatcher, error) {
 		if dev.TTL <= 0 {
 			return nil, fmt.Errorf("dispatcher: device %q: TTL must be positive", dev.ID)
 		}
-		d.devices[dev.ID] = newDeviceQueue(d, dev, svc)
+		q := newDeviceQueue(d, dev, svc)
+		d.devices[dev.ID] = q
+		if svc.silence != nil && witnessClass(dev.Class) && !dev.Sleep.Sleepy {
+			svc.silence.witnesses = append(svc.silence.witnesses, q)
+		}
 	}
 	d.out = newOutbox(d.prefix, opts.Publisher, d.log)
 	d.saver = newStateSaver(opts.Journal, d.log)

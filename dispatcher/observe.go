@@ -18,6 +18,9 @@ func (d *Dispatcher) Report(device string, state map[string]any, retained bool) 
 	if q, ok := d.devices[device]; ok {
 		if !retained {
 			q.svc.link.heard.Add(1)
+			if s := q.svc.silence; s != nil {
+				s.heardFrom(q)
+			}
 			d.heardFrom(q.svc)
 		}
 		q.report(state, retained)

@@ -65,7 +65,9 @@
 // A lock named in Faults.Jam does not move on a set and reports
 // lock_state jammed with state UNLOCK; a device named in Faults.EchoOnly
 // does not move either, and answers a set with an echo of its attributes
-// only (Zigbee2MQTT's optimistic echo), never with lock_state.
+// only (Zigbee2MQTT's optimistic echo), never with lock_state. A device
+// named in Faults.Dead answers nothing at all while its availability stays
+// online: a bulb without power that Zigbee2MQTT has not yet marked offline.
 //
 // # Z-Wave JS UI
 //

@@ -106,6 +106,12 @@ type Faults struct {
 	// not report (its optimistic echo), while the device itself does not
 	// move: a get still reports the real state.
 	EchoOnly []string
+	// Dead names the Zigbee2MQTT devices that answer nothing, neither sets
+	// nor gets, while their availability stays online: a bulb whose power
+	// was cut, before Zigbee2MQTT's availability check notices (by default
+	// after 10 minutes for a mains-powered device) and says it is offline.
+	// Their sets and gets are reported with ReasonDead.
+	Dead []string
 }
 
 // Login is one bridge's MQTT account: its username and password, and the
@@ -163,6 +169,7 @@ const (
 	ReasonBridgeOffline    = "bridge_offline"     // the device's bridge is in an outage (SetBridgeOnline)
 	ReasonOffline          = "offline"            // the device is offline
 	ReasonSilent           = "silent"             // the device is silent (Faults.Silent), its availability online
+	ReasonDead             = "dead"               // the device is in Faults.Dead: it answers nothing, still shown online
 	ReasonDropFirst        = "drop_first"         // one of the device's first Faults.DropFirst sets
 	ReasonDropRate         = "drop_rate"          // lost to Faults.DropRate
 	ReasonNoValidAttribute = "no_valid_attribute" // no attribute the class knows with a valid value
@@ -284,6 +291,7 @@ type faulty struct {
 	deaf     bool // ignores gets (Faults.IgnoreGets)
 	jammed   bool // its bolt jams (Faults.Jam)
 	echoOnly bool // echoes sets without moving (Faults.EchoOnly)
+	dead     bool // answers nothing, shown online (Faults.Dead)
 }
 
 // New validates opts and returns a Sim ready to Run.
@@ -410,6 +418,7 @@ func New(opts Options) (*Sim, error) {
 		{"IgnoreGets", f.IgnoreGets, false, func(x *faulty) { x.deaf = true }},
 		{"Jam", f.Jam, true, func(x *faulty) { x.jammed = true }},
 		{"EchoOnly", f.EchoOnly, false, func(x *faulty) { x.echoOnly = true }},
+		{"Dead", f.Dead, false, func(x *faulty) { x.dead = true }},
 	}
 	for _, fault := range faults {
 		for _, name := range fault.names {
@@ -418,6 +427,9 @@ func New(opts Options) (*Sim, error) {
 			if n := s.nodes[name]; n != nil {
 				if fault.field == "Silent" {
 					return nil, fmt.Errorf("simulator: Faults.Silent names %q, a Z-Wave node; only Zigbee2MQTT devices fall silent", name)
+				}
+				if fault.field == "Dead" {
+					return nil, fmt.Errorf("simulator: Faults.Dead names %q, a Z-Wave node; a dead node is one SetOnline takes offline", name)
 				}
 				x, class = &n.faulty, n.Class
 			} else if d := s.devices[name]; d != nil {
@@ -840,6 +852,8 @@ func (s *Sim) set(d *device, topic string, payload []byte, retained bool) {
 		ev.Reason = ReasonOffline
 	case d.silent:
 		ev.Reason = ReasonSilent
+	case d.dead:
+		ev.Reason = ReasonDead
 	case d.asleep:
 		ev.Reason = ReasonAsleep // a parent buffers for seconds only: lost
 	default:
@@ -909,6 +923,8 @@ func (s *Sim) get(d *device, topic string, payload []byte) {
 		ev.Reason = ReasonOffline
 	case d.silent:
 		ev.Reason = ReasonSilent
+	case d.dead:
+		ev.Reason = ReasonDead
 	case d.asleep:
 		ev.Reason = ReasonAsleep
 	case d.deaf:

@@ -698,3 +698,26 @@ func TestSilentDeviceIgnoresSetsAndGetsWhileItsAvailabilityStaysOnline(t *testin
 		t.Errorf("silent device applied a set: state %v", got)
 	}
 }
+
+// A dead device answers neither sets nor gets, and its availability stays
+// online: Zigbee2MQTT has not noticed yet.
+func TestDeadDeviceAnswersNothingAndStaysOnline(t *testing.T) {
+	_, broker := startBroker(t)
+	w := watch(t, broker, "zigbee2mqtt/#")
+	_, evs, _ := startSim(t, Options{
+		Broker:  broker,
+		Devices: []Device{{Name: "bulb", Class: ClassLight}},
+		Faults:  Faults{Dead: []string{"bulb"}},
+	})
+	w.next(t, "zigbee2mqtt/bulb") // initial state
+	if m := w.next(t, "zigbee2mqtt/bulb/availability"); string(m.payload) != `{"state":"online"}` {
+		t.Errorf("availability %s; want online", m.payload)
+	}
+	w.publish(t, "zigbee2mqtt/bulb/set", `{"state":"ON"}`)
+	if ev := evs.next(t); !ev.Dropped || ev.Reason != ReasonDead {
+		t.Errorf("set: dropped %t, reason %q; want dropped, %q", ev.Dropped, ev.Reason, ReasonDead)
+	}
+	w.publish(t, "zigbee2mqtt/bulb/get", `{"state":""}`)
+	w.none(t, "zigbee2mqtt/bulb")
+	w.none(t, "zigbee2mqtt/bulb/availability")
+}

@@ -35,9 +35,10 @@
 // The outage subcommand runs a hearthd child process (by default the
 // hearthd next to hearth-sim, else in PATH: go build -o bin/ ./cmd/...)
 // against an embedded broker and simulated Zigbee2MQTT bridges, takes one
-// bridge offline for -outage under steady traffic, and prints the timeline
-// of hearthd's circuit breaker: its opening, the fast failures, the
-// probes, the fallback automation and its closing after the recovery. It
+// bridge offline for -outage under traffic (-pattern steady, burst or
+// supersede), and prints the timeline of hearthd's circuit breaker: its
+// opening, the fast failures, the probes, the fallback automation and its
+// closing after the recovery. It
 // exits non-zero if any of those did not happen as they should. It runs in
 // real time: the defaults take about 6.5 minutes.
 //

@@ -36,25 +36,46 @@ local automation that stands in for it: while zigbee's breaker is not
 closed, motion in the hall (a message on hearth-sim/hall_motion) turns the
 landing light on, notifies, and publishes on hearth-sim/fallback.
 
-An automation client sends -rate commands per second, alternately ON and
-OFF, to the two lights of the failing bridge. After -before, the bridge
-goes offline for -outage: it ignores every set (silently, a hung
-coordinator, so that the breaker must trip on timeouts; or, with
--announce, saying {"state":"offline"} on its bridge/state). Then it is
-back for -after. Motion is seen once before the outage, three times
+An automation client commands the two lights of the failing bridge in
+turn, alternately ON and OFF, in one of three patterns (-pattern):
+
+  steady     -rate commands per second (each light gets one every
+             2/rate s: at the defaults, 2 s, faster than the 5 s attempt
+             timeout, so each command supersedes the last one's attempt);
+  burst      bursts of -burst-size commands 50 ms apart (a scene, an
+             automation firing), one every -burst-every, silence between;
+  supersede  each light a new command every 0.4 attempt timeouts, however
+             long that is: traffic that always supersedes itself before an
+             attempt can time out (a dimmer drag, a slider).
+
+After -before, the bridge goes offline for -outage: it ignores every set
+and get (silently, a hung coordinator, so that the breaker must trip on
+timeouts; or, with -announce, saying {"state":"offline"} on its
+bridge/state). Then it is back for -after. Motion is seen once before the outage, three times
 during it and once after it.
 
 The run is in real time (hearthd is a separate process). It prints a
 timeline from what it observes over MQTT, then a summary, and fails if
 any of these did not hold:
 
-  1. the breaker opened during the outage, after no more failed attempts
-     than its failure threshold (plus the attempts in flight);
-  2. during the outage commands failed fast (breaker_open) instead of
-     timing out: only probes timed out;
-  3. the fallback automation acted during the outage, and not before;
-  4. at most one probe per cooldown (max_probes 1) reached the bridge;
-  5. the breaker closed after the bridge came back.
+  1. the breaker opened during the outage, once no more than
+     failure_threshold sets (plus one per other light, in flight) had run
+     out their attempt timeout unanswered; a set whose command a newer one
+     superseded counts too: it went out, and nothing answered it;
+  2. commands sent during the outage failed fast (breaker_open, no
+     attempt, in less than the attempt timeout, median), and of those sent
+     after the breaker opened no more timed out than there were probes;
+  3. the fallback automation acted during the outage (its publish, its
+     notification or its command), and never before it;
+  4. after the breaker first opened, at most one set per cooldown (an open
+     period and the half-open one after it) reached the silent bridge: the
+     probe (max_probes 1); and at least one in all, when the outage
+     outlasted a cooldown and a command came after it. A set that reaches
+     the bridge within 50 ms of an opening left hearthd before it, and
+     counts before it;
+  5. the breaker closed after the bridge came back, within the longest
+     open period (max_open_for) plus one probe (probe_timeout) plus the
+     longest gap between two commands.
 
 Durations of the breaker not given are derived from the timeline:
 attempt_timeout = outage/60 within [250ms, 5s], max_open_for =
@@ -70,6 +91,9 @@ type outageConfig struct {
 	before, outage, after  time.Duration
 	announce               bool
 	rate                   float64
+	pattern                string
+	burstSize              int
+	burstEvery             time.Duration
 	threshold              int
 	attemptTimeout         time.Duration
 	openFor, maxOpenFor    time.Duration
@@ -97,6 +121,56 @@ const (
 // client commands in turn.
 var trafficDevices = []string{"hall_light", "kitchen_light"}
 
+// The traffic patterns (-pattern).
+const (
+	patternSteady    = "steady"
+	patternBurst     = "burst"
+	patternSupersede = "supersede"
+)
+
+// burstSpacing is the time between two commands of a burst.
+const burstSpacing = 50 * time.Millisecond
+
+// issueAt returns when the automation client sends its command n
+// (counted from 0), as an offset from the start of traffic.
+func (c outageConfig) issueAt(n int) time.Duration {
+	switch c.pattern {
+	case patternBurst:
+		return time.Duration(n/c.burstSize)*c.burstEvery + time.Duration(n%c.burstSize)*burstSpacing
+	case patternSupersede:
+		return time.Duration(n) * c.supersedeInterval()
+	}
+	return time.Duration(float64(n) * float64(time.Second) / c.rate)
+}
+
+// supersedeInterval is the time between two commands of -pattern
+// supersede: each light gets one every 0.4 attempt timeouts.
+func (c outageConfig) supersedeInterval() time.Duration {
+	return max(c.attemptTimeout*2/5/time.Duration(len(trafficDevices)), time.Millisecond)
+}
+
+// longestGap is the longest time between two commands of the pattern.
+func (c outageConfig) longestGap() time.Duration {
+	switch c.pattern {
+	case patternBurst:
+		return c.burstEvery - time.Duration(c.burstSize-1)*burstSpacing
+	case patternSupersede:
+		return c.supersedeInterval()
+	}
+	return time.Duration(float64(time.Second) / c.rate)
+}
+
+// describeTraffic says what the automation client sends, for the header.
+func (c outageConfig) describeTraffic() string {
+	switch c.pattern {
+	case patternBurst:
+		return fmt.Sprintf("bursts of %d commands %v apart every %v", c.burstSize, burstSpacing, c.burstEvery)
+	case patternSupersede:
+		return fmt.Sprintf("a command every %v (each light every %v, under the %v attempt timeout)", c.supersedeInterval(), c.supersedeInterval()*time.Duration(len(trafficDevices)), c.attemptTimeout)
+	}
+	return fmt.Sprintf("%g commands/s", c.rate)
+}
+
 // derive fills the breaker durations not given from the timeline.
 func (c *outageConfig) derive(set map[string]bool) {
 	if !set["attempt-timeout"] {
@@ -122,6 +196,12 @@ func (c outageConfig) validate() error {
 		return errors.New("-before, -outage and -after must be more than 0")
 	case !(c.rate > 0 && c.rate <= 100):
 		return fmt.Errorf("-rate %v: want more than 0, at most 100 commands per second", c.rate)
+	case c.pattern != patternSteady && c.pattern != patternBurst && c.pattern != patternSupersede:
+		return fmt.Errorf("-pattern %q: want steady, burst or supersede", c.pattern)
+	case c.burstSize < 1 || c.burstSize > 100:
+		return fmt.Errorf("-burst-size %d: want 1 to 100 commands", c.burstSize)
+	case c.burstEvery <= time.Duration(c.burstSize)*burstSpacing:
+		return fmt.Errorf("-burst-every %v: want more than a burst lasts (%v)", c.burstEvery, time.Duration(c.burstSize)*burstSpacing)
 	case c.threshold < 1:
 		return fmt.Errorf("-failure-threshold %d: want at least 1", c.threshold)
 	case c.attemptTimeout < 10*time.Millisecond:
@@ -148,11 +228,14 @@ func runOutage(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	var c outageConfig
 	fs.StringVar(&c.hearthd, "hearthd", "", `hearthd executable; default: "hearthd" next to hearth-sim, else in PATH`)
-	fs.DurationVar(&c.before, "before", 30*time.Second, "steady traffic before the outage")
+	fs.DurationVar(&c.before, "before", 30*time.Second, "traffic before the outage")
 	fs.DurationVar(&c.outage, "outage", 5*time.Minute, "how long the bridge is offline")
-	fs.DurationVar(&c.after, "after", time.Minute, "steady traffic after the bridge is back")
+	fs.DurationVar(&c.after, "after", time.Minute, "traffic after the bridge is back")
 	fs.BoolVar(&c.announce, "announce", false, `the bridge says {"state":"offline"} on its bridge/state; default: a silent outage (a hung coordinator)`)
-	fs.Float64Var(&c.rate, "rate", 1, "commands per second to the failing bridge's lights")
+	fs.Float64Var(&c.rate, "rate", 1, "commands per second to the failing bridge's lights (-pattern steady)")
+	fs.StringVar(&c.pattern, "pattern", patternSteady, "traffic pattern: steady, burst or supersede (see above)")
+	fs.IntVar(&c.burstSize, "burst-size", 6, "commands per burst (-pattern burst)")
+	fs.DurationVar(&c.burstEvery, "burst-every", 10*time.Second, "time from one burst to the next (-pattern burst)")
 	fs.IntVar(&c.threshold, "failure-threshold", 5, "breaker failure_threshold: consecutive failed attempts that open it")
 	fs.DurationVar(&c.attemptTimeout, "attempt-timeout", 0, "retry attempt_timeout of the zigbee service; default: derived (see above)")
 	fs.DurationVar(&c.openFor, "open-for", 0, "breaker open_for; default: derived")
@@ -394,8 +477,8 @@ func runOutageScenario(ctx context.Context, c outageConfig, stdout, stderr io.Wr
 		return sum, ctx.Err()
 	}
 
-	fmt.Fprintf(stdout, "Bridge outage: %s before, %s %s outage of %s, %s after; %g commands/s to %s.\n",
-		c.before, c.outage, map[bool]string{true: "announced", false: "silent"}[c.announce], outageBase, c.after, c.rate, strings.Join(trafficDevices, ", "))
+	fmt.Fprintf(stdout, "Bridge outage: %s before, %s %s outage of %s, %s after; %s to %s.\n",
+		c.before, c.outage, map[bool]string{true: "announced", false: "silent"}[c.announce], outageBase, c.after, c.describeTraffic(), strings.Join(trafficDevices, ", "))
 	fmt.Fprintf(stdout, "Breaker of %s: failure_threshold %d, attempt_timeout %s (2 attempts), open_for %s, max_open_for %s, probe_timeout %s, max_probes 1.\n",
 		outageService, c.threshold, c.attemptTimeout, c.openFor, c.maxOpenFor, c.probeTimeout)
 	fmt.Fprintf(stdout, "hearthd %s, pid %d.\n\n", c.hearthd, hd.cmd.Process.Pid)
@@ -655,20 +738,14 @@ func (o *outageObserver) setsBefore(at time.Time) int {
 }
 
 // failedBefore counts the sets to the failing bridge in the outage that
-// were failed attempts by at: unanswered for the attempt timeout without a
-// newer set to the same device in between (a newer command supersedes the
-// one in flight, whose attempt then counts for nothing). Call with mu held.
+// were failed attempts by at: unanswered for the attempt timeout. A set
+// whose command a newer one superseded meanwhile counts too: it went out,
+// and the silent bridge answered nothing, which hearthd's breaker counts
+// as a failure at the attempt's timeout. Call with mu held.
 func (o *outageObserver) failedBefore(at time.Time) int {
 	n := 0
-	for i, s := range o.sets {
-		expiry := s.at.Add(o.c.attemptTimeout)
-		if !expiry.Before(at) {
-			continue
-		}
-		superseded := slices.ContainsFunc(o.sets[i+1:], func(t bridgeSet) bool {
-			return t.device == s.device && t.at.Before(expiry)
-		})
-		if !superseded {
+	for _, s := range o.sets {
+		if s.at.Add(o.c.attemptTimeout).Before(at) {
 			n++
 		}
 	}
@@ -764,7 +841,7 @@ func (o *outageObserver) drive(ctx context.Context, client paho.Client, sim *sim
 	if o.state == "" {
 		o.state = "closed"
 	}
-	o.line(start, "traffic starts: %g commands/s; breaker %s %s", o.c.rate, outageService, o.state)
+	o.line(start, "traffic starts: %s; breaker %s %s", o.c.describeTraffic(), outageService, o.state)
 	o.mu.Unlock()
 
 	outageAt := start.Add(o.c.before)
@@ -776,7 +853,6 @@ func (o *outageObserver) drive(ctx context.Context, client paho.Client, sim *sim
 		outageAt.Add(o.c.outage / 4), outageAt.Add(o.c.outage / 2), outageAt.Add(3 * o.c.outage / 4),
 		backAt.Add(3 * o.c.after / 4),
 	}
-	interval := time.Duration(float64(time.Second) / o.c.rate)
 	nextCmd := start
 	nextFlush := start.Add(o.c.summaryEvery)
 	phase := 0 // 0 before, 1 outage, 2 after
@@ -837,7 +913,7 @@ func (o *outageObserver) drive(ctx context.Context, client paho.Client, sim *sim
 			o.cmds[opID] = &cmdRecord{device: dev, issued: now}
 			o.mu.Unlock()
 			client.Publish("hearth/"+dev+"/set", 1, false, payload)
-			nextCmd = nextCmd.Add(interval)
+			nextCmd = start.Add(o.c.issueAt(n))
 		}
 		wake := slices.MinFunc([]time.Time{nextCmd, nextFlush, endAt, outageAt, backAt, firstOr(motions, endAt)}, func(a, b time.Time) int {
 			// Past events (the outage start, once passed) do not wake.
@@ -883,7 +959,7 @@ type outageSummary struct {
 	// OpenAfter is the time from the outage start to the breaker's first
 	// opening in it; AttemptsBeforeOpen the failed attempts in between:
 	// sets the bridge ignored that ran out their attempt timeout before it,
-	// not superseded by a newer command (SetsBeforeOpen counts them all).
+	// superseded or not (SetsBeforeOpen counts every set before it).
 	// OpenBound is the most that condition 1 allows: the failure threshold,
 	// plus one in flight for every other device commanded (each device
 	// has one attempt in flight at most).
@@ -989,11 +1065,13 @@ func (o *outageObserver) summary() outageSummary {
 	if !firstOpen.IsZero() {
 		perCooldown := map[int]int{}
 		for _, set := range o.sets {
-			at := set.at
+			// A set that reaches the bridge within inFlightGrace of an
+			// opening left hearthd before it: it counts before it.
+			at := set.at.Add(-inFlightGrace)
 			if at.Before(firstOpen) {
 				continue
 			}
-			s.Probes = append(s.Probes, at.Sub(o.outageStart))
+			s.Probes = append(s.Probes, set.at.Sub(o.outageStart))
 			i := 0
 			for j, op := range opens {
 				if !at.Before(op) {
@@ -1009,7 +1087,7 @@ func (o *outageObserver) summary() outageSummary {
 		// A silent outage lets a probe out once open_for has passed and a
 		// command comes: expect one if the outage outlasts that.
 		s.ProbesExpected = !o.c.announce && !o.outageEnd.IsZero() &&
-			o.outageEnd.Sub(firstOpen) > o.c.openFor+2*time.Duration(float64(time.Second)/o.c.rate)
+			o.outageEnd.Sub(firstOpen) > o.c.openFor+2*o.c.longestGap()
 	}
 	for _, f := range o.fallback {
 		switch {
@@ -1047,10 +1125,26 @@ func (o *outageObserver) summary() outageSummary {
 	case s.ProbesExpected && len(s.Probes) == 0:
 		s.Failed = append(s.Failed, "4: no probe during the outage, though it outlasted a cooldown")
 	}
-	if s.ClosedAfter < 0 {
+	switch limit := o.c.closeBound(); {
+	case s.ClosedAfter < 0:
 		s.Failed = append(s.Failed, "5: the breaker did not close after the recovery")
+	case s.ClosedAfter > limit:
+		s.Failed = append(s.Failed, fmt.Sprintf("5: the breaker closed %.1f s after the recovery, later than one open period, one probe and one gap between commands (%.1f s)", s.ClosedAfter.Seconds(), limit.Seconds()))
 	}
 	return s
+}
+
+// inFlightGrace is how long after a breaker opening a set may reach the
+// bridge though hearthd sent it before: the broker's delivery time.
+// hearthd checks its permit at the moment of each send, so a set sent
+// after the opening would arrive later than that.
+const inFlightGrace = 50 * time.Millisecond
+
+// closeBound is the latest the breaker may close after the recovery: the
+// longest open period, then the next command (at most the longest gap
+// between two) as its probe, answered within probe_timeout.
+func (c outageConfig) closeBound() time.Duration {
+	return c.maxOpenFor + c.longestGap() + c.probeTimeout
 }
 
 // printOutageSummary writes the summary after the timeline.
@@ -1071,11 +1165,11 @@ func printOutageSummary(w io.Writer, c outageConfig, s outageSummary) {
 		return "ok"
 	}
 	fmt.Fprintf(&b, "\nSummary\n")
-	fmt.Fprintf(&b, "  [%s] 1. breaker opened %s after the outage began, after %d timed-out attempts (threshold %d, at most %d with those in flight); %d sets reached the bridge before\n",
+	fmt.Fprintf(&b, "  [%s] 1. breaker opened %s after the outage began, once %d sets had run out the attempt timeout unanswered, superseded ones included (threshold %d, at most %d with one in flight per other light); %d sets reached the bridge before\n",
 		ok(1), sec(s.OpenAfter), s.AttemptsBeforeOpen, c.threshold, s.OpenBound, s.SetsBeforeOpen)
-	fmt.Fprintf(&b, "  [%s] 2. commands sent during the outage: %d failed fast (breaker_open, %s median), %d timed out (%d of them sent while the breaker was open), %d superseded, %d other\n",
-		ok(2), s.FailedFast, fmtMedian(s.FastMedian), s.TimedOut, s.TimedOutAfterOpen, s.Superseded, s.OtherResults)
-	fmt.Fprintf(&b, "  [%s] 3. fallback automation: %d actions during the outage, %d before it, %d after it\n",
+	fmt.Fprintf(&b, "  [%s] 2. commands sent during the outage: %d failed fast (breaker_open, no attempt, %s median, want under %s), %d timed out (%d of them sent after the breaker opened, want at most the %d probes), %d superseded, %d other\n",
+		ok(2), s.FailedFast, fmtMedian(s.FastMedian), c.attemptTimeout, s.TimedOut, s.TimedOutAfterOpen, len(s.Probes), s.Superseded, s.OtherResults)
+	fmt.Fprintf(&b, "  [%s] 3. fallback automation: %d actions during the outage (want some), %d before it (want none), %d after it\n",
 		ok(3), s.FallbackActions, s.FallbackBefore, s.FallbackAfter)
 	var probes, gaps []string
 	for _, p := range s.Probes {
@@ -1084,13 +1178,20 @@ func printOutageSummary(w io.Writer, c outageConfig, s outageSummary) {
 	for _, g := range s.ProbeGaps {
 		gaps = append(gaps, fmt.Sprintf("%.1f", g.Seconds()))
 	}
-	if len(s.Probes) == 0 {
-		fmt.Fprintf(&b, "  [%s] 4. probes during the outage: none (a breaker held open by the bridge's own offline sends none)\n", ok(4))
-	} else {
-		fmt.Fprintf(&b, "  [%s] 4. probes during the outage: %d (at most %d per cooldown) at %s s since it began; cooldowns between them %s s (open_for %s doubling to %s)\n",
+	switch {
+	case len(s.Probes) > 0:
+		fmt.Fprintf(&b, "  [%s] 4. sets that reached the silent bridge after the breaker opened: %d probes (at most %d per cooldown, want at most 1) at %s s since the outage began; cooldowns between them %s s (open_for %s doubling to %s)\n",
 			ok(4), len(s.Probes), s.MaxProbesPerCooldown, orNone(probes), orNone(gaps), c.openFor, c.maxOpenFor)
+	case s.OpenAfter < 0:
+		fmt.Fprintf(&b, "  [%s] 4. sets that reached the silent bridge after the breaker opened: none, as the breaker never opened\n", ok(4))
+	case c.announce:
+		fmt.Fprintf(&b, "  [%s] 4. sets that reached the bridge after the breaker opened: none (the bridge's own offline holds the breaker open: no probe until it says online)\n", ok(4))
+	case !s.ProbesExpected:
+		fmt.Fprintf(&b, "  [%s] 4. sets that reached the silent bridge after the breaker opened: none (the outage ended before a cooldown had passed and a command come)\n", ok(4))
+	default:
+		fmt.Fprintf(&b, "  [%s] 4. sets that reached the silent bridge after the breaker opened: none, though the outage outlasted a cooldown\n", ok(4))
 	}
-	fmt.Fprintf(&b, "  [%s] 5. breaker closed %s after the bridge came back\n", ok(5), sec(s.ClosedAfter))
+	fmt.Fprintf(&b, "  [%s] 5. breaker closed %s after the bridge came back (want within %.1f s: max_open_for, the longest gap between commands, probe_timeout)\n", ok(5), sec(s.ClosedAfter), c.closeBound().Seconds())
 	if s.Unanswered > 0 {
 		fmt.Fprintf(&b, "  %d commands got no terminal result\n", s.Unanswered)
 	}

@@ -293,13 +293,15 @@ func TestResumedCommandsAreResentWithoutSpendingTheRetryBudget(t *testing.T) {
 	h.stopHearth()
 
 	h2 := newHarness(t, harnessOptions{dataDir: dir, clock: clock, brokerURL: b.URL(), automation: h, faults: lose, config: manyDevices(n, "")})
-	// The fake clock moves 500 ms at a time, 12 s in all: the windows of
+	// The fake clock moves 500 ms at a time, 11 s in all: the windows of
 	// the attempts in flight end at +5 s, the resends follow their 1 s
-	// backoff (ceilingRand) and wait 5 s unconfirmed. The sets reach the
-	// devices of either simulator (the first one's session may still be
-	// subscribed).
+	// backoff (ceilingRand) and wait 5 s unconfirmed, to +11 s (where the
+	// bridge answers the witness read Hearth sends for their silence, so
+	// that the breaker stays closed and nothing is left to wait on the
+	// clock). The sets reach the devices of either simulator (the first
+	// one's session may still be subscribed).
 	resent := 0
-	for clock.Since(t0) < 12*time.Second {
+	for clock.Since(t0) < 11*time.Second {
 		ctx, cancel := context.WithTimeout(context.Background(), eventWait)
 		err := clock.BlockUntilContext(ctx, 1)
 		cancel()
