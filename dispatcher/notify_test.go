@@ -261,6 +261,9 @@ func TestNotifyBreakerFailsFast(t *testing.T) {
 	r.call() // the probe
 	r.svc.replies <- nil
 	r.eventually("closed", func() bool { return r.d.Breakers()[0].State == "closed" })
+	// The breaker hears of the probe's success before the delivery is
+	// counted: wait for the count too.
+	r.eventually("the probe counted delivered", func() bool { return r.status().Delivered == 1 })
 	if s := r.status(); s != (NotifyStatus{Service: "ntfy", Delivered: 1, Failed: 5}) {
 		t.Errorf("status %+v, want 1 delivered, 5 failed", s)
 	}
