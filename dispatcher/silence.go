@@ -2,6 +2,7 @@ package dispatcher
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -41,6 +42,10 @@ type silence struct {
 	out     bool
 	waiting []*breaker.Permit
 	news    chan struct{}
+	// suspects are the devices whose timed-out attempts the read out
+	// decides: never witnesses of each other (two bulbs on one wall
+	// switch, both without power).
+	suspects map[*deviceQueue]bool
 	// silent: the last witness read found the service silent, and
 	// nothing has been heard from it since (its heard count was
 	// silentAt).
@@ -70,19 +75,28 @@ func (s *silence) heardFrom(q *deviceQueue) {
 	}
 }
 
-// witnessLocked returns a witness other than suspect: the device last
-// heard from, if it may be asked, else the first that may; nil if none.
-// Called with s.mu held.
-func (s *silence) witnessLocked(suspect *deviceQueue) *deviceQueue {
-	if w := s.last; w != nil && w != suspect && witnessClass(w.dev.Class) && !w.dev.Sleep.Sleepy {
-		return w
+// maxWitnesses is how many devices one witness read asks: one dead
+// witness (a bulb on the same wall switch as the suspect) must not make
+// a talking service look silent.
+const maxWitnesses = 3
+
+// candidatesLocked returns the devices that may witness for the suspects,
+// best first: the device last heard from, then the others in Options
+// order; never a suspect. Called with s.mu held.
+func (s *silence) candidatesLocked() []*deviceQueue {
+	var out []*deviceQueue
+	ok := func(w *deviceQueue) bool {
+		return w != nil && !s.suspects[w] && witnessClass(w.dev.Class) && !w.dev.Sleep.Sleepy && !slices.Contains(out, w)
+	}
+	if ok(s.last) {
+		out = append(out, s.last)
 	}
 	for _, w := range s.witnesses {
-		if w != suspect {
-			return w
+		if ok(w) {
+			out = append(out, w)
 		}
 	}
-	return nil
+	return out
 }
 
 // witnessTimeout is how long a witness read waits for the service to pass
@@ -116,13 +130,18 @@ func (q *deviceQueue) failUnlessTalking(ctx context.Context, permit *breaker.Per
 		q.release(permit, breaker.Failure) // found silent, and silent since
 		return
 	}
+	if s.suspects == nil {
+		s.suspects = map[*deviceQueue]bool{}
+	}
+	s.suspects[q] = true
 	if s.out {
 		s.waiting = append(s.waiting, permit)
 		s.mu.Unlock()
 		return
 	}
-	w := s.witnessLocked(q)
-	if w == nil {
+	candidates := s.candidatesLocked()
+	if len(candidates) == 0 {
+		delete(s.suspects, q)
 		s.mu.Unlock()
 		q.release(permit, breaker.Failure)
 		return
@@ -133,25 +152,41 @@ func (q *deviceQueue) failUnlessTalking(ctx context.Context, permit *breaker.Per
 	s.news = news
 	s.mu.Unlock()
 	d := q.d
-	d.workers.Go(func() { d.askWitness(ctx, svc, q, w, heard, news) })
+	d.workers.Go(func() { d.askWitness(ctx, svc, q, candidates, heard, news) })
 }
 
-// askWitness asks w, a witness of svc, for its state on suspect's behalf,
-// waits up to the witness timeout for any live report of svc (news closed,
-// or its heard count moved from heard), and releases the waiting permits:
-// ignored if the service talked, failed if not (or if the read could not
-// be asked), canceled if ctx ended.
-func (d *Dispatcher) askWitness(ctx context.Context, svc *Service, suspect, w *deviceQueue, heard uint64, news <-chan struct{}) {
+// askWitness asks up to maxWitnesses of candidates (the best witnesses
+// of svc, not known offline) for their state on suspect's behalf, waits
+// up to the witness timeout for any live report of svc (news closed, or
+// its heard count moved from heard), and releases the waiting permits:
+// ignored if the service talked, failed if not (or if no read could be
+// asked), canceled if ctx ended.
+func (d *Dispatcher) askWitness(ctx context.Context, svc *Service, suspect *deviceQueue, candidates []*deviceQueue, heard uint64, news <-chan struct{}) {
 	s := svc.silence
 	timeout := svc.witnessTimeout()
 	timer := d.clock.NewTimer(timeout)
 	defer timer.Stop()
-	readCtx, cancel := context.WithTimeout(ctx, sendTimeout)
-	err := svc.Bridge.Read(readCtx, w.dev.Device, devices.Target{"state": ""})
-	cancel()
-	d.log.Info("an attempt timed out in the service's silence: asking a witness", "service", svc.Name, "device", suspect.dev.ID, "witness", w.dev.ID, "timeout", timeout, "err", err)
+	var asked []string
+	var err error
+	for _, w := range candidates {
+		if len(asked) == maxWitnesses {
+			break
+		}
+		if w.knownOffline() {
+			continue
+		}
+		readCtx, cancel := context.WithTimeout(ctx, sendTimeout)
+		rerr := svc.Bridge.Read(readCtx, w.dev.Device, devices.Target{"state": ""})
+		cancel()
+		if rerr != nil {
+			err = rerr
+			continue
+		}
+		asked = append(asked, w.dev.ID)
+	}
+	d.log.Info("an attempt timed out in the service's silence: asking witnesses", "service", svc.Name, "device", suspect.dev.ID, "witnesses", asked, "timeout", timeout, "err", err)
 	outcome := breaker.Failure
-	if err == nil {
+	if len(asked) > 0 {
 		select {
 		case <-news:
 		case <-timer.Chan():
@@ -167,6 +202,7 @@ func (d *Dispatcher) askWitness(ctx context.Context, svc *Service, suspect, w *d
 	s.mu.Lock()
 	permits := s.waiting
 	s.waiting, s.out = nil, false
+	clear(s.suspects)
 	if s.news == news {
 		s.news = nil
 	}
@@ -174,7 +210,7 @@ func (d *Dispatcher) askWitness(ctx context.Context, svc *Service, suspect, w *d
 		s.silent, s.silentAt = true, heard
 	}
 	s.mu.Unlock()
-	d.log.Info("witness answered", "service", svc.Name, "witness", w.dev.ID, "talking", outcome == breaker.Ignored, "attempts", len(permits))
+	d.log.Info("witnesses answered", "service", svc.Name, "witnesses", asked, "talking", outcome == breaker.Ignored, "attempts", len(permits))
 	now := d.now()
 	for _, p := range permits {
 		p.Done(outcome, now)

@@ -442,3 +442,53 @@ func TestOneDeadBulbNeverOpensTheZigbeeBreaker(t *testing.T) {
 		t.Errorf("after a minute of commands to an offline bulb: breaker %s, %d trips; want closed", b.State, b.Trips)
 	}
 }
+
+// twoDeadConfig is hungConfig's zigbee service with three lights, the
+// first in order (the first witness asked) on the same wall switch as
+// the last: both without power, while Zigbee2MQTT still shows them
+// online.
+var twoDeadConfig = strings.Replace(hungConfig, `  hall_light: {class: light, service: zigbee}
+  kitchen_light: {class: light, service: zigbee}`, `  kitchen_light: {class: light, service: zigbee}
+  porch_light: {class: light, service: zigbee}
+  hall_light: {class: light, service: zigbee}`, 1)
+
+// Two bulbs on one wall switch lose their power, and an automation drags
+// a slider on one of them: each attempt times out in the bridge's
+// silence, and the witness reads ask more than the other dead bulb, so
+// the porch light's answer shows the bridge talking and the breaker
+// stays closed.
+func TestTwoDeadBulbsNeverOpenTheZigbeeBreaker(t *testing.T) {
+	h := newHarness(t, harnessOptions{config: twoDeadConfig, faults: simulator.Faults{Dead: []string{"hall_light", "kitchen_light"}}})
+	h.settle("hall_light", "kitchen_light", "porch_light", "landing_light")
+	for i := range 20 {
+		opID := fmt.Sprintf("drag-%02d", i)
+		h.publish("hall_light", fmt.Sprintf(`{"state":"ON","brightness":%d,"op_id":%q}`, 100+i, opID))
+	wait:
+		for {
+			select {
+			case e := <-h.sets:
+				if e.Device != "hall_light" {
+					t.Fatalf("%s: a set reached %s", opID, e.Device)
+				}
+				break wait
+			case r := <-h.results:
+				if r.OpID == opID && r.Status.Terminal() {
+					t.Fatalf("%s: %s/%s after %d commands to a dead bulb; want it sent, the breaker closed", opID, r.Status, r.Reason, i)
+				}
+			case <-time.After(eventWait):
+				t.Fatalf("%s: not sent", opID)
+			}
+		}
+		h.clock.Advance(time.Second)
+	}
+	for range 10 { // the last attempts time out
+		h.clock.Advance(time.Second)
+	}
+	h.publish("porch_light", `{"state":"OFF","op_id":"after-drag"}`)
+	if r := h.await(func(r devices.Result) bool { return r.OpID == "after-drag" && r.Status.Terminal() }, "after-drag's end"); r.Status != devices.Succeeded {
+		t.Errorf("a command to the porch light after the drag: %s/%s; want succeeded", r.Status, r.Reason)
+	}
+	if b := h.zigbee(); b.State != "closed" || b.Trips != 0 {
+		t.Fatalf("after a drag on one of two dead bulbs: breaker %s, %d trips; want closed", b.State, b.Trips)
+	}
+}
