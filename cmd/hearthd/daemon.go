@@ -120,11 +120,11 @@ type daemon struct {
 	// runs (its pending commands could not be read): hearthd can no
 	// longer run a command, so run stops with it rather than stay up
 	// and ready. Buffered: the dispatcher's goroutine never waits on it.
-	failed chan error
-	engineDone         chan struct{}
-	pruneDone          chan struct{}
-	httpDone           chan struct{}
-	stopOnce           sync.Once
+	failed     chan error
+	engineDone chan struct{}
+	pruneDone  chan struct{}
+	httpDone   chan struct{}
+	stopOnce   sync.Once
 }
 
 // start opens the store, starts the embedded broker (unless cfg names an
@@ -429,7 +429,7 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 				d.engine.BreakerState(c.Service, c.To.String(), c.Replay)
 			}
 		},
-		OnResult:    d.results.Notify,
+		OnResult:     d.results.Notify,
 		OnFreshRead:  dp.onFreshRead,
 		OnFreshState: dp.onFreshState,
 		// op_ids the quarantined store held are lost: commands issued
