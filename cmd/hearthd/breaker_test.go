@@ -562,17 +562,21 @@ func TestSilentBridgeTripsTheBreakerButOneDeadDeviceDoesNot(t *testing.T) {
 			h.result("dead")
 			h.nextSet() // attempt 1, dropped
 			talk("ON")
-			waiting := h.waiters()     // the attempt's timeout
-			h.advance(5 * time.Second) // it times out
-			if !tc.hung && !tc.othersTalk {
-				// In the bridge's silence a witness read decides, on a
-				// timer of its own: the clock must not pass it before
-				// the witness's answer (real time) has been taken, which
-				// stops it and leaves the retry's backoff alone.
-				h.eventually("the witness read answered", func() bool { return h.waiters() == waiting })
+			// In the bridge's silence a witness read decides each
+			// timeout, on a timer of its own: before the clock moves,
+			// the timers it moves for must be set, and the witness's
+			// answer (real time) taken where one comes. Then hearthd
+			// waits on the attempt's timer or the backoff, plus, behind
+			// a hung coordinator, the unanswered witness read's.
+			timers := h.waiters() // the attempt's timeout
+			if tc.hung {
+				timers++
 			}
+			h.advance(5 * time.Second) // it times out
+			h.eventually("the backoff's timer (and the witness read's)", func() bool { return h.waiters() == timers })
 			h.advance(time.Second) // the retry's backoff
 			h.nextSet()            // attempt 2, dropped
+			h.eventually("attempt 2's timer", func() bool { return h.waiters() == timers })
 			talk("OFF")
 			h.advance(5 * time.Second) // it times out too
 			r := h.final2("dead")
