@@ -80,8 +80,8 @@ func TestFirstSetDroppedSucceedsOnSecondAttempt(t *testing.T) {
 	if e := h.nextSet(); !e.Dropped {
 		t.Fatal("the simulator did not drop the first set")
 	}
-	h.advance(5 * time.Second) // attempt timeout
-	h.advance(1 * time.Second) // backoff before retry 1: ceiling = base
+	h.advanceTimeout(5 * time.Second) // attempt timeout
+	h.advance(1 * time.Second)        // backoff before retry 1: ceiling = base
 	e := h.nextSet()
 	if e.Dropped {
 		t.Fatal("second set dropped too")
@@ -106,7 +106,7 @@ func TestSilentDeviceFailsAfterMaxAttempts(t *testing.T) {
 		t.Fatalf("first result %s; want accepted", r.Status)
 	}
 	h.nextSet()
-	h.advance(5 * time.Second)
+	h.advanceTimeout(5 * time.Second)
 	h.advance(1 * time.Second)
 	h.nextSet()
 	h.advance(5 * time.Second)

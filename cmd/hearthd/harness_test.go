@@ -454,6 +454,20 @@ func (h *harness) advance(d time.Duration) {
 	h.clock.Advance(d)
 }
 
+// advanceTimeout moves the clock by d, the attempt timeout of the one
+// attempt in flight, which a retry follows, and waits until hearthd's
+// timers are as many as before: the backoff in the attempt's place, and
+// the witness read that an attempt timed out in the bridge's silence asks
+// answered (in real time), its timer stopped. Moving the clock again
+// before that could find only the witness's timer and pass the backoff
+// before it is set.
+func (h *harness) advanceTimeout(d time.Duration) {
+	h.t.Helper()
+	n := h.waiters()
+	h.advance(d)
+	h.eventually("the backoff's timer, the witness read answered", func() bool { return h.waiters() == n })
+}
+
 // settle waits until hearthd has heard every bridge say it is online and
 // has the state of each of devices (their first reports): a test that
 // then changes a bridge's state is not overtaken by the simulator's start.

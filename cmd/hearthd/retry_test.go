@@ -61,9 +61,9 @@ func TestConfiguredPolicySpacesAttempts(t *testing.T) {
 	}
 	for attempt, want := range []time.Duration{0, 8 * time.Second, 16 * time.Second} {
 		if attempt > 0 {
-			h.advance(5 * time.Second)   // attempt timeout
-			h.advance(3*time.Second - 1) // 1 ns short of the fixed backoff
-			h.advance(1)                 // the backoff ends
+			h.advanceTimeout(5 * time.Second) // attempt timeout
+			h.advance(3*time.Second - 1)      // 1 ns short of the fixed backoff
+			h.advance(1)                      // the backoff ends
 		}
 		h.nextSet()
 		if got := h.clock.Since(t0); got != want {
