@@ -348,30 +348,7 @@ func TestOneDeadBulbNeverOpensTheZigbeeBreaker(t *testing.T) {
 	for len(h.traffic) > 0 {
 		<-h.traffic
 	}
-	for i := range 30 {
-		opID := fmt.Sprintf("drag-%02d", i)
-		h.publish("hall_light", fmt.Sprintf(`{"state":"ON","brightness":%d,"op_id":%q}`, 100+i, opID))
-	wait:
-		for {
-			select {
-			case e := <-h.sets:
-				if e.Device != "hall_light" {
-					t.Fatalf("%s: a set reached %s", opID, e.Device)
-				}
-				break wait
-			case r := <-h.results:
-				if r.OpID == opID && r.Status.Terminal() {
-					t.Fatalf("%s: %s/%s after %d commands of a slider on a dead bulb alone; want it sent", opID, r.Status, r.Reason, i)
-				}
-			case <-time.After(eventWait):
-				t.Fatalf("%s: not sent", opID)
-			}
-		}
-		h.clock.Advance(time.Second)
-	}
-	for range 10 { // the last attempts time out
-		h.clock.Advance(time.Second)
-	}
+	h.drag("hall_light", 30)
 	h.publish("kitchen_light", `{"state":"OFF","op_id":"after-drag"}`)
 	if r := h.await(func(r devices.Result) bool { return r.OpID == "after-drag" && r.Status.Terminal() }, "after-drag's end"); r.Status != devices.Succeeded {
 		t.Errorf("a command to the neighbour after the drag: %s/%s; want succeeded", r.Status, r.Reason)
@@ -460,35 +437,44 @@ var twoDeadConfig = strings.Replace(hungConfig, `  hall_light: {class: light, se
 func TestTwoDeadBulbsNeverOpenTheZigbeeBreaker(t *testing.T) {
 	h := newHarness(t, harnessOptions{config: twoDeadConfig, faults: simulator.Faults{Dead: []string{"hall_light", "kitchen_light"}}})
 	h.settle("hall_light", "kitchen_light", "porch_light", "landing_light")
-	for i := range 20 {
-		opID := fmt.Sprintf("drag-%02d", i)
-		h.publish("hall_light", fmt.Sprintf(`{"state":"ON","brightness":%d,"op_id":%q}`, 100+i, opID))
-	wait:
-		for {
-			select {
-			case e := <-h.sets:
-				if e.Device != "hall_light" {
-					t.Fatalf("%s: a set reached %s", opID, e.Device)
-				}
-				break wait
-			case r := <-h.results:
-				if r.OpID == opID && r.Status.Terminal() {
-					t.Fatalf("%s: %s/%s after %d commands to a dead bulb; want it sent, the breaker closed", opID, r.Status, r.Reason, i)
-				}
-			case <-time.After(eventWait):
-				t.Fatalf("%s: not sent", opID)
-			}
-		}
-		h.clock.Advance(time.Second)
-	}
-	for range 10 { // the last attempts time out
-		h.clock.Advance(time.Second)
-	}
+	h.drag("hall_light", 20)
 	h.publish("porch_light", `{"state":"OFF","op_id":"after-drag"}`)
 	if r := h.await(func(r devices.Result) bool { return r.OpID == "after-drag" && r.Status.Terminal() }, "after-drag's end"); r.Status != devices.Succeeded {
 		t.Errorf("a command to the porch light after the drag: %s/%s; want succeeded", r.Status, r.Reason)
 	}
 	if b := h.zigbee(); b.State != "closed" || b.Trips != 0 {
 		t.Fatalf("after a drag on one of two dead bulbs: breaker %s, %d trips; want closed", b.State, b.Trips)
+	}
+}
+
+// drag moves a slider on device: n commands, one a second, each
+// superseding the last, each checked to reach the device (none may end
+// first, as a breaker_open would), then 10 s more for the last attempts
+// to time out.
+func (h *harness) drag(device string, n int) {
+	h.t.Helper()
+	for i := range n {
+		opID := fmt.Sprintf("drag-%02d", i)
+		h.publish(device, fmt.Sprintf(`{"state":"ON","brightness":%d,"op_id":%q}`, 100+i, opID))
+	wait:
+		for {
+			select {
+			case e := <-h.sets:
+				if e.Device != device {
+					h.t.Fatalf("%s: a set reached %s", opID, e.Device)
+				}
+				break wait
+			case r := <-h.results:
+				if r.OpID == opID && r.Status.Terminal() {
+					h.t.Fatalf("%s: %s/%s after %d commands of a slider on %s; want it sent, the breaker closed", opID, r.Status, r.Reason, i, device)
+				}
+			case <-time.After(eventWait):
+				h.t.Fatalf("%s: not sent", opID)
+			}
+		}
+		h.clock.Advance(time.Second)
+	}
+	for range 10 { // the last attempts time out
+		h.clock.Advance(time.Second)
 	}
 }
