@@ -303,7 +303,7 @@ func (q *deviceQueue) admit(ctx context.Context, t *task, deadline time.Time) (p
 		if !queued {
 			queued = true
 			q.mu.Lock()
-			r := t.op.Result()
+			r := t.Op.Result()
 			q.mu.Unlock()
 			r.Status, r.Reason = devices.Queued, devices.ReasonBreakerOpen
 			r.Detail = fmt.Sprintf("waiting for the circuit breaker of service %s to close", q.svc.Name)
@@ -335,7 +335,7 @@ func (q *deviceQueue) awaitProbe(ctx context.Context, t *task, changed <-chan st
 	b := q.svc.breaker
 	b.waitForProbe(q.dev.ID, 1)
 	defer b.waitForProbe(q.dev.ID, -1)
-	q.d.log.Info("waiting for the half-open breaker's probe", "op_id", t.op.OpID, "device", q.dev.ID, "service", q.svc.Name, "until", until)
+	q.d.log.Info("waiting for the half-open breaker's probe", "op_id", t.Op.OpID, "device", q.dev.ID, "service", q.svc.Name, "until", until)
 	timer := q.d.clock.NewTimer(until.Sub(q.d.now()))
 	defer timer.Stop()
 	select {
@@ -438,7 +438,8 @@ func (q *deviceQueue) releaseTimedOut(ctx context.Context, p *breaker.Permit, o 
 func (q *deviceQueue) knownOffline() bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return q.available != nil && !*q.available
+	offline, _ := q.m.Offline()
+	return offline
 }
 
 // BreakerStatus is a service's circuit breaker as the status endpoints

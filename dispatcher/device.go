@@ -13,59 +13,39 @@ import (
 
 	"github.com/hearthd/hearth/breaker"
 	"github.com/hearthd/hearth/devices"
+	"github.com/hearthd/hearth/machine"
 	"github.com/hearthd/hearth/retry"
 )
 
-// deviceQueue runs one device's commands, one at a time, in acceptance
-// order. All its fields are guarded by mu; the worker goroutine (run) is
-// the only one that attempts.
+// deviceQueue runs one device's commands: its rules live in m, the
+// device's state machine (package machine); deviceQueue turns bridge
+// callbacks, timers and store completions into its inputs, and runs the
+// attempts of the command it hands out. All its fields, m included, are
+// guarded by mu; the worker goroutine (run) is the only one that
+// attempts.
 type deviceQueue struct {
 	d   *Dispatcher
 	dev Device
 	svc *Service
 
-	mu      sync.Mutex
-	waiting []*task // accepted, not started, in order
-	current *task   // being attempted, or nil
-	wake    chan struct{}
+	mu sync.Mutex
+	m  *machine.Device
+	// cur is the runner's side of the command being attempted (m's
+	// Current), or nil.
+	cur  *task
+	wake chan struct{}
 	// running: the worker goroutine is running. It starts with the first
 	// command and ends when the queue is empty, so that a device costs a
 	// goroutine only while it has work (see startWorkerLocked).
 	running bool
 
-	state     map[string]any // last reported state, merged
-	available *bool          // last availability, nil if never reported
-	// freshReading: the fresh read after the start was sent and no live
-	// report has come since (freshread.go).
-	freshReading bool
-	// heard is the state reported since this process started, merged,
-	// retained replays included; unlike state, nothing restored from the
-	// store. A command resumed with an attempt in flight that finds it at
-	// its target succeeds without a send (see awaitResumed).
-	heard map[string]any
-
-	// A sleepy device's awake lease (see sleepy.go): it listens until
-	// awakeUntil; woke is closed at every wake signal, then replaced.
-	awakeUntil time.Time
-	woke       chan struct{}
-	// leaseGen counts the leases: it grows when a wake signal finds the
-	// device asleep, not when one extends a lease. slept is closed when
-	// the bridge ends a lease (the node is asleep), then replaced.
-	leaseGen uint64
-	slept    chan struct{}
-	// pushed counts the tasks pushed: their order.
-	pushed uint64
-	// places are the places of the tasks supersede ended, by op_id, until
-	// the intake stores their end (forget) or takes it back (restore).
-	places map[string]place
-	// nodeAsleep: the bridge last said the node is asleep (Z-Wave JS UI's
-	// node status); only its next "awake" begins a lease, not the values
-	// the gateway publishes from its cache.
-	nodeAsleep bool
-	// offlineSince is when the bridge last said the device went offline;
+	// woke is closed at every wake signal of a sleepy device, then
+	// replaced; slept is closed when the bridge ends its lease (the node
+	// is asleep), then replaced (see sleepy.go).
+	woke  chan struct{}
+	slept chan struct{}
 	// availChanged is closed at every availability report, then replaced
 	// (see offline.go).
-	offlineSince time.Time
 	availChanged chan struct{}
 	// overtaken are the confirmations of sent attempts whose command was
 	// superseded while they waited for their report. Each keeps its
@@ -75,47 +55,15 @@ type deviceQueue struct {
 	overtaken []*confirmation
 }
 
-// task is an accepted op inside its device queue.
+// task is the command being attempted, with what its worker waits on.
 type task struct {
-	op     devices.Op
-	ended  bool          // a terminal status was decided; guarded by the queue's mu
-	cancel chan struct{} // closed when the task ends from outside (superseded)
+	*machine.Command
+	cancel chan struct{} // closed when the command ends from outside (superseded)
 	// confirm is set while an attempt waits for a confirming report.
 	confirm *confirmation
 	// check is set while a fresh read before a risky attempt waits for
 	// the device's report.
 	check *stateCheck
-	// unsent: an attempt is recorded (stored) but not handed to the
-	// bridge yet; a command ended now (superseded) never reached the
-	// device, and its record says so.
-	unsent bool
-	// firstStored: the intake stored the op's first attempt with its
-	// acceptance, in the same commit (see firstAttemptWithAccept), so
-	// the first send needs no commit of its own. t.op says 0 attempts
-	// until that send is recorded in memory.
-	firstStored bool
-	// resumedUnsent: the op was resumed after a restart with an attempt
-	// recorded, and no send of it went out since: that attempt's
-	// delivery is unknown. The first send that leaves Hearth clears it
-	// (sentSinceResume).
-	resumedUnsent bool
-	// A sleepy device's command: the awake lease in which it was last
-	// delivered (it gets one delivery per lease), and whether its queued
-	// result for the current sleep is out.
-	leaseGen  uint64
-	announced bool
-	// order is the task's place in acceptance order within its queue:
-	// push numbers from 1; restore gives a task back its own.
-	order uint64
-}
-
-// place is where a task ended by supersede stood, kept until the command
-// that superseded it is stored, so that restore can put it back as it was
-// (its order, the lease it was delivered in, its announced queued result).
-type place struct {
-	order     uint64
-	leaseGen  uint64
-	announced bool
 }
 
 // stateCheck collects the reports that arrive after a fresh read began.
@@ -140,69 +88,39 @@ type confirmation struct {
 }
 
 func newDeviceQueue(d *Dispatcher, dev Device, svc *Service) *deviceQueue {
-	return &deviceQueue{d: d, dev: dev, svc: svc, wake: make(chan struct{}, 1), woke: make(chan struct{}), slept: make(chan struct{}), availChanged: make(chan struct{})}
+	return &deviceQueue{d: d, dev: dev, svc: svc, m: machine.New(dev.Device), wake: make(chan struct{}, 1), woke: make(chan struct{}), slept: make(chan struct{}), availChanged: make(chan struct{})}
 }
 
-// supersede ends every waiting or running command of the device whose
-// attributes op covers, so that no further attempt of it can start (a send
-// already under way completes), and returns them, updated, for the caller
-// to store and publish. It never waits for a send.
-//
-// On a sleepy device a newer command ends every older one that names any
-// of its attributes, not only those it covers: only the newest target per
-// attribute is kept (issue 4), so that an older value can never be written
-// over a newer one at a later wake.
+// supersede ends every waiting or running command of the device that op
+// replaces (machine.Device.Replaces), so that no further attempt of it can
+// start (a send already under way completes), and returns them, updated,
+// for the caller to store and publish. It never waits for a send.
 func (q *deviceQueue) supersede(op devices.Op, now time.Time) []devices.Op {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	var ended []devices.Op // oldest first: the running one, then the waiting
-	if t := q.current; t != nil && !t.ended && q.replaces(op.Target, t.op.Target) {
-		ended = append(ended, q.end(t, op.OpID, now))
-	}
-	keep := q.waiting[:0]
-	for _, t := range q.waiting {
-		if t.ended {
-			continue // ended where it waited (a sleepy command's TTL): not ended twice
+	for _, c := range q.m.Supersede(op, now) {
+		if t := q.cur; t != nil && t.Command == c {
+			if t.confirm != nil && !q.dev.Sleep.Sleepy {
+				// A sent attempt waits for its report: it still tells
+				// of the service (a sleepy device's silence never does).
+				q.overtaken = append(q.overtaken, t.confirm)
+			}
+			t.confirm = nil
+			close(t.cancel)
 		}
-		if q.replaces(op.Target, t.op.Target) {
-			ended = append(ended, q.end(t, op.OpID, now))
-			continue
-		}
-		keep = append(keep, t)
-	}
-	clear(q.waiting[len(keep):])
-	q.waiting = keep
-	for _, e := range ended {
-		q.d.log.Info("command superseded", "op_id", e.OpID, "device", e.Device, "by", op.OpID, "attempts", e.Attempts)
+		ended = append(ended, c.Op)
+		q.d.log.Info("command superseded", "op_id", c.Op.OpID, "device", c.Op.Device, "by", op.OpID, "attempts", c.Op.Attempts)
 	}
 	return ended
 }
 
-// replaces reports whether a newer target ends an older command of the
-// device: when it covers it, or, on a sleepy device, when it names any of
-// its attributes.
-func (q *deviceQueue) replaces(newer, older devices.Target) bool {
-	return newer.Covers(older) || (q.dev.Sleep.Sleepy && sharesAttribute(newer, older))
-}
-
 // restore queues again commands that supersede had ended (ops, oldest
 // first), when the command that superseded them could not be stored: they
-// are still accepted. Each goes back to its own place in acceptance order,
-// with the lease it was delivered in (a sleepy device's command delivered
-// in the current lease waits for the next one, as it would have).
+// are still accepted (machine.Device.Restore).
 func (q *deviceQueue) restore(ops []devices.Op) {
 	q.mu.Lock()
-	for _, op := range ops {
-		op.Status, op.Reason, op.Detail = devices.Accepted, "", ""
-		p := q.places[op.OpID]
-		delete(q.places, op.OpID)
-		t := &task{op: op, cancel: make(chan struct{}), order: p.order, leaseGen: p.leaseGen, announced: p.announced}
-		i := slices.IndexFunc(q.waiting, func(w *task) bool { return w.order > t.order })
-		if i < 0 {
-			i = len(q.waiting)
-		}
-		q.waiting = slices.Insert(q.waiting, i, t)
-	}
+	q.m.Restore(ops)
 	q.startWorkerLocked()
 	q.mu.Unlock()
 	signal(q.wake)
@@ -213,17 +131,17 @@ func (q *deviceQueue) restore(ops []devices.Op) {
 func (q *deviceQueue) forget(ops []devices.Op) {
 	q.mu.Lock()
 	for _, op := range ops {
-		delete(q.places, op.OpID)
+		q.m.Forget(op.OpID)
 	}
 	q.mu.Unlock()
 }
 
 // push queues a stored op behind the device's earlier commands.
-func (q *deviceQueue) push(op devices.Op) { q.pushTask(&task{op: op}) }
+func (q *deviceQueue) push(op devices.Op) { q.accept(op, machine.Fresh) }
 
 // pushFirstStored queues an op whose first attempt the intake stored with
 // its acceptance (see firstAttemptWithAccept).
-func (q *deviceQueue) pushFirstStored(op devices.Op) { q.pushTask(&task{op: op, firstStored: true}) }
+func (q *deviceQueue) pushFirstStored(op devices.Op) { q.accept(op, machine.FirstStored) }
 
 // firstAttemptWithAccept reports whether the intake may store op's first
 // attempt in the commit that accepts it, so that the send that follows at
@@ -241,8 +159,8 @@ func (q *deviceQueue) firstAttemptWithAccept(op devices.Op, now time.Time) bool 
 		return false
 	}
 	q.mu.Lock()
-	idle := q.current == nil && len(q.waiting) == 0
-	offline, _, _ := q.availabilityLocked() // nothing will be sent
+	idle := q.m.Idle()
+	offline, _ := q.m.Offline() // nothing will be sent
 	q.mu.Unlock()
 	if offline {
 		return false
@@ -256,24 +174,19 @@ func (q *deviceQueue) firstAttemptWithAccept(op devices.Op, now time.Time) bool 
 	return q.svc.breaker == nil || q.svc.breaker.Snapshot(now).State == breaker.Closed
 }
 
-// pushResumed queues an op resumed from the store after a restart. Its
-// queued result, if the device sleeps, counts as announced: the sender
-// heard "accepted" before the restart, and "queued" too unless the restart
-// came within moments of it; a restart with many commands pending for
-// sleeping devices would otherwise publish a queued result for each of
-// them, ahead of the live traffic. Once delivered at a wake and still
-// pending, it is announced again at the next sleep, like any other.
-func (q *deviceQueue) pushResumed(op devices.Op) {
-	q.pushTask(&task{op: op, announced: true, resumedUnsent: op.Attempts > 0})
-}
+// pushResumed queues an op resumed from the store after a restart
+// (machine.Resumed). Its queued result, if the device sleeps, counts as
+// announced: a restart with many commands pending for sleeping devices
+// would otherwise publish a queued result for each of them, ahead of the
+// live traffic. Once delivered at a wake and still pending, it is
+// announced again at the next sleep, like any other.
+func (q *deviceQueue) pushResumed(op devices.Op) { q.accept(op, machine.Resumed) }
 
-// pushTask queues t, given its op and flags, behind the device's earlier
+// accept queues op, come in as kind says, behind the device's earlier
 // commands.
-func (q *deviceQueue) pushTask(t *task) {
+func (q *deviceQueue) accept(op devices.Op, kind machine.Kind) {
 	q.mu.Lock()
-	q.pushed++
-	t.cancel, t.order = make(chan struct{}), q.pushed
-	q.waiting = append(q.waiting, t)
+	q.m.Accept(op, kind)
 	q.startWorkerLocked()
 	q.mu.Unlock()
 	signal(q.wake)
@@ -315,7 +228,7 @@ func (q *deviceQueue) linger(ctx context.Context) bool {
 			return false
 		}
 		q.mu.Lock()
-		if len(q.waiting) > 0 {
+		if !q.m.Idle() {
 			q.mu.Unlock()
 			return true
 		}
@@ -334,74 +247,11 @@ func (q *deviceQueue) linger(ctx context.Context) bool {
 // marks the worker as ended: the next push starts a new one. Called with
 // q.mu held by the worker.
 func (q *deviceQueue) idleLocked() bool {
-	if len(q.waiting) > 0 || q.current != nil {
+	if !q.m.Idle() {
 		return false
 	}
 	q.running = false
 	return true
-}
-
-// end ends t in favour of the op byOpID. Called with q.mu held.
-func (q *deviceQueue) end(t *task, byOpID string, now time.Time) devices.Op {
-	if q.places == nil {
-		q.places = map[string]place{}
-	}
-	q.places[t.op.OpID] = place{t.order, t.leaseGen, t.announced}
-	t.ended = true
-	if t.confirm != nil && !q.dev.Sleep.Sleepy {
-		// A sent attempt waits for its report: it still tells of the
-		// service (a sleepy device's silence never does).
-		q.overtaken = append(q.overtaken, t.confirm)
-	}
-	t.confirm = nil
-	if t.unsent {
-		t.unsent = false
-		t.op.Attempts-- // recorded, never sent
-	}
-	close(t.cancel)
-	t.op = supersededBy(t.op, byOpID, now)
-	if t.resumedUnsent {
-		t.op.Detail = supersededDetail(byOpID, t.op.Attempts, true)
-	}
-	return t.op
-}
-
-// supersededBy returns op ended in favour of the op byOpID. Its detail
-// says whether a set of it went out first: op.Attempts counts the sends
-// made (an attempt recorded but not handed to the bridge is taken back
-// first, see end), so 0 means the device never received it.
-func supersededBy(op devices.Op, byOpID string, now time.Time) devices.Op {
-	op.Status = devices.Superseded
-	op.Reason = devices.ReasonNewerCommand
-	op.Detail = supersededDetail(byOpID, op.Attempts, false)
-	op.UpdatedAt = now
-	return op
-}
-
-// supersededDetail is the detail of a command superseded by the op byOpID
-// after sent attempts: "superseded by op_id X before it was sent", or
-// "superseded by op_id X after 1 attempt was sent" ("after 2 attempts
-// were sent"). unknown: the last of those attempts was recorded before a
-// restart and not sent again since, so whether it went out is unknown.
-func supersededDetail(byOpID string, sent int, unknown bool) string {
-	d := "superseded by op_id " + byOpID
-	switch {
-	case sent == 0:
-		return d + " before it was sent"
-	case unknown:
-		return fmt.Sprintf("%s after %d %s, the last recorded before a restart (its delivery unknown)", d, sent, plural(sent, "attempt", "attempts"))
-	case sent == 1:
-		return d + " after 1 attempt was sent"
-	default:
-		return fmt.Sprintf("%s after %d attempts were sent", d, sent)
-	}
-}
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
 }
 
 // run is the device's worker: it attempts one command at a time until the
@@ -414,11 +264,8 @@ func (q *deviceQueue) run(ctx context.Context) {
 	for {
 		q.mu.Lock()
 		var t *task
-		if len(q.waiting) > 0 {
-			t = q.waiting[0]
-			q.waiting[0] = nil
-			q.waiting = q.waiting[1:]
-			q.current = t
+		if c := q.m.Next(); c != nil {
+			t = q.begin(c)
 		}
 		q.mu.Unlock()
 		if t == nil {
@@ -429,12 +276,20 @@ func (q *deviceQueue) run(ctx context.Context) {
 		}
 		q.execute(ctx, t)
 		q.mu.Lock()
-		q.current = nil
+		q.m.Done()
+		q.cur = nil
 		q.mu.Unlock()
 		if ctx.Err() != nil {
 			return
 		}
 	}
+}
+
+// begin makes c, m's current command, the one the worker attempts.
+// Called with q.mu held.
+func (q *deviceQueue) begin(c *machine.Command) *task {
+	q.cur = &task{Command: c, cancel: make(chan struct{})}
+	return q.cur
 }
 
 // execute attempts t until it is confirmed, the service's retry policy
@@ -448,7 +303,7 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 	d, svc := q.d, q.svc
 	p := svc.Policy
 	q.mu.Lock()
-	risky := devices.Risky(q.dev.Device, t.op.Target)
+	risky := devices.Risky(q.dev.Device, t.Op.Target)
 	q.mu.Unlock()
 	if risky {
 		p.MaxAttempts = min(p.MaxAttempts, MaxRiskyAttempts)
@@ -461,8 +316,8 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 		resends  int           // resends of the current attempt
 	)
 	q.mu.Lock()
-	resumed := t.op.Attempts > 0 // after a restart: the outcome is unknown
-	sends := t.op.Attempts       // sends that may have reached the device
+	resumed := t.Op.Attempts > 0 // after a restart: the outcome is unknown
+	sends := t.Op.Attempts       // sends that may have reached the device
 	q.mu.Unlock()
 	// A safety-critical command resumed after a restart is resolved by a
 	// fresh read of the state before anything else: its last send may or
@@ -490,7 +345,7 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 		}
 		now := d.now()
 		q.mu.Lock()
-		op := t.op
+		op := t.Op
 		q.mu.Unlock()
 		if !now.Before(op.Deadline) {
 			q.finish(t, devices.Expired, devices.ReasonTTLElapsed,
@@ -658,14 +513,14 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 		// attempt says the outcome of that send is unknown. A resend
 		// (delivery unknown) is the same attempt again.
 		q.mu.Lock()
-		if t.ended {
+		if t.Ended() {
 			q.mu.Unlock()
 			q.release(permit, breaker.Canceled)
 			return
 		}
 		if heardFirst {
 			heardFirst = false
-			if state, ok := q.heardAtLocked(op.Target); ok {
+			if state, ok := q.m.HeardAt(op.Target); ok {
 				q.mu.Unlock()
 				q.release(permit, breaker.Canceled) // nothing went out
 				d.log.Info("resumed attempt confirmed by the state heard since the restart", "op_id", op.OpID, "device", op.Device, "attempt", op.Attempts)
@@ -674,8 +529,7 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 			}
 		}
 		prev, op := q.recordAttemptLocked(t, resend)
-		stored := t.firstStored && !resend && op.Attempts == 1
-		t.firstStored = false
+		stored := t.TakeFirstStored(resend)
 		q.mu.Unlock()
 		if !stored {
 			q.storeAttempt(op)
@@ -810,11 +664,11 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 // already while Hearth was down).
 func (q *deviceQueue) awaitResumed(ctx context.Context, t *task, op devices.Op, timeout time.Duration, now time.Time) (ok, stop bool) {
 	q.mu.Lock()
-	if t.ended {
+	if t.Ended() {
 		q.mu.Unlock()
 		return false, true
 	}
-	if state, ok := q.heardAtLocked(op.Target); ok {
+	if state, ok := q.m.HeardAt(op.Target); ok {
 		q.mu.Unlock()
 		q.d.log.Info("resumed attempt confirmed by the state heard since the restart", "op_id", op.OpID, "device", q.dev.ID, "attempt", op.Attempts)
 		q.finish(t, devices.Succeeded, "", "", state)
@@ -831,18 +685,6 @@ func (q *deviceQueue) awaitResumed(ctx context.Context, t *task, op devices.Op, 
 	ok, stop, _ = q.confirmWithin(ctx, t, c, left, nil, nil)
 	q.dropOvertaken(c) // no permit: nothing to resolve
 	return ok, stop
-}
-
-// heardAtLocked reports whether the state heard since the start shows
-// target, without a fault, and returns a copy of it. Called with q.mu held.
-func (q *deviceQueue) heardAtLocked(target devices.Target) (map[string]any, bool) {
-	if q.heard == nil || !q.satisfied(target, q.heard) {
-		return nil, false
-	}
-	if _, bad := devices.Fault(q.dev.Class, q.heard); bad {
-		return nil, false
-	}
-	return maps.Clone(q.heard), true
 }
 
 // recheck runs the checks before attempt op.Attempts+1 that need no
@@ -871,18 +713,9 @@ func (q *deviceQueue) recheck(t *task, op devices.Op, now time.Time) bool {
 }
 
 // recordAttemptLocked records on t, with q.mu held, the attempt about to
-// be sent: a new one, or (resend) the last one again; it returns t's op
-// before and after. After a crash, a stored attempt says the outcome of
-// that send is unknown.
+// be sent (machine.Command.RecordAttempt).
 func (q *deviceQueue) recordAttemptLocked(t *task, resend bool) (prev, op devices.Op) {
-	prev = t.op
-	if !resend {
-		t.op.Attempts++
-		t.unsent = true
-	}
-	t.op.LastSentAt = q.d.now()
-	t.op.UpdatedAt = t.op.LastSentAt
-	return prev, t.op
+	return t.RecordAttempt(resend, q.d.now())
 }
 
 // storeAttempt stores the op of an attempt recorded before its send; a
@@ -927,11 +760,11 @@ func (q *deviceQueue) revalidate(ctx context.Context, t *task, strict bool, when
 	d := q.d
 	chk := &stateCheck{seen: map[string]any{}, news: make(chan struct{}, 1)}
 	q.mu.Lock()
-	if t.ended {
+	if t.Ended() {
 		q.mu.Unlock()
 		return false, true
 	}
-	op := t.op
+	op := t.Op
 	t.check = chk
 	q.mu.Unlock()
 	defer func() {
@@ -1051,7 +884,7 @@ func (q *deviceQueue) awaitLink(ctx context.Context, t *task, deadline time.Time
 		if !retryAt.IsZero() && retryAt.Before(until) {
 			until = retryAt
 		}
-		q.d.log.Info("waiting for the bridge", "op_id", t.op.OpID, "device", q.dev.ID, "service", q.svc.Name, "until", until)
+		q.d.log.Info("waiting for the bridge", "op_id", t.Op.OpID, "device", q.dev.ID, "service", q.svc.Name, "until", until)
 		timer := q.d.clock.NewTimer(until.Sub(now))
 		select {
 		case <-changed:
@@ -1116,13 +949,13 @@ const sendTimeout = 10 * time.Second
 // and a command superseded before that moment is never sent again.
 func (q *deviceQueue) send(ctx context.Context, t *task) (c *confirmation, sent bool, err error) {
 	q.mu.Lock()
-	if t.ended || ctx.Err() != nil {
+	if t.Ended() || ctx.Err() != nil {
 		q.mu.Unlock()
 		return nil, false, nil
 	}
-	target := t.op.Target
+	target := t.Op.Target
 	c = q.watchLocked(t)
-	t.unsent = false
+	t.Sending()
 	q.mu.Unlock()
 	sendCtx, cancel := context.WithTimeout(ctx, sendTimeout)
 	defer cancel()
@@ -1139,7 +972,7 @@ func (q *deviceQueue) watch(t *task) *confirmation {
 
 // watchLocked is watch with q.mu held.
 func (q *deviceQueue) watchLocked(t *task) *confirmation {
-	c := &confirmation{target: t.op.Target, seen: map[string]any{}, done: make(chan struct{}), faulted: make(chan struct{})}
+	c := &confirmation{target: t.Op.Target, seen: map[string]any{}, done: make(chan struct{}), faulted: make(chan struct{})}
 	t.confirm = c
 	return c
 }
@@ -1162,7 +995,7 @@ func (q *deviceQueue) confirmWithin(ctx context.Context, t *task, c *confirmatio
 	case <-c.done:
 		q.mu.Lock()
 		state := maps.Clone(c.seen)
-		opID, attempt := t.op.OpID, t.op.Attempts
+		opID, attempt := t.Op.OpID, t.Op.Attempts
 		q.mu.Unlock()
 		q.d.log.Info("attempt confirmed", "op_id", opID, "device", q.dev.ID, "attempt", attempt)
 		q.release(permit, breaker.Success)
@@ -1173,7 +1006,7 @@ func (q *deviceQueue) confirmWithin(ctx context.Context, t *task, c *confirmatio
 		// the breaker, a failure of the command, never retried.
 		q.mu.Lock()
 		state := maps.Clone(c.seen)
-		opID, attempt, fault := t.op.OpID, t.op.Attempts, c.fault
+		opID, attempt, fault := t.Op.OpID, t.Op.Attempts, c.fault
 		q.mu.Unlock()
 		q.d.log.Warn("attempt met a device fault", "op_id", opID, "device", q.dev.ID, "attempt", attempt, "fault", fault)
 		q.release(permit, breaker.Success)
@@ -1251,10 +1084,10 @@ func (q *deviceQueue) resolveOvertaken(ctx context.Context, c *confirmation, per
 }
 
 // sentSinceResume records that a send of t went out since Hearth started:
-// its attempts are no longer of unknown delivery (see task.resumedUnsent).
+// its attempts are no longer of unknown delivery.
 func (q *deviceQueue) sentSinceResume(t *task) {
 	q.mu.Lock()
-	t.resumedUnsent = false
+	t.SentSinceResume()
 	q.mu.Unlock()
 }
 
@@ -1262,13 +1095,12 @@ func (q *deviceQueue) sentSinceResume(t *task) {
 // back to prev, so that no attempt is spent on a connection that was down.
 func (q *deviceQueue) unsent(t *task, prev devices.Op) {
 	q.mu.Lock()
-	if t.ended {
+	if !t.Unsent(prev) {
 		q.mu.Unlock()
 		return
 	}
 	t.confirm = nil
-	t.op.Attempts, t.op.LastSentAt = prev.Attempts, prev.LastSentAt
-	op := t.op
+	op := t.Op
 	q.mu.Unlock()
 	if err := q.d.journal.Save(op); err != nil {
 		q.d.log.Warn("store attempt", "op_id", op.OpID, "err", err)
@@ -1322,16 +1154,12 @@ func (q *deviceQueue) sleep(ctx context.Context, t *task, delay time.Duration) b
 func (q *deviceQueue) finish(t *task, status devices.Status, reason devices.Reason, detail string, state map[string]any) {
 	now := q.d.now()
 	q.mu.Lock()
-	if t.ended {
+	op, ok := q.m.End(t.Command, status, reason, detail, state, now)
+	if !ok {
 		q.mu.Unlock()
 		return
 	}
-	t.ended = true
 	t.confirm = nil
-	t.op.Status, t.op.Reason, t.op.Detail = status, reason, detail
-	t.op.State = state
-	t.op.UpdatedAt = now
-	op := t.op
 	q.mu.Unlock()
 	dead := status == devices.Failed || status == devices.Expired
 	if s, ok := q.d.dead.(DeadLetterSaver); ok && dead {
@@ -1364,45 +1192,28 @@ func (q *deviceQueue) finish(t *task, status devices.Status, reason devices.Reas
 func (q *deviceQueue) report(state map[string]any, retained bool) {
 	now := q.d.now()
 	q.mu.Lock()
-	if q.state == nil {
-		q.state = make(map[string]any, len(state))
+	r := q.m.Report(state, retained, now)
+	if r.Woke {
+		q.wokeLocked()
 	}
-	maps.Copy(q.state, state)
-	mirror := maps.Clone(q.state)
-	if !retained {
-		q.wokeLocked(now) // any message from the device: it is awake
-	}
-	// A node the bridge says is asleep sent nothing: what the gateway
-	// publishes for it now comes from its cache, and confirms nothing.
-	news := !retained && !q.nodeAsleep
-	if news || retained {
-		if q.heard == nil {
-			q.heard = make(map[string]any, len(state))
-		}
-		maps.Copy(q.heard, state)
-	}
-	if t := q.current; t != nil && t.check != nil && !t.ended && news {
+	if t := q.cur; t != nil && t.check != nil && !t.Ended() && r.News {
 		maps.Copy(t.check.seen, state)
 		signal(t.check.news)
 	}
-	if t := q.current; t != nil && t.confirm != nil && !t.ended && (news || (retained && t.confirm.resumed)) {
+	if t := q.cur; t != nil && t.confirm != nil && !t.Ended() && (r.News || (retained && t.confirm.resumed)) {
 		q.feedLocked(t.confirm, state)
 	}
-	if news {
+	if r.News {
 		for _, c := range q.overtaken {
 			q.feedLocked(c, state)
 		}
 	}
-	answered := news && q.freshReading
-	if answered {
-		q.freshReading = false
-	}
 	// Pushed under q.mu, as a republish sweep pushes: whichever comes
 	// last carries the newest state.
-	q.d.out.push(q.d.topic(q.dev.ID, ""), mirror, true)
+	q.d.out.push(q.d.topic(q.dev.ID, ""), r.Mirror, true)
 	q.mu.Unlock()
-	q.d.saver.mark(q.dev.ID, mirror, now)
-	if answered && q.d.onFreshState != nil {
+	q.d.saver.mark(q.dev.ID, r.Mirror, now)
+	if r.Answered && q.d.onFreshState != nil {
 		q.d.onFreshState(q.dev.Device)
 	}
 }
@@ -1435,13 +1246,9 @@ func (q *deviceQueue) satisfied(target devices.Target, seen map[string]any) bool
 func (q *deviceQueue) availability(online bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if online && q.available != nil && !*q.available {
-		q.wokeLocked(q.d.now()) // back from offline: a wake signal
+	if q.m.Availability(online, q.d.now()) {
+		q.wokeLocked() // back from offline: a wake signal
 	}
-	if !online && (q.available == nil || *q.available) {
-		q.offlineSince = q.d.now()
-	}
-	q.available = &online
 	close(q.availChanged)
 	q.availChanged = make(chan struct{})
 	q.d.out.pushRaw(q.d.topic(q.dev.ID, "availability"), []byte(onlineWord(online)), true)
@@ -1455,16 +1262,18 @@ func (q *deviceQueue) republishMirror(availability bool) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if availability {
-		if q.available == nil {
+		online, known := q.m.Available()
+		if !known {
 			return false
 		}
-		q.d.out.pushRaw(q.d.topic(q.dev.ID, "availability"), []byte(onlineWord(*q.available)), true)
+		q.d.out.pushRaw(q.d.topic(q.dev.ID, "availability"), []byte(onlineWord(online)), true)
 		return true
 	}
-	if q.state == nil {
+	state := q.m.State()
+	if state == nil {
 		return false
 	}
-	q.d.out.push(q.d.topic(q.dev.ID, ""), maps.Clone(q.state), true)
+	q.d.out.push(q.d.topic(q.dev.ID, ""), state, true)
 	return true
 }
 

@@ -92,7 +92,7 @@ func (d *Dispatcher) freshReads(ctx context.Context) {
 			d.log.Info("reading the state of the safety-critical devices after the start", "service", s.Name, "devices", len(qs))
 			for _, q := range qs {
 				q.mu.Lock()
-				offline := q.available != nil && !*q.available
+				offline, _ := q.m.Offline()
 				q.mu.Unlock()
 				if offline {
 					continue // it would not answer; it reports when back
@@ -101,7 +101,7 @@ func (d *Dispatcher) freshReads(ctx context.Context) {
 					return
 				}
 				q.mu.Lock()
-				q.freshReading = true
+				q.m.FreshReadSent()
 				q.mu.Unlock()
 				if d.onFreshRead != nil {
 					d.onFreshRead(q.dev.Device)

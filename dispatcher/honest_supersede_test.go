@@ -9,6 +9,7 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/hearthd/hearth/devices"
+	"github.com/hearthd/hearth/machine"
 	"github.com/hearthd/hearth/retry"
 )
 
@@ -71,34 +72,15 @@ func TestSupersededWhileQueuedSaysItWasNeverSent(t *testing.T) {
 func TestSupersededResumedAttemptSaysItsDeliveryIsUnknown(t *testing.T) {
 	r := startR4(t, r4Options{awake: true})
 	q := r.d.devices["radiator"]
-	resumed := &task{op: devices.Op{OpID: "old", Device: "radiator", Target: devices.Target{"current_heating_setpoint": 21.0},
-		Status: devices.Accepted, Attempts: 1}, cancel: make(chan struct{}), resumedUnsent: true}
 	q.mu.Lock()
-	q.waiting = append(q.waiting, resumed)
+	q.m.Accept(devices.Op{OpID: "old", Device: "radiator", Target: devices.Target{"current_heating_setpoint": 21.0},
+		Status: devices.Accepted, Attempts: 1}, machine.Resumed)
 	q.mu.Unlock()
 
 	ended := q.supersede(devices.Op{OpID: "new", Device: "radiator", Target: devices.Target{"current_heating_setpoint": 18.0}}, r.clock.Now())
 	want := "superseded by op_id new after 1 attempt, the last recorded before a restart (its delivery unknown)"
 	if len(ended) != 1 || ended[0].Detail != want || ended[0].Attempts != 1 {
 		t.Fatalf("supersede ended %+v; want old with 1 attempt and detail %q", ended, want)
-	}
-}
-
-func TestSupersededDetail(t *testing.T) {
-	for _, c := range []struct {
-		sent    int
-		unknown bool
-		want    string
-	}{
-		{0, false, "superseded by op_id X before it was sent"},
-		{0, true, "superseded by op_id X before it was sent"},
-		{1, false, "superseded by op_id X after 1 attempt was sent"},
-		{2, false, "superseded by op_id X after 2 attempts were sent"},
-		{2, true, "superseded by op_id X after 2 attempts, the last recorded before a restart (its delivery unknown)"},
-	} {
-		if got := supersededDetail("X", c.sent, c.unknown); got != c.want {
-			t.Errorf("supersededDetail(%d, %v) = %q; want %q", c.sent, c.unknown, got, c.want)
-		}
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hearthd/hearth/devices"
+	"github.com/hearthd/hearth/machine"
 )
 
 // maxBatch bounds how many commands one group commit stores.
@@ -91,7 +92,7 @@ func (d *Dispatcher) admit(batch []Request) {
 			continue // expired on arrival: stored, never queued
 		}
 		for _, j := range inBatch[q] {
-			if items[j].supersededBy == "" && q.replaces(op.Target, items[j].op.Target) {
+			if items[j].supersededBy == "" && q.m.Replaces(op.Target, items[j].op.Target) {
 				items[j].supersededBy = op.OpID
 			}
 		}
@@ -112,7 +113,7 @@ func (d *Dispatcher) admit(batch []Request) {
 		op := it.op
 		switch {
 		case it.supersededBy != "":
-			op = supersededBy(it.op, it.supersededBy, now)
+			op = machine.SupersededBy(it.op, it.supersededBy, now)
 		case !op.Status.Terminal() && !first[it.queue] && it.queue.firstAttemptWithAccept(op, now):
 			// The device's send follows at once: its record rides this
 			// commit (attempt recorded before sent, one commit fewer).
@@ -165,7 +166,7 @@ func (d *Dispatcher) admit(batch []Request) {
 			switch {
 			case it.supersededBy != "":
 				d.log.Info("command superseded", "op_id", it.op.OpID, "device", it.op.Device, "by", it.supersededBy, "attempts", 0)
-				d.publishResult(supersededBy(it.op, it.supersededBy, now).Result())
+				d.publishResult(machine.SupersededBy(it.op, it.supersededBy, now).Result())
 			case it.firstStored:
 				it.queue.pushFirstStored(it.op)
 			case !it.op.Status.Terminal():
@@ -180,7 +181,7 @@ func (d *Dispatcher) admit(batch []Request) {
 			case first.result != nil:
 				r = *first.result
 			case first.supersededBy != "":
-				r = supersededBy(first.op, first.supersededBy, now).Result()
+				r = machine.SupersededBy(first.op, first.supersededBy, now).Result()
 			}
 			switch {
 			case r.Device != it.req.Device:
@@ -212,7 +213,7 @@ func (d *Dispatcher) auditIntake(items []admitted, superseded []devices.Op, now 
 		case it.queue != nil:
 			op := it.op
 			if it.supersededBy != "" {
-				op = supersededBy(op, it.supersededBy, now)
+				op = machine.SupersededBy(op, it.supersededBy, now)
 			}
 			if d.audited(q.dev.Device) {
 				entries = append(entries, auditEntry(q.dev.Device, it.op, devices.AuditAccepted, now))

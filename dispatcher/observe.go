@@ -3,7 +3,6 @@ package dispatcher
 import (
 	"context"
 	"log/slog"
-	"maps"
 	"sync"
 	"time"
 
@@ -126,7 +125,7 @@ func (d *Dispatcher) Restore(states map[string]map[string]any) {
 	for id, s := range states {
 		if q, ok := d.devices[id]; ok {
 			q.mu.Lock()
-			q.state = maps.Clone(s)
+			q.m.Restored(s)
 			q.mu.Unlock()
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/hearthd/hearth/devices"
+	"github.com/hearthd/hearth/machine"
 )
 
 // The offline path (issue 16, item 2). A command for a device its bridge
@@ -22,7 +23,8 @@ import (
 // offline, since when, and a channel closed at its next availability
 // report. Called with q.mu held.
 func (q *deviceQueue) availabilityLocked() (offline bool, since time.Time, changed <-chan struct{}) {
-	return q.available != nil && !*q.available, q.offlineSince, q.availChanged
+	offline, since = q.m.Offline()
+	return offline, since, q.availChanged
 }
 
 // awaitOnline is the offline gate before t's next attempt, which must go
@@ -35,7 +37,7 @@ func (q *deviceQueue) awaitOnline(ctx context.Context, t *task, deadline time.Ti
 	for {
 		q.mu.Lock()
 		offline, since, changed := q.availabilityLocked()
-		op := t.op
+		op := t.Op
 		q.mu.Unlock()
 		if !offline {
 			if announced {
@@ -91,7 +93,7 @@ func nothingMore(sent int) string {
 // endOffline ends, for a sleepy device whose offline setting is fail,
 // every waiting command that the bridge's offline report stops: failed,
 // device_offline, nothing more sent. It reports whether it ended any.
-func (q *deviceQueue) endOffline(tasks []*task) bool {
+func (q *deviceQueue) endOffline(pending []*machine.Command) bool {
 	if q.dev.OnOffline() != devices.OfflineFail {
 		return false
 	}
@@ -102,11 +104,12 @@ func (q *deviceQueue) endOffline(tasks []*task) bool {
 		return false
 	}
 	away := fmt.Sprintf("the bridge of service %s reports %s offline since %s", q.svc.Name, q.dev.ID, since.UTC().Format(time.RFC3339))
-	for _, t := range tasks {
+	for _, c := range pending {
+		t := q.taskOf(c)
 		q.mu.Lock()
-		sent := t.op.Attempts
+		sent := t.Op.Attempts
 		q.mu.Unlock()
 		q.finish(t, devices.Failed, devices.ReasonDeviceOffline, away+"; "+nothingMore(sent), nil)
 	}
-	return len(tasks) > 0
+	return len(pending) > 0
 }

@@ -264,7 +264,7 @@ func (r *r4Rig) verifyDone() bool {
 	q := r.d.devices["radiator"]
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return q.current == nil || q.current.check == nil
+	return q.cur == nil || q.cur.check == nil
 }
 
 // settled waits until the dispatcher has nothing left to do but wait on

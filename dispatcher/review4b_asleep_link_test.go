@@ -24,7 +24,7 @@ func TestReview4BNoSendToANodeThatFellAsleepWhileWaitingForTheLink(t *testing.T)
 
 	r.d.BridgeState("zw", false, false) // the bridge goes offline
 	q := r.d.devices["radiator"]
-	current := func() bool { q.mu.Lock(); defer q.mu.Unlock(); return q.current != nil }
+	current := func() bool { q.mu.Lock(); defer q.mu.Unlock(); return q.cur != nil }
 	r.d.NodeStatus("radiator", devices.NodeAwake, false) // the wake-up notification
 	r.eventually("the worker to take the wake", current)
 	r.waiting()                                           // deliverAwake waits for the link (awaitLink's timer)

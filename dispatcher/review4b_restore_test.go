@@ -36,7 +36,7 @@ func startR4B(t *testing.T) (*r4Rig, *r4bFailingJournal) {
 // Issue 4: "delivered at the next awake lease, with at most one further
 // attempt within that window"; SLEEPY.md: "each command not yet delivered
 // in that lease goes out ... once". A newer command supersedes the one
-// being delivered (q.current) but cannot be stored: intake restores the
+// being delivered (q.cur) but cannot be stored: intake restores the
 // old one with restore() (device.go:120), as a NEW task with leaseGen 0
 // at the front of q.waiting. The worker drops the old task (ended) and
 // finds the restored one "not yet delivered in this lease": it is sent a
@@ -78,7 +78,7 @@ func TestReview4BRestoredCommandIsNotDeliveredAgainInTheSameLease(t *testing.T) 
 	r.eventually("the worker out of the superseded delivery", func() bool {
 		q.mu.Lock()
 		defer q.mu.Unlock()
-		return q.current == nil
+		return q.cur == nil
 	})
 	r.waiting()
 	select {

@@ -38,8 +38,10 @@ func TestReview4BLateEndOfAnOldLeaseKeepsANewOne(t *testing.T) {
 	q := r.d.devices["radiator"]
 	q.mu.Lock()
 	r.clock.Advance(time.Minute) // verify's timer fires (its wait ended at +5 s)
-	q.wokeLocked(r.clock.Now())  // a check-in a minute later: lease 2 begins
-	gen := q.leaseGen
+	if q.m.Wake(r.clock.Now()) { // a check-in a minute later: lease 2 begins
+		q.wokeLocked()
+	}
+	gen := q.m.Lease(r.clock.Now()).Gen
 	q.mu.Unlock()
 
 	select {
@@ -49,7 +51,7 @@ func TestReview4BLateEndOfAnOldLeaseKeepsANewOne(t *testing.T) {
 		}
 	case <-time.After(r4Wait):
 		q.mu.Lock()
-		until, now := q.awakeUntil, r.clock.Now()
+		until, now := q.m.Lease(r.clock.Now()).Until, r.clock.Now()
 		q.mu.Unlock()
 		t.Errorf("nothing was sent at the check-in that began lease %d: the worker's endLease for the old lease ended it (awake now: %v)", gen, now.Before(until))
 	}

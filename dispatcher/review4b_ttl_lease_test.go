@@ -47,7 +47,7 @@ func TestReview4BOneCommandsTTLDoesNotEndTheLease(t *testing.T) {
 	case <-time.After(r4Wait):
 		q := r.d.devices["radiator"]
 		q.mu.Lock()
-		until := q.awakeUntil
+		until := q.m.Lease(r.clock.Now()).Until
 		q.mu.Unlock()
 		t.Errorf("B was not sent at %s, within the awake window (until %s): A's TTL ended the lease (awakeUntil now %v)",
 			r.clock.Now().Sub(woke), 10*time.Second, until)

@@ -55,7 +55,7 @@ func TestReview4DNoVerifyingReadToANodeReportedAsleepDuringTheSend(t *testing.T)
 		r.eventually("z back in the queue", func() bool {
 			q.mu.Lock()
 			defer q.mu.Unlock()
-			return q.current == nil && len(q.waiting) == 1
+			return q.cur == nil && len(q.m.Waiting()) == 1
 		})
 		for len(r.bridge.msgs) > 0 {
 			if m := <-r.bridge.msgs; m.verb == "get" {

@@ -119,7 +119,7 @@ func (d *Dispatcher) alertIfSafetyCritical(dev devices.Device, op devices.Op) {
 func (q *deviceQueue) authorizedNow(t *task) bool {
 	d, dev := q.d, q.dev.Device
 	q.mu.Lock()
-	op := t.op
+	op := t.Op
 	q.mu.Unlock()
 	err := d.authorize(dev, op.Principal, op.Target)
 	if err == nil {

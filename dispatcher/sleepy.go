@@ -1,11 +1,9 @@
 package dispatcher
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"maps"
-	"slices"
 	"strconv"
 	"time"
 
@@ -13,58 +11,30 @@ import (
 
 	"github.com/hearthd/hearth/breaker"
 	"github.com/hearthd/hearth/devices"
+	"github.com/hearthd/hearth/machine"
 	"github.com/hearthd/hearth/retry"
 )
 
-// Sleepy devices (issue 4). A battery device that sleeps listens only in
-// short awake leases; its bridge or parent already holds messages and
-// retries at the radio layer. So Hearth keeps its commands queued while it
-// sleeps, sends nothing on a timer, and delivers at the next lease:
-//
-//   - a lease begins at any wake signal — a report from the device (a
-//     check-in included), a node status awake or alive (Z-Wave JS UI), its
-//     availability coming back from offline — and lasts the device's
-//     awake window from the latest signal; once a bridge has said the
-//     node is asleep, only its next awake begins a lease (the values a
-//     gateway publishes from its cache are not the device), and a
-//     retained node status begins none; the lease ends at once when the
-//     bridge says the node is asleep, or when a request to the device goes
-//     unanswered;
-//   - in one lease a command gets its send and at most one further
-//     attempt, and the verifying read of its state, all before the lease
-//     ends;
-//   - the newest target per attribute wins: an older command ends
-//     superseded when a newer one names any of its attributes (for an
-//     always-listening device, only when it covers them all), and a
-//     superseded command that never reached the device goes to the
-//     dead-letter store;
-//   - a command whose TTL (by default one wake interval) passes while it
-//     waits ends expired, goes to the dead-letter store, and is never sent
-//     late; one sent but never confirmed ends failed/unverified, never
-//     succeeded.
+// Sleepy devices (issue 4): the rules of the awake lease, and which
+// command is delivered when, are the machine's (package machine, lease.go);
+// this file runs the deliveries. In one lease a command gets its send and
+// at most one further attempt, and the verifying read of its state, all
+// before the lease ends. A command whose TTL passes while it waits ends
+// expired, goes to the dead-letter store, and is never sent late; one sent
+// but never confirmed ends failed/unverified, never succeeded; a
+// superseded command that never reached the device goes to the
+// dead-letter store.
 
-// wokeLocked takes a wake signal of the device at now: the awake lease
-// lasts its awake window from now; a signal that finds the device asleep
-// begins a new lease (leaseGen). Called with q.mu held; a no-op for a
-// device that is not sleepy, or whose bridge said its node is asleep.
-func (q *deviceQueue) wokeLocked(now time.Time) {
-	if !q.dev.Sleep.Sleepy || q.nodeAsleep {
-		return
-	}
-	if !now.Before(q.awakeUntil) {
-		q.leaseGen++
-	}
-	if until := now.Add(q.dev.Sleep.AwakeWindow); until.After(q.awakeUntil) {
-		q.awakeUntil = until
-	}
+// wokeLocked tells the waits of the worker that a wake signal counted.
+// Called with q.mu held.
+func (q *deviceQueue) wokeLocked() {
 	close(q.woke)
 	q.woke = make(chan struct{})
 }
 
-// endLeaseLocked ends the device's awake lease at once. Called with q.mu
-// held.
-func (q *deviceQueue) endLeaseLocked() {
-	q.awakeUntil = time.Time{}
+// sleptLocked tells the waits of the worker that the bridge ended the
+// lease. Called with q.mu held.
+func (q *deviceQueue) sleptLocked() {
 	close(q.slept)
 	q.slept = make(chan struct{})
 }
@@ -73,8 +43,8 @@ func (q *deviceQueue) endLeaseLocked() {
 // went unanswered. A newer lease (a wake signal since) is left alone.
 func (q *deviceQueue) endLease(gen uint64) {
 	q.mu.Lock()
-	if q.leaseGen == gen {
-		q.endLeaseLocked()
+	if q.m.EndLease(gen) {
+		q.sleptLocked()
 	}
 	q.mu.Unlock()
 }
@@ -84,15 +54,12 @@ func (q *deviceQueue) endLease(gen uint64) {
 func (q *deviceQueue) nodeStatus(status devices.NodeStatus) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	switch status {
-	case devices.NodeAwake, devices.NodeAlive:
-		q.nodeAsleep = false
-		q.wokeLocked(q.d.now())
-	case devices.NodeAsleep:
-		q.nodeAsleep = true
-		q.endLeaseLocked()
-	case devices.NodeDead:
-		q.endLeaseLocked()
+	woke, slept := q.m.NodeStatus(status, q.d.now())
+	if woke {
+		q.wokeLocked()
+	}
+	if slept {
+		q.sleptLocked()
 	}
 }
 
@@ -102,7 +69,8 @@ func (q *deviceQueue) nodeStatus(status devices.NodeStatus) {
 func (q *deviceQueue) lease(now time.Time) (awake bool, gen uint64, until time.Time, woke, slept <-chan struct{}) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return now.Before(q.awakeUntil), q.leaseGen, q.awakeUntil, q.woke, q.slept
+	l := q.m.Lease(now)
+	return l.Awake, l.Gen, l.Until, q.woke, q.slept
 }
 
 // runSleepy is a sleepy device's worker. Unlike an always-listening
@@ -119,63 +87,33 @@ func (q *deviceQueue) runSleepy(ctx context.Context) {
 			return // shutting down: the ops stay pending in the store
 		}
 		now := d.now()
-		awake, gen, until, woke, _ := q.lease(now)
 		q.mu.Lock()
-		keep := q.waiting[:0]
-		for _, t := range q.waiting {
-			if !t.ended {
-				keep = append(keep, t)
-			}
-		}
-		clear(q.waiting[len(keep):])
-		q.waiting = keep
+		p := q.m.Plan(now)
+		woke := q.woke
 		if q.idleLocked() {
 			q.mu.Unlock()
 			return // the next command starts the worker again
 		}
-		tasks := slices.Clone(q.waiting)
 		q.mu.Unlock()
-		if q.endOffline(tasks) {
+		if q.endOffline(p.Pending) {
 			continue
 		}
-
-		var due, eligible []*task
-		var next time.Time // the earliest deadline still ahead
-		for _, t := range tasks {
-			q.mu.Lock()
-			deadline, delivered := t.op.Deadline, t.leaseGen == gen && gen > 0
-			q.mu.Unlock()
-			switch {
-			case !now.Before(deadline):
-				due = append(due, t)
-			case awake && !delivered:
-				eligible = append(eligible, t)
-			}
-			if now.Before(deadline) && (next.IsZero() || deadline.Before(next)) {
-				next = deadline
-			}
+		for _, c := range p.Due {
+			q.endAtDeadline(c)
 		}
-		for _, t := range due {
-			q.endAtDeadline(t)
-		}
-		eligible = q.deliveryOrder(eligible)
-		if len(due) > 0 {
+		if len(p.Due) > 0 {
 			continue
 		}
-		if len(eligible) == 0 {
-			if !awake {
-				for _, t := range tasks {
-					q.announceQueued(t, now)
+		if len(p.Eligible) == 0 {
+			if !p.Awake {
+				for _, c := range p.Pending {
+					q.announceQueued(c, now)
 				}
-			} else if len(tasks) > 0 && (next.IsZero() || until.Before(next)) {
-				// Every command was delivered in this lease: look again
-				// when it ends, to say they wait for the next.
-				next = until
 			}
 			var timer <-chan time.Time
 			var tm clockwork.Timer
-			if !next.IsZero() {
-				tm = d.clock.NewTimer(next.Sub(now))
+			if !p.Wake.IsZero() {
+				tm = d.clock.NewTimer(p.Wake.Sub(now))
 				timer = tm.Chan()
 			}
 			var away <-chan struct{} // an offline report may end the commands
@@ -196,45 +134,35 @@ func (q *deviceQueue) runSleepy(ctx context.Context) {
 			}
 			continue
 		}
-		for _, t := range eligible {
+		for _, c := range p.Eligible {
 			q.mu.Lock()
-			if t.ended {
-				q.mu.Unlock()
+			delivery := q.m.Deliver(c, p.Gen, d.now())
+			var t *task
+			if delivery == machine.Deliver {
+				t = q.begin(c)
+			}
+			q.mu.Unlock()
+			if delivery == machine.Skip {
 				continue
 			}
-			if !d.now().Before(q.awakeUntil) || q.leaseGen != gen {
-				q.mu.Unlock()
+			if delivery == machine.LeaseOver {
 				break // the lease ended: the rest wait for the next
 			}
-			if i := slices.Index(q.waiting, t); i >= 0 {
-				q.waiting = slices.Delete(q.waiting, i, i+1)
-			}
-			q.current = t
-			t.leaseGen = gen
-			q.mu.Unlock()
-			d.log.Info("device awake: delivering", "op_id", t.op.OpID, "device", q.dev.ID, "lease", gen)
-			q.deliverAwake(ctx, t, gen)
+			d.log.Info("device awake: delivering", "op_id", t.Op.OpID, "device", q.dev.ID, "lease", p.Gen)
+			q.deliverAwake(ctx, t, p.Gen)
 			q.mu.Lock()
-			q.current = nil
-			due := !t.ended && !d.now().Before(t.op.Deadline)
-			if !t.ended && !due {
-				// Back in its place in acceptance order, queued again
-				// for the next lease.
-				t.announced = false
-				i := slices.IndexFunc(q.waiting, func(w *task) bool { return w.order > t.order })
-				if i < 0 {
-					i = len(q.waiting)
-				}
-				q.waiting = slices.Insert(q.waiting, i, t)
-			}
+			// Back in its place in acceptance order, queued again for
+			// the next lease, unless its TTL passed.
+			due := q.m.Delivered(c, d.now())
+			q.cur = nil
 			q.mu.Unlock()
 			if due {
-				q.endAtDeadline(t) // at once, before the next command's delivery
+				q.endAtDeadline(c) // at once, before the next command's delivery
 			}
 			if ctx.Err() != nil {
 				return
 			}
-			if awake, g, _, _, _ := q.lease(d.now()); !awake || g != gen {
+			if awake, g, _, _, _ := q.lease(d.now()); !awake || g != p.Gen {
 				break // the lease ended: the rest wait for the next
 			}
 		}
@@ -245,19 +173,18 @@ func (q *deviceQueue) runSleepy(ctx context.Context) {
 // queued for publishing under q.mu (the outbox never blocks), so that a
 // supersede, which ends t under q.mu before its result goes out, can never
 // be followed by this queued result.
-func (q *deviceQueue) announceQueued(t *task, now time.Time) {
+func (q *deviceQueue) announceQueued(c *machine.Command, now time.Time) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if t.ended || t.announced {
+	op, ok := q.m.Announce(c)
+	if !ok {
 		return
 	}
-	t.announced = true
-	op := t.op
 	r := op.Result()
 	r.Status, r.Reason, r.At = devices.Queued, devices.ReasonAsleep, now
 	r.Detail = fmt.Sprintf("the device sleeps; the command waits for its next wake (wake interval %s) until %s",
 		q.dev.Sleep.WakeInterval, op.Deadline.UTC().Format(time.RFC3339))
-	if offline, since, _ := q.availabilityLocked(); offline {
+	if offline, since := q.m.Offline(); offline {
 		// offline: queue (a sleepy device's default): the same wait, for
 		// the message from it that brings it back.
 		r.Reason = devices.ReasonDeviceOffline
@@ -268,12 +195,13 @@ func (q *deviceQueue) announceQueued(t *task, now time.Time) {
 	q.d.log.Info("command queued for a sleeping device", "op_id", op.OpID, "device", op.Device, "deadline", op.Deadline)
 }
 
-// endAtDeadline ends t, whose TTL passed: expired when it was never sent
+// endAtDeadline ends c, whose TTL passed: expired when it was never sent
 // (never sent late), failed/unverified when it was sent at a wake but no
 // report confirmed it.
-func (q *deviceQueue) endAtDeadline(t *task) {
+func (q *deviceQueue) endAtDeadline(c *machine.Command) {
+	t := q.taskOf(c)
 	q.mu.Lock()
-	op := t.op
+	op := t.Op
 	q.mu.Unlock()
 	if op.Attempts > 0 {
 		q.finish(t, devices.Failed, devices.ReasonUnverified,
@@ -283,6 +211,17 @@ func (q *deviceQueue) endAtDeadline(t *task) {
 	q.finish(t, devices.Expired, devices.ReasonTTLElapsed,
 		fmt.Sprintf("the TTL ran out at %s before the device woke to take it (its wake interval is %s); never sent",
 			op.Deadline.UTC().Format(time.RFC3339), q.dev.Sleep.WakeInterval), nil)
+}
+
+// taskOf returns the worker's task of c if c is being attempted, else a
+// task of its own, for ending c where it waits.
+func (q *deviceQueue) taskOf(c *machine.Command) *task {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.cur != nil && q.cur.Command == c {
+		return q.cur
+	}
+	return &task{Command: c}
 }
 
 // maxAttemptsPerWake bounds the sends of one command within one awake
@@ -307,7 +246,7 @@ func (q *deviceQueue) deliverAwake(ctx context.Context, t *task, gen uint64) {
 			return
 		}
 		q.mu.Lock()
-		op := t.op
+		op := t.Op
 		q.mu.Unlock()
 		end := until
 		if op.Deadline.Before(end) {
@@ -342,24 +281,24 @@ func (q *deviceQueue) deliverAwake(ctx context.Context, t *task, gen uint64) {
 		// may have outlasted it, or the bridge may have said the node is
 		// asleep meanwhile; then nothing is sent.
 		q.mu.Lock()
-		if t.ended {
+		if t.Ended() {
 			q.mu.Unlock()
 			q.release(permit, breaker.Canceled)
 			return
 		}
-		if !d.now().Before(q.awakeUntil) || q.leaseGen != gen || !d.now().Before(t.op.Deadline) {
+		if l := q.m.Lease(d.now()); !l.Awake || l.Gen != gen || !d.now().Before(t.Op.Deadline) {
 			q.mu.Unlock()
 			q.release(permit, breaker.Canceled)
 			return
 		}
-		if t.resumedUnsent {
+		if t.ResumedUnsent() {
 			// Resumed after a restart with an attempt of unknown
 			// delivery, and nothing sent since: the device may have
 			// applied it at an earlier wake. A state heard since the
 			// start (the bridge's retained replay, or the report it woke
 			// with) at the target confirms it; the set is not sent
 			// again, which spares the device's battery and airtime.
-			if state, ok := q.heardAtLocked(op.Target); ok {
+			if state, ok := q.m.HeardAt(op.Target); ok {
 				q.mu.Unlock()
 				q.release(permit, breaker.Canceled) // nothing went out
 				d.log.Info("resumed attempt confirmed by the state heard since the restart", "op_id", op.OpID, "device", op.Device, "attempt", op.Attempts)
@@ -480,16 +419,16 @@ func (q *deviceQueue) verify(ctx context.Context, t *task, c *confirmation, perm
 		case <-c.done:
 			q.mu.Lock()
 			state := maps.Clone(c.seen)
-			attempt := t.op.Attempts
+			attempt := t.Op.Attempts
 			q.mu.Unlock()
-			d.log.Info("attempt confirmed", "op_id", t.op.OpID, "device", q.dev.ID, "attempt", attempt, "verified_by_read", read)
+			d.log.Info("attempt confirmed", "op_id", t.Op.OpID, "device", q.dev.ID, "attempt", attempt, "verified_by_read", read)
 			q.release(permit, breaker.Success)
 			q.finish(t, devices.Succeeded, "", "", state)
 			return verifyConfirmed
 		case <-c.faulted:
 			q.mu.Lock()
 			state := maps.Clone(c.seen)
-			attempt, fault := t.op.Attempts, c.fault
+			attempt, fault := t.Op.Attempts, c.fault
 			q.mu.Unlock()
 			q.release(permit, breaker.Success)
 			q.finish(t, devices.Failed, devices.ReasonJammed,
@@ -502,10 +441,10 @@ func (q *deviceQueue) verify(ctx context.Context, t *task, c *confirmation, perm
 			// The device answered the read (a report after it) but
 			// did not confirm: another value, or not the attribute at
 			// all. It is awake: no reason to end its lease.
-			if !q.satisfied(t.op.Target, seen) {
+			if !q.satisfied(t.Op.Target, seen) {
 				q.unwatch(t)
 				q.release(permit, breaker.Success) // the bridge and the device answered
-				d.log.Info("verifying read: the device answered without the target", "op_id", t.op.OpID, "device", q.dev.ID, "state", showState(seen))
+				d.log.Info("verifying read: the device answered without the target", "op_id", t.Op.OpID, "device", q.dev.ID, "state", showState(seen))
 				return verifyOtherState
 			}
 		case <-timer.Chan():
@@ -514,30 +453,30 @@ func (q *deviceQueue) verify(ctx context.Context, t *task, c *confirmation, perm
 				// A sleeping device's silence says nothing about its
 				// service.
 				q.release(permit, breaker.Ignored)
-				d.log.Info("attempt unconfirmed: the device did not answer before its lease ended", "op_id", t.op.OpID, "device", q.dev.ID)
+				d.log.Info("attempt unconfirmed: the device did not answer before its lease ended", "op_id", t.Op.OpID, "device", q.dev.ID)
 				return verifySilent
 			}
 			read = true
 			q.mu.Lock()
-			if t.ended {
+			if t.Ended() {
 				q.mu.Unlock()
 				q.release(permit, breaker.Canceled)
 				return verifyStop
 			}
 			t.check = chk
-			target := t.op.Target
+			target := t.Op.Target
 			q.mu.Unlock()
 			readCtx, cancel := context.WithTimeout(ctx, sendTimeout)
 			err := q.svc.Bridge.Read(readCtx, q.dev.Device, target)
 			cancel()
-			d.log.Info("verifying read", "op_id", t.op.OpID, "device", q.dev.ID, "err", err)
+			d.log.Info("verifying read", "op_id", t.Op.OpID, "device", q.dev.ID, "err", err)
 			timer.Reset(end.Sub(d.now()))
 		case <-slept:
 			// The bridge says the node went back to sleep: nothing more
 			// will come in this lease.
 			q.unwatch(t)
 			q.release(permit, breaker.Ignored)
-			d.log.Info("attempt unconfirmed: the node went to sleep", "op_id", t.op.OpID, "device", q.dev.ID)
+			d.log.Info("attempt unconfirmed: the node went to sleep", "op_id", t.Op.OpID, "device", q.dev.ID)
 			return verifySilent
 		case <-t.cancel:
 			q.release(permit, breaker.Canceled)
@@ -573,7 +512,7 @@ func (d *Dispatcher) deadLetterIntake(items []admitted, superseded []devices.Op,
 		switch {
 		case it.queue == nil:
 		case it.supersededBy != "" && it.queue.dev.Sleep.Sleepy:
-			dead = append(dead, supersededBy(it.op, it.supersededBy, now))
+			dead = append(dead, machine.SupersededBy(it.op, it.supersededBy, now))
 		case it.op.Status == devices.Expired:
 			dead = append(dead, it.op)
 		}
@@ -584,31 +523,4 @@ func (d *Dispatcher) deadLetterIntake(items []admitted, superseded []devices.Op,
 		}
 	}
 	d.deadLetter(dead...)
-}
-
-// deliveryOrder orders the commands to deliver in one lease: those
-// delivered longest ago first (never delivered before all), then in
-// acceptance order, so that a command whose silence ends every lease does
-// not go first at every wake and starve the others. (Two commands of a
-// sleepy device never share an attribute: the newer supersedes the older,
-// see replaces; so no order among them can write an older value last.)
-func (q *deviceQueue) deliveryOrder(tasks []*task) []*task {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	out := slices.Clone(tasks)
-	slices.SortStableFunc(out, func(a, b *task) int {
-		return cmp.Or(cmp.Compare(a.leaseGen, b.leaseGen), cmp.Compare(a.order, b.order))
-	})
-	return out
-}
-
-// sharesAttribute reports whether a and b name a state attribute in
-// common.
-func sharesAttribute(a, b devices.Target) bool {
-	for _, k := range a.Attributes() {
-		if _, ok := b[k]; ok {
-			return true
-		}
-	}
-	return false
 }
