@@ -11,7 +11,7 @@ import (
 // command arriving in that gap must not end it a second time (a second
 // result, a second dead letter).
 func TestSupersedeNeverEndsAnEndedCommandAgain(t *testing.T) {
-	r := startR4(t, r4Options{})
+	r := startSleepy(t, sleepyOptions{})
 	q := r.d.devices["radiator"]
 	expired := &task{op: devices.Op{OpID: "old", Device: "radiator", Target: devices.Target{"current_heating_setpoint": 21.0},
 		Status: devices.Expired}, cancel: make(chan struct{}), ended: true}
