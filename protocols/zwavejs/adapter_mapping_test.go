@@ -1,7 +1,7 @@
 package zwavejs
 
-// Review of issue 4: the Z-Wave JS UI adapter's topic parsing and
-// encoding, driven through handle and encode directly.
+// How the Z-Wave JS UI adapter maps topics to devices and targets to
+// writes, driven through handle and encode directly.
 
 import (
 	"maps"
@@ -11,32 +11,38 @@ import (
 	"github.com/hearthd/hearth/protocols/mqtt"
 )
 
-type r4Sink struct{ reports []call }
+// recordingSink records every Sink call of the adapter, in order.
+type recordingSink struct{ reports []call }
 
-func (s *r4Sink) Report(device string, state map[string]any, retained bool) {
+func (s *recordingSink) Report(device string, state map[string]any, retained bool) {
 	s.reports = append(s.reports, call{kind: "report", name: device, state: maps.Clone(state), retained: retained})
 }
-func (s *r4Sink) NodeStatus(device string, status devices.NodeStatus, retained bool) {
+func (s *recordingSink) NodeStatus(device string, status devices.NodeStatus, retained bool) {
 	s.reports = append(s.reports, call{kind: "node", name: device, status: status, retained: retained})
 }
-func (s *r4Sink) BridgeState(service string, online, retained bool) {
+func (s *recordingSink) BridgeState(service string, online, retained bool) {
 	s.reports = append(s.reports, call{kind: "bridge", name: service, online: online, retained: retained})
 }
 
-func r4Adapter(devs ...devices.Device) (*Adapter, *r4Sink) {
+// newRecordingAdapter is an adapter of service "zw" for devs whose Sink
+// calls are recorded.
+func newRecordingAdapter(devs ...devices.Device) (*Adapter, *recordingSink) {
 	a := New(nil, Options{Service: "zw", Devices: devs})
-	s := &r4Sink{}
+	s := &recordingSink{}
 	a.sink = s
 	return a, s
 }
 
+// The currentValue of another endpoint of a multi-channel node reports
+// nothing for a device whose writes go to endpoint 0.
+//
 // Hearth writes endpoint 0 (37/0/targetValue) and ZWAVE.md says the
-// confirming value is currentValue; but decode ignores the endpoint, so
-// the currentValue of another endpoint of a multi-channel node (relay 2 of
-// a double switch) reports the device ON and confirms an ON that endpoint
-// 0 never took.
-func TestReview4OtherEndpointDoesNotReportTheDevice(t *testing.T) {
-	a, s := r4Adapter(devices.Device{ID: "porch", Class: devices.Switch})
+// confirming value is currentValue. The fault this pins: decode ignored
+// the endpoint, so the currentValue of another endpoint of a
+// multi-channel node (relay 2 of a double switch) reported the device ON
+// and confirmed an ON that endpoint 0 never took.
+func TestOtherEndpointDoesNotReportTheDevice(t *testing.T) {
+	a, s := newRecordingAdapter(devices.Device{ID: "porch", Class: devices.Switch})
 	a.handle(mqtt.Message{Topic: "zwave/porch/37/2/currentValue", Payload: []byte(`{"time":1,"value":true}`)})
 	for _, c := range s.reports {
 		if c.kind == "report" && len(c.state) > 0 {
@@ -45,13 +51,18 @@ func TestReview4OtherEndpointDoesNotReportTheDevice(t *testing.T) {
 	}
 }
 
+// A node's location/node address gets its values even when another node
+// is named like the location.
+//
 // ZWAVE.md: an address is "<location>/<node> or <node>, as in the
 // gateway's topics", and config accepts a node "hall" beside a node
-// "back_door" in location "hall". handle tries the one-level address
-// first and returns on its match: every value of hall/back_door goes to
-// the node "hall", where it reads as nothing, and the lock never reports.
-func TestReview4NodeNamedLikeALocation(t *testing.T) {
-	a, s := r4Adapter(
+// "back_door" in location "hall": the values and status of hall/back_door
+// reach back_door. The fault this pins: handle tried the one-level
+// address first and returned on its match: every value of hall/back_door
+// went to the node "hall", where it read as nothing, and the lock never
+// reported.
+func TestTwoLevelAddressWinsOverANodeNamedLikeItsLocation(t *testing.T) {
+	a, s := newRecordingAdapter(
 		devices.Device{ID: "hall", Class: devices.Switch, Address: "hall"},
 		devices.Device{ID: "back_door", Class: devices.Lock, Address: "hall/back_door"},
 	)
@@ -71,12 +82,16 @@ func TestReview4NodeNamedLikeALocation(t *testing.T) {
 	}
 }
 
-// A climate target naming both setpoints with different values (both are
-// valid attributes of the class) is written as current_heating_setpoint
-// only; the node then reports both as that value, so occupied 25 is never
-// reached: the command cannot succeed, yet it is sent and retried instead
-// of failing at once as a target the adapter cannot write.
-func TestReview4ConflictingSetpointsAreNotWritable(t *testing.T) {
+// A climate target naming both setpoints with different values is a
+// permanent encode error, not a write.
+//
+// Both are valid attributes of the class, but Z-Wave has one setpoint.
+// The fault this pins: such a target was written as
+// current_heating_setpoint only; the node then reported both as that
+// value, so occupied 25 was never reached: the command could not succeed,
+// yet it was sent and retried instead of failing at once as a target the
+// adapter cannot write.
+func TestConflictingSetpointsAreNotWritable(t *testing.T) {
 	ws, _, err := encode(devices.Climate, devices.Target{"current_heating_setpoint": 20.0, "occupied_heating_setpoint": 25.0})
 	if err == nil {
 		t.Errorf("encode of setpoints 20 and 25 (one Z-Wave setpoint) wrote %+v; want a permanent error", ws)
