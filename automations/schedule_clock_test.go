@@ -37,10 +37,13 @@ func runWith(t *testing.T, clock clockwork.Clock, fake *clockwork.FakeClock, loc
 	return h
 }
 
-// R4. Cron across DST in Europe/Berlin: "30 2 * * *" (lock up at 02:30)
-// is skipped entirely on the spring-forward night and runs twice on the
-// fall-back night. Vixie cron (and what users expect of "every night")
-// runs it once on each.
+// A daily cron time inside a DST change runs once on each of those
+// nights, as in Vixie cron.
+//
+// Cron across DST in Europe/Berlin: "30 2 * * *" (lock up at 02:30). The
+// fault this pins: it was skipped entirely on the spring-forward night
+// and ran twice on the fall-back night. Vixie cron (and what users expect
+// of "every night") runs it once on each.
 func TestCronAcrossDST(t *testing.T) {
 	berlin, err := time.LoadLocation("Europe/Berlin")
 	if err != nil {
@@ -111,11 +114,14 @@ func (c *steppedClock) step(d time.Duration) {
 	c.mu.Unlock()
 }
 
-// R5. A Raspberry Pi has no RTC: it boots with the time it shut down at
+// A schedule fires once at its wall-clock time after NTP steps the clock
+// forward.
+//
+// A Raspberry Pi has no RTC: it boots with the time it shut down at
 // (fake-hwclock), Hearth starts, and NTP steps the clock forward minutes
-// later. The engine arms one timer for the whole wait to the next cron
-// time, on elapsed time, so after the step a 23:00 rule fires hours late
-// (here at 06:31 the next morning). Docs: "After a clock jump over several
+// later. The fault this pins: the engine armed one timer for the whole
+// wait to the next cron time, on elapsed time, so after the step a 23:00
+// rule fired hours late (here at 06:31 the next morning). Docs: "After a clock jump over several
 // times it fires once."
 func TestScheduleAfterWallClockStep(t *testing.T) {
 	fake := clockwork.NewFakeClockAt(time.Date(2026, 11, 27, 15, 0, 0, 0, cet)) // stale boot time

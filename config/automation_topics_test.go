@@ -2,9 +2,8 @@ package config
 
 import "testing"
 
-// R1–R3 at the config level: automations that talk to command topics on
-// MQTT. Each should be refused with a problem naming the key; each is
-// accepted today.
+// Automations that talk to command topics on MQTT are refused at the
+// config level, each with a problem naming the key.
 func TestAutomationsOnCommandTopicsAreRefused(t *testing.T) {
 	rule := func(body string) string { return home + "  r:\n" + body }
 	const trig = "    triggers:\n      - mqtt: {topic: go}\n"

@@ -44,7 +44,7 @@ func (j *savesJournal) of(opID string) []string {
 // own send, as before.
 func TestFirstAttemptOfAnIdleDeviceIsStoredWithTheAccept(t *testing.T) {
 	j := &savesJournal{}
-	r := startR4(t, r4Options{awake: true, journal: func(r4 *r4Journal) Journal { j.Journal = r4; return j }})
+	r := startSleepy(t, sleepyOptions{awake: true, journal: func(mem *memJournal) Journal { j.Journal = mem; return j }})
 
 	r.submit(`{"current_heating_setpoint":20,"op_id":"idle"}`)
 	if res := r.status("idle", devices.Accepted); res.Attempts != 0 {
@@ -76,7 +76,7 @@ func TestFirstAttemptOfAnIdleDeviceIsStoredWithTheAccept(t *testing.T) {
 // attempt.
 func TestFirstAttemptOfASleepyDeviceIsNotStoredWithTheAccept(t *testing.T) {
 	j := &savesJournal{}
-	r := startR4(t, r4Options{journal: func(r4 *r4Journal) Journal { j.Journal = r4; return j }})
+	r := startSleepy(t, sleepyOptions{journal: func(mem *memJournal) Journal { j.Journal = mem; return j }})
 	r.submit(`{"current_heating_setpoint":20,"op_id":"s"}`)
 	r.status("s", devices.Accepted)
 	r.status("s", devices.Queued)

@@ -19,8 +19,8 @@ import (
 // device the bridge reports offline is not read.
 func TestSafetyCriticalDevicesAreReadOnceAfterTheStart(t *testing.T) {
 	clock := clockwork.NewFakeClockAt(time.Date(2026, 12, 2, 4, 0, 0, 0, time.UTC))
-	bridge := &r4Bridge{clock: clock, msgs: make(chan r4Msg, 64)}
-	r := &r4Rig{t: t, clock: clock, bridge: bridge}
+	bridge := &scriptedBridge{clock: clock, msgs: make(chan bridgeMsg, 64)}
+	r := &sleepyRig{t: t, clock: clock, bridge: bridge}
 	const locks = FreshReadBurst + 2
 	devs := []Device{
 		{Device: devices.Device{ID: "hall_light", Service: "zb", Class: devices.Light}, TTL: time.Hour},
@@ -35,7 +35,7 @@ func TestSafetyCriticalDevicesAreReadOnceAfterTheStart(t *testing.T) {
 		Services: []Service{{Name: "zb", Bridge: bridge,
 			Policy: retry.Policy{MaxAttempts: 2, AttemptTimeout: 5 * time.Second, Backoff: retry.Backoff{Base: time.Second, Multiplier: 2, Cap: 10 * time.Second}}}},
 		Devices:   devs,
-		Journal:   &r4Journal{ops: map[string]devices.Op{}},
+		Journal:   &memJournal{ops: map[string]devices.Op{}},
 		Publisher: nopPublisher{},
 		Clock:     clock,
 	})

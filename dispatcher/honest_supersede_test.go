@@ -23,7 +23,7 @@ const (
 )
 
 func TestSupersededAfterItsSendSaysItWasSent(t *testing.T) {
-	r := startR4(t, r4Options{})
+	r := startSleepy(t, sleepyOptions{})
 	r.submit(`{"current_heating_setpoint":22,"op_id":"old"}`)
 	r.status("old", devices.Queued)
 	r.report(map[string]any{"current_heating_setpoint": 16.0}) // the wake
@@ -47,7 +47,7 @@ func TestSupersededAfterItsSendSaysItWasSent(t *testing.T) {
 }
 
 func TestSupersededWhileQueuedSaysItWasNeverSent(t *testing.T) {
-	r := startR4(t, r4Options{})
+	r := startSleepy(t, sleepyOptions{})
 	r.submit(`{"current_heating_setpoint":22,"op_id":"old"}`)
 	r.status("old", devices.Queued) // asleep: nothing sent
 	r.submit(`{"current_heating_setpoint":18,"op_id":"new"}`)
@@ -70,7 +70,7 @@ func TestSupersededWhileQueuedSaysItWasNeverSent(t *testing.T) {
 // superseded before Hearth sent it again, cannot say that attempt went out:
 // the crash may have come between the record and the send.
 func TestSupersededResumedAttemptSaysItsDeliveryIsUnknown(t *testing.T) {
-	r := startR4(t, r4Options{awake: true})
+	r := startSleepy(t, sleepyOptions{awake: true})
 	q := r.d.devices["radiator"]
 	q.mu.Lock()
 	q.m.Accept(devices.Op{OpID: "old", Device: "radiator", Target: devices.Target{"current_heating_setpoint": 21.0},
@@ -112,7 +112,7 @@ func (a *honestAudit) ended(opID string) (devices.AuditEntry, bool) {
 // read before its first send waits for the lock's answer.
 func TestSupersededLockAuditSaysWhetherItWasSent(t *testing.T) {
 	clock := clockwork.NewFakeClockAt(time.Date(2026, 11, 29, 19, 0, 0, 0, time.UTC))
-	bridge := &r4Bridge{clock: clock, msgs: make(chan r4Msg, 64)}
+	bridge := &scriptedBridge{clock: clock, msgs: make(chan bridgeMsg, 64)}
 	audit := &honestAudit{}
 	results := make(chan devices.Result, 64)
 	d, err := New(Options{
@@ -121,7 +121,7 @@ func TestSupersededLockAuditSaysWhetherItWasSent(t *testing.T) {
 			Policy: retry.Policy{MaxAttempts: 2, AttemptTimeout: 5 * time.Second, Backoff: retry.Backoff{Base: time.Second, Multiplier: 2, Cap: 10 * time.Second}},
 		}},
 		Devices:   []Device{{Device: devices.Device{ID: "door", Service: "zw", Class: devices.Lock}, TTL: time.Hour}},
-		Journal:   &r4Journal{ops: map[string]devices.Op{}},
+		Journal:   &memJournal{ops: map[string]devices.Op{}},
 		Publisher: nopPublisher{},
 		Audit:     audit,
 		Clock:     clock,
@@ -143,7 +143,7 @@ func TestSupersededLockAuditSaysWhetherItWasSent(t *testing.T) {
 			if m.verb != verb {
 				t.Fatalf("a %s %v reached the lock; want a %s", m.verb, m.target, verb)
 			}
-		case <-time.After(r4Wait):
+		case <-time.After(rigWait):
 			t.Fatalf("timed out waiting for a %s", verb)
 		}
 	}
@@ -155,7 +155,7 @@ func TestSupersededLockAuditSaysWhetherItWasSent(t *testing.T) {
 	}
 	ended := func(opID string) devices.Result {
 		t.Helper()
-		deadline := time.After(r4Wait)
+		deadline := time.After(rigWait)
 		for {
 			select {
 			case res := <-results:

@@ -14,7 +14,7 @@ import (
 // one without issued_at, are taken.
 func TestCommandIssuedBeforeLostDedupIsRefusedStaleWithinTheWindow(t *testing.T) {
 	at := time.Date(2026, 11, 29, 18, 0, 0, 0, time.UTC) // the rig's clock reads 19:00
-	r := startR4(t, r4Options{awake: true, lostDedup: LostDedup{At: at, Until: at.Add(7 * 24 * time.Hour)}})
+	r := startSleepy(t, sleepyOptions{awake: true, lostDedup: LostDedup{At: at, Until: at.Add(7 * 24 * time.Hour)}})
 
 	r.submit(`{"occupied_heating_setpoint":21,"op_id":"old","issued_at":"2026-11-29T17:59:59Z"}`)
 	old := r.await("old's result", func(res devices.Result) bool { return res.OpID == "old" })
@@ -40,7 +40,7 @@ func TestCommandIssuedBeforeLostDedupIsRefusedStaleWithinTheWindow(t *testing.T)
 // alone.
 func TestCommandIssuedBeforeLostDedupIsTakenAfterTheWindow(t *testing.T) {
 	at := time.Date(2026, 11, 29, 18, 0, 0, 0, time.UTC)
-	r := startR4(t, r4Options{awake: true, lostDedup: LostDedup{At: at, Until: at.Add(time.Hour)}}) // until 19:00, now
+	r := startSleepy(t, sleepyOptions{awake: true, lostDedup: LostDedup{At: at, Until: at.Add(time.Hour)}}) // until 19:00, now
 	r.submit(`{"occupied_heating_setpoint":21,"op_id":"old","issued_at":"2026-11-29T17:59:59Z","ttl":"2h"}`)
 	r.status("old", devices.Accepted)
 }

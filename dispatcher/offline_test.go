@@ -58,9 +58,9 @@ func (p *offPublisher) notifications() []string {
 }
 
 type offRig struct {
-	*r4Rig // its await, eventually and clock helpers; its bridge is unused
-	bridge *offBridge
-	pub    *offPublisher
+	*sleepyRig // its await, eventually and clock helpers; its bridge is unused
+	bridge     *offBridge
+	pub        *offPublisher
 }
 
 // startOffline starts a dispatcher with service "zb" (2 attempts, 5 s
@@ -77,9 +77,9 @@ func startOfflineProbe(t *testing.T, probeTimeout time.Duration) *offRig {
 	t.Helper()
 	clock := clockwork.NewFakeClockAt(time.Date(2026, 12, 2, 19, 0, 0, 0, time.UTC))
 	r := &offRig{
-		r4Rig:  &r4Rig{t: t, clock: clock, journal: &r4Journal{ops: map[string]devices.Op{}}, dead: &r4Dead{}, results: make(chan devices.Result, 256)},
-		bridge: &offBridge{msgs: make(chan offMsg, 64)},
-		pub:    &offPublisher{},
+		sleepyRig: &sleepyRig{t: t, clock: clock, journal: &memJournal{ops: map[string]devices.Op{}}, dead: &memDeadLetters{}, results: make(chan devices.Result, 256)},
+		bridge:    &offBridge{msgs: make(chan offMsg, 64)},
+		pub:       &offPublisher{},
 	}
 	dev := func(id string, class devices.Class, off devices.Offline) Device {
 		return Device{Device: devices.Device{ID: id, Service: "zb", Class: class, Offline: off}, TTL: time.Minute}
@@ -130,7 +130,7 @@ func (r *offRig) sent(verb, device string) {
 		if m.verb != verb || m.device != device {
 			r.t.Fatalf("reached the bridge: %s of %s; want %s of %s", m.verb, m.device, verb, device)
 		}
-	case <-time.After(r4Wait):
+	case <-time.After(rigWait):
 		r.t.Fatalf("no %s of %s reached the bridge", verb, device)
 	}
 }
@@ -389,7 +389,7 @@ func TestLostProbeAfterAnOpenPeriodReopensAtOnce(t *testing.T) {
 func TestSleepyDeviceAsleepIsNotOffline(t *testing.T) {
 	// offline: fail, and the node only asleep: its command waits for the
 	// wake, as any sleepy device's does.
-	r := startR4(t, r4Options{offline: devices.OfflineFail})
+	r := startSleepy(t, sleepyOptions{offline: devices.OfflineFail})
 	r.d.NodeStatus("radiator", devices.NodeAsleep, false)
 	r.submit(`{"op_id":"warm","current_heating_setpoint":21}`)
 	r.status("warm", devices.Accepted)
@@ -407,7 +407,7 @@ func TestSleepyDeviceAsleepIsNotOffline(t *testing.T) {
 }
 
 func TestSleepyDeviceReportedDeadWaitsForItsWakeByDefault(t *testing.T) {
-	r := startR4(t, r4Options{}) // offline: the default, queue for a sleepy device
+	r := startSleepy(t, sleepyOptions{}) // offline: the default, queue for a sleepy device
 	r.d.NodeStatus("radiator", devices.NodeDead, false)
 	r.submit(`{"op_id":"warm","current_heating_setpoint":21}`)
 	if q := r.status("warm", devices.Queued); q.Reason != devices.ReasonDeviceOffline {

@@ -22,15 +22,17 @@ type nopPublisher struct{}
 
 func (nopPublisher) Publish(context.Context, string, byte, bool, []byte) error { return nil }
 
-// R6. BreakerChange.Replay is read when a transition is delivered, not
-// when it happens. breaker.notify lets one goroutine deliver every queued
-// transition; a replayed state applied while another goroutine is
-// delivering a live one is delivered by that goroutine after replay was
-// reset, so it reaches the automations as live and fires their breaker
-// triggers (and a live one delivered during a replay is suppressed).
 // A replayed bridge state's transitions keep their Replay mark even when
 // another goroutine (here one whose delivery of a live transition is held)
 // delivers them.
+//
+// The fault this pins: BreakerChange.Replay was read when a transition
+// was delivered, not when it happened. breaker.notify lets one goroutine
+// deliver every queued transition; a replayed state applied while another
+// goroutine was delivering a live one was delivered by that goroutine
+// after replay was reset, so it reached the automations as live and fired
+// their breaker triggers (and a live one delivered during a replay was
+// suppressed).
 func TestReplayFlagBelongsToTheTransition(t *testing.T) {
 	entered, release := make(chan struct{}), make(chan struct{})
 	changes := make(chan BreakerChange, 16)

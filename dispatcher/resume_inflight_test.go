@@ -17,17 +17,17 @@ import (
 	"github.com/hearthd/hearth/retry"
 )
 
-// resumeJournal is an r4Journal whose Pending returns the ops stored
+// resumeJournal is an memJournal whose Pending returns the ops stored
 // before the "restart".
 type resumeJournal struct {
-	*r4Journal
+	*memJournal
 	pending []devices.Op
 }
 
 func (j *resumeJournal) Pending() ([]devices.Op, error) { return j.pending, nil }
 
 type resumeRig struct {
-	*r4Rig
+	*sleepyRig
 	n int
 }
 
@@ -46,14 +46,14 @@ func startResumed(t *testing.T, n int, sentAgo time.Duration, before func(d *Dis
 	t.Helper()
 	clock := clockwork.NewFakeClockAt(time.Date(2026, 12, 2, 2, 0, 0, 0, time.UTC))
 	now := clock.Now()
-	r := &r4Rig{
+	r := &sleepyRig{
 		t: t, clock: clock,
-		bridge:  &r4Bridge{clock: clock, msgs: make(chan r4Msg, 4*n)},
-		journal: &r4Journal{ops: map[string]devices.Op{}},
-		dead:    &r4Dead{},
+		bridge:  &scriptedBridge{clock: clock, msgs: make(chan bridgeMsg, 4*n)},
+		journal: &memJournal{ops: map[string]devices.Op{}},
+		dead:    &memDeadLetters{},
 		results: make(chan devices.Result, 16*n),
 	}
-	j := &resumeJournal{r4Journal: r.journal}
+	j := &resumeJournal{memJournal: r.journal}
 	var devs []Device
 	for i := range n {
 		id := fmt.Sprintf("sw%02d", i)
@@ -122,7 +122,7 @@ func TestResumedAttemptsConfirmedByStateAfterRestartSucceedWithoutResend(t *test
 		}
 	})
 	// Every odd one waits on its window, on the clock.
-	ctx, cancel := context.WithTimeout(context.Background(), r4Wait)
+	ctx, cancel := context.WithTimeout(context.Background(), rigWait)
 	defer cancel()
 	if err := r.clock.BlockUntilContext(ctx, n/2); err != nil {
 		t.Fatalf("the %d resumed commands without a known state do not wait for their window: %v", n/2, err)
@@ -195,7 +195,7 @@ func TestResumedAttemptPastItsWindowIsResentOnceFreeOfTheBudget(t *testing.T) {
 // before the resend, shows the target: it ends succeeded after 1 attempt.
 func TestResumedAttemptPastItsWindowSucceedsOnStateHeardBeforeTheResend(t *testing.T) {
 	r := startResumed(t, 1, time.Minute, nil)
-	ctx, cancel := context.WithTimeout(context.Background(), r4Wait)
+	ctx, cancel := context.WithTimeout(context.Background(), rigWait)
 	defer cancel()
 	if err := r.clock.BlockUntilContext(ctx, 1); err != nil {
 		t.Fatal("the resumed command does not wait on its backoff")
@@ -217,11 +217,11 @@ func TestResumedAttemptPastItsWindowSucceedsOnStateHeardBeforeTheResend(t *testi
 func TestResumedLockNotAtTheTargetIsResentWithoutSpendingTheRetryBudget(t *testing.T) {
 	clock := clockwork.NewFakeClockAt(time.Date(2026, 12, 2, 2, 0, 0, 0, time.UTC))
 	sent := clock.Now().Add(-2 * time.Second)
-	r := &r4Rig{
+	r := &sleepyRig{
 		t: t, clock: clock,
-		bridge:  &r4Bridge{clock: clock, msgs: make(chan r4Msg, 16)},
-		journal: &r4Journal{ops: map[string]devices.Op{}},
-		dead:    &r4Dead{},
+		bridge:  &scriptedBridge{clock: clock, msgs: make(chan bridgeMsg, 16)},
+		journal: &memJournal{ops: map[string]devices.Op{}},
+		dead:    &memDeadLetters{},
 		results: make(chan devices.Result, 64),
 	}
 	op := devices.Op{OpID: "L1", Device: "door", Target: devices.Target{"state": "LOCK"}, Seq: 1, AcceptedAt: sent,
@@ -232,7 +232,7 @@ func TestResumedLockNotAtTheTargetIsResentWithoutSpendingTheRetryBudget(t *testi
 			Policy: retry.Policy{MaxAttempts: 3, AttemptTimeout: 5 * time.Second, Backoff: retry.Backoff{Base: time.Second, Multiplier: 2, Cap: 10 * time.Second}},
 			Budget: retry.NewBudget(-1, -1, 10*time.Second)}}, // no retry fits
 		Devices:     []Device{{Device: devices.Device{ID: "door", Service: "zw", Class: devices.Lock}, TTL: time.Minute}},
-		Journal:     &resumeJournal{r4Journal: r.journal, pending: []devices.Op{op}},
+		Journal:     &resumeJournal{memJournal: r.journal, pending: []devices.Op{op}},
 		Publisher:   nopPublisher{},
 		DeadLetters: r.dead,
 		Clock:       clock,

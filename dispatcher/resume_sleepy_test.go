@@ -10,10 +10,10 @@ import (
 // startResumedSleepy starts the rig's sleepy radiator as after a kill -9
 // with one command (op_id "r", setpoint 22) whose first attempt went out
 // at the device's last wake, an hour before, and was never confirmed.
-func startResumedSleepy(t *testing.T) *r4Rig {
+func startResumedSleepy(t *testing.T) *sleepyRig {
 	t.Helper()
 	var sentAt time.Time
-	return startR4(t, r4Options{journal: func(j *r4Journal) Journal {
+	return startSleepy(t, sleepyOptions{journal: func(j *memJournal) Journal {
 		now := time.Date(2026, 11, 29, 19, 0, 0, 0, time.UTC) // the rig's clock
 		sentAt = now.Add(-time.Hour)
 		op := devices.Op{
@@ -22,7 +22,7 @@ func startResumedSleepy(t *testing.T) *r4Rig {
 			Status: devices.Accepted, Attempts: 1, LastSentAt: sentAt, UpdatedAt: sentAt,
 		}
 		j.ops[op.OpID] = op
-		return &resumeJournal{r4Journal: j, pending: []devices.Op{op}}
+		return &resumeJournal{memJournal: j, pending: []devices.Op{op}}
 	}})
 }
 

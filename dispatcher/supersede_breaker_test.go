@@ -20,9 +20,9 @@ import (
 // a breaker that trips on 5 failures, sends "old" (setpoint 22), and 2 s
 // later supersedes it with "new" (setpoint 18), which is sent too. It
 // returns the rig at +2 s, both attempts unanswered.
-func supersedeAfterSend(t *testing.T) *r4Rig {
+func supersedeAfterSend(t *testing.T) *sleepyRig {
 	t.Helper()
-	r := startR4(t, r4Options{awake: true, breaker: &breaker.Options{FailureThreshold: 5}})
+	r := startSleepy(t, sleepyOptions{awake: true, breaker: &breaker.Options{FailureThreshold: 5}})
 	r.submit(`{"current_heating_setpoint":22,"op_id":"old"}`)
 	if m := r.next(); m.verb != "set" || m.target["current_heating_setpoint"] != 22.0 {
 		t.Fatalf("first message: %s %v; want the set of 22", m.verb, m.target)
@@ -39,7 +39,7 @@ func supersedeAfterSend(t *testing.T) *r4Rig {
 }
 
 // counts returns the zw breaker's totals now.
-func (r *r4Rig) counts() breaker.Counts {
+func (r *sleepyRig) counts() breaker.Counts {
 	return r.d.services["zw"].breaker.Snapshot(r.clock.Now()).Counts
 }
 
@@ -88,7 +88,7 @@ func TestSupersededAttemptIsIgnoredWhenTheBridgeTalkedSinceItsSend(t *testing.T)
 // on its fifth timeout, that of the fifth command, 9 s after the first
 // send: within two attempt timeouts.
 func TestSupersedingTrafficToAHungBridgeOpensTheBreaker(t *testing.T) {
-	r := startR4(t, r4Options{awake: true, breaker: &breaker.Options{FailureThreshold: 5}})
+	r := startSleepy(t, sleepyOptions{awake: true, breaker: &breaker.Options{FailureThreshold: 5}})
 	start := r.clock.Now()
 	for i := range 9 {
 		r.submit(fmt.Sprintf(`{"current_heating_setpoint":%d,"op_id":"c%d"}`, 20+i%2, i))
@@ -113,7 +113,7 @@ func TestSupersedingTrafficToAHungBridgeOpensTheBreaker(t *testing.T) {
 // the permit is checked again at the moment of the send, and the command
 // fails fast instead.
 func TestAttemptLetOutJustBeforeTheBreakerOpenedIsNotSent(t *testing.T) {
-	r := startR4(t, r4Options{awake: true, breaker: &breaker.Options{FailureThreshold: 5}})
+	r := startSleepy(t, sleepyOptions{awake: true, breaker: &breaker.Options{FailureThreshold: 5}})
 	held, release := make(chan struct{}), make(chan struct{})
 	var once sync.Once
 	r.journal.mu.Lock()

@@ -8,7 +8,7 @@ import (
 )
 
 // workerRunning reports whether the radiator's worker goroutine runs.
-func (r *r4Rig) workerRunning() bool {
+func (r *sleepyRig) workerRunning() bool {
 	q := r.d.devices["radiator"]
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -26,7 +26,7 @@ func TestDeviceWorkerRunsOnlyWhileTheDeviceHasCommands(t *testing.T) {
 		awake bool
 	}{{"always listening", true}, {"sleepy", false}} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := startR4(t, r4Options{awake: tc.awake})
+			r := startSleepy(t, sleepyOptions{awake: tc.awake})
 			if r.workerRunning() {
 				t.Fatal("a worker runs before the device has any command")
 			}
@@ -66,7 +66,7 @@ func shortLinger(t *testing.T) {
 // A worker whose queue has emptied keeps running for workerLinger, and
 // carries out the next command that comes meanwhile.
 func TestIdleWorkerTakesTheNextCommandWithinItsLinger(t *testing.T) {
-	r := startR4(t, r4Options{awake: true})
+	r := startSleepy(t, sleepyOptions{awake: true})
 	r.submit(`{"current_heating_setpoint":20,"op_id":"a"}`)
 	r.next()
 	r.report(map[string]any{"current_heating_setpoint": 20.0})

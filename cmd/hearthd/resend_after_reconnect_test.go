@@ -1,8 +1,5 @@
 package main
 
-// Review of issue 5 (safety-critical actions): a failing test of a
-// guarantee of docs/SAFETY.md.
-
 import (
 	"github.com/hearthd/hearth/dispatcher"
 	"github.com/hearthd/hearth/simulator"
@@ -11,14 +8,18 @@ import (
 	"time"
 )
 
+// A bridge that flaps while an UNLOCK waits for its confirmation gets the
+// risky action at most dispatcher.MaxRiskyAttempts times in all, resends
+// after each reconnect included.
+//
 // Guarantee 7 ("a risky action gets at most 2 attempts"; "attempts counts
-// sends") and the brief's question "can a risky action be sent more than
-// 2 times": a bridge that flaps while an UNLOCK waits for its confirmation
-// gets the same attempt again, up to maxResends (2) per attempt, and an
-// unbounded number of times when the send's own PUBACK is lost
-// (deliveryUnknown), each resend not counted as an attempt. Here one
-// attempt at an UNLOCK reaches the lock three times.
-func TestReviewFlappingBridgeSendsARiskyActionAtMostTwice(t *testing.T) {
+// sends") and the question "can a risky action be sent more than 2
+// times". The fault this pins: a bridge that flapped while an UNLOCK
+// waited for its confirmation got the same attempt again, up to
+// maxResends (2) per attempt, and an unbounded number of times when the
+// send's own PUBACK was lost (deliveryUnknown), each resend not counted as
+// an attempt: one attempt at an UNLOCK reached the lock three times.
+func TestFlappingBridgeSendsARiskyActionAtMostTwice(t *testing.T) {
 	cfg := strings.Replace(safetyConfig, "    protocol: zigbee2mqtt\n", "    protocol: zigbee2mqtt\n    breaker: {enabled: false}\n", 1)
 	h := newHarness(t, harnessOptions{config: cfg, faults: simulator.Faults{DropRate: 1}})
 	h.settle("front_door")

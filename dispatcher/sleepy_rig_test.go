@@ -1,10 +1,10 @@
 package dispatcher
 
-// Review of issue 4 (sleepy devices): a rig that plays one sleepy
-// thermostat behind a scripted bridge, on a fake clock, so that the test
-// decides exactly when the device wakes, what it reports and when time
-// moves. Each review4_*_test.go pins one guarantee of docs/SLEEPY.md or
-// docs/DEADLETTERS.md.
+// The sleepy rig plays one sleepy thermostat behind a scripted bridge, on
+// a fake clock, so that the test decides exactly when the device wakes,
+// what it reports and when time moves. Each sleepy_*_test.go pins
+// guarantees of docs/SLEEPY.md or docs/DEADLETTERS.md with it; other
+// tests of the package reuse its bridge, journal and waits.
 
 import (
 	"context"
@@ -20,39 +20,41 @@ import (
 	"github.com/hearthd/hearth/retry"
 )
 
-const r4Wait = 5 * time.Second // failure deadline of every wait (real time)
+const rigWait = 5 * time.Second // failure deadline of every wait (real time)
 
-// r4Msg is a send or a read that reached the bridge.
-type r4Msg struct {
+// bridgeMsg is a send or a read that reached the bridge.
+type bridgeMsg struct {
 	verb   string // "set" or "get"
 	target devices.Target
 	at     time.Time
 }
 
-type r4Bridge struct {
+// scriptedBridge hands every send and read to the test on msgs, stamped
+// with the fake clock's time; it never fails.
+type scriptedBridge struct {
 	clock *clockwork.FakeClock
-	msgs  chan r4Msg
+	msgs  chan bridgeMsg
 }
 
-func (b *r4Bridge) Send(_ context.Context, _ devices.Device, target devices.Target) error {
-	b.msgs <- r4Msg{"set", maps.Clone(target), b.clock.Now()}
+func (b *scriptedBridge) Send(_ context.Context, _ devices.Device, target devices.Target) error {
+	b.msgs <- bridgeMsg{"set", maps.Clone(target), b.clock.Now()}
 	return nil
 }
 
-func (b *r4Bridge) Read(_ context.Context, _ devices.Device, target devices.Target) error {
-	b.msgs <- r4Msg{"get", maps.Clone(target), b.clock.Now()}
+func (b *scriptedBridge) Read(_ context.Context, _ devices.Device, target devices.Target) error {
+	b.msgs <- bridgeMsg{"get", maps.Clone(target), b.clock.Now()}
 	return nil
 }
 
-// r4Journal is an in-memory journal; hold, if set, is called (outside the
+// memJournal is an in-memory journal; hold, if set, is called (outside the
 // lock) before each save and may block it.
-type r4Journal struct {
+type memJournal struct {
 	mu   sync.Mutex
 	ops  map[string]devices.Op
 	hold func(devices.Op)
 }
 
-func (j *r4Journal) Save(ops ...devices.Op) error {
+func (j *memJournal) Save(ops ...devices.Op) error {
 	j.mu.Lock()
 	hold := j.hold
 	j.mu.Unlock()
@@ -72,51 +74,54 @@ func (j *r4Journal) Save(ops ...devices.Op) error {
 	return nil
 }
 
-func (j *r4Journal) Lookup(id string) (devices.Op, bool, error) {
+func (j *memJournal) Lookup(id string) (devices.Op, bool, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	op, ok := j.ops[id]
 	return op, ok, nil
 }
 
-func (j *r4Journal) Pending() ([]devices.Op, error) { return nil, nil }
+func (j *memJournal) Pending() ([]devices.Op, error) { return nil, nil }
 
-func (j *r4Journal) SaveState(string, map[string]any, time.Time) error { return nil }
+func (j *memJournal) SaveState(string, map[string]any, time.Time) error { return nil }
 
-type r4Dead struct {
+// memDeadLetters is an in-memory dead-letter store.
+type memDeadLetters struct {
 	mu  sync.Mutex
 	ops []devices.Op
 }
 
-func (d *r4Dead) AddDeadLetters(ops ...devices.Op) error {
+func (d *memDeadLetters) AddDeadLetters(ops ...devices.Op) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.ops = append(d.ops, ops...)
 	return nil
 }
 
-func (d *r4Dead) list() []devices.Op {
+func (d *memDeadLetters) list() []devices.Op {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return append([]devices.Op(nil), d.ops...)
 }
 
-type r4Rig struct {
+// sleepyRig is a running dispatcher with the rig's bridge, journal,
+// dead-letter store and fake clock, and the results it published.
+type sleepyRig struct {
 	t       *testing.T
 	d       *Dispatcher
 	clock   *clockwork.FakeClock
-	bridge  *r4Bridge
-	journal *r4Journal
-	dead    *r4Dead
+	bridge  *scriptedBridge
+	journal *memJournal
+	dead    *memDeadLetters
 	results chan devices.Result
 }
 
-// r4Options tunes the rig; zero fields keep the defaults.
-type r4Options struct {
+// sleepyOptions tunes the rig; zero fields keep the defaults.
+type sleepyOptions struct {
 	breaker *breaker.Options
 	// bridge and journal, if set, wrap the rig's own.
-	bridge  func(*r4Bridge) Bridge
-	journal func(*r4Journal) Journal
+	bridge  func(*scriptedBridge) Bridge
+	journal func(*memJournal) Journal
 	// awake makes the radiator always listening instead of sleepy.
 	awake bool
 	// lostDedup is Options.LostDedup.
@@ -125,17 +130,17 @@ type r4Options struct {
 	offline devices.Offline
 }
 
-// startR4 starts a dispatcher with one service "zw" (2 attempts, 5 s
+// startSleepy starts a dispatcher with one service "zw" (2 attempts, 5 s
 // attempt timeout) and one sleepy climate device "radiator" (wake interval
 // 1 h, awake window 10 s, TTL 1 h), the bridge online.
-func startR4(t *testing.T, o r4Options) *r4Rig {
+func startSleepy(t *testing.T, o sleepyOptions) *sleepyRig {
 	t.Helper()
 	clock := clockwork.NewFakeClockAt(time.Date(2026, 11, 29, 19, 0, 0, 0, time.UTC))
-	r := &r4Rig{
+	r := &sleepyRig{
 		t: t, clock: clock,
-		bridge:  &r4Bridge{clock: clock, msgs: make(chan r4Msg, 64)},
-		journal: &r4Journal{ops: map[string]devices.Op{}},
-		dead:    &r4Dead{},
+		bridge:  &scriptedBridge{clock: clock, msgs: make(chan bridgeMsg, 64)},
+		journal: &memJournal{ops: map[string]devices.Op{}},
+		dead:    &memDeadLetters{},
 		results: make(chan devices.Result, 256),
 	}
 	var b Bridge = r.bridge
@@ -177,7 +182,7 @@ func startR4(t *testing.T, o r4Options) *r4Rig {
 }
 
 // submit hands a command to the intake and waits for its accepted result.
-func (r *r4Rig) submit(payload string) {
+func (r *sleepyRig) submit(payload string) {
 	r.t.Helper()
 	if err := r.d.Submit(context.Background(), Request{Device: "radiator", Payload: []byte(payload)}); err != nil {
 		r.t.Fatal(err)
@@ -185,9 +190,9 @@ func (r *r4Rig) submit(payload string) {
 }
 
 // await waits for a result matching match; others are dropped.
-func (r *r4Rig) await(what string, match func(devices.Result) bool) devices.Result {
+func (r *sleepyRig) await(what string, match func(devices.Result) bool) devices.Result {
 	r.t.Helper()
-	deadline := time.After(r4Wait)
+	deadline := time.After(rigWait)
 	for {
 		select {
 		case res := <-r.results:
@@ -200,25 +205,25 @@ func (r *r4Rig) await(what string, match func(devices.Result) bool) devices.Resu
 	}
 }
 
-func (r *r4Rig) status(opID string, s devices.Status) devices.Result {
+func (r *sleepyRig) status(opID string, s devices.Status) devices.Result {
 	r.t.Helper()
 	return r.await(opID+" "+string(s), func(res devices.Result) bool { return res.OpID == opID && res.Status == s })
 }
 
 // next waits for the next send or read to reach the bridge.
-func (r *r4Rig) next() r4Msg {
+func (r *sleepyRig) next() bridgeMsg {
 	r.t.Helper()
 	select {
 	case m := <-r.bridge.msgs:
 		return m
-	case <-time.After(r4Wait):
+	case <-time.After(rigWait):
 		r.t.Fatal("timed out waiting for a send or read")
 		panic("unreachable")
 	}
 }
 
 // none fails if a send or read reached the bridge.
-func (r *r4Rig) none(when string) {
+func (r *sleepyRig) none(when string) {
 	r.t.Helper()
 	select {
 	case m := <-r.bridge.msgs:
@@ -229,9 +234,9 @@ func (r *r4Rig) none(when string) {
 
 // advance waits until n goroutines of the dispatcher wait on the clock,
 // then moves it by d.
-func (r *r4Rig) advance(n int, d time.Duration) {
+func (r *sleepyRig) advance(n int, d time.Duration) {
 	r.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), r4Wait)
+	ctx, cancel := context.WithTimeout(context.Background(), rigWait)
 	defer cancel()
 	if err := r.clock.BlockUntilContext(ctx, n); err != nil {
 		r.t.Fatalf("the dispatcher never had %d waiters on the clock", n)
@@ -240,15 +245,15 @@ func (r *r4Rig) advance(n int, d time.Duration) {
 }
 
 // report is a live report of the radiator.
-func (r *r4Rig) report(state map[string]any) { r.d.Report("radiator", state, false) }
+func (r *sleepyRig) report(state map[string]any) { r.d.Report("radiator", state, false) }
 
 // eventually polls cond every millisecond until it holds, failing after
-// r4Wait.
-func (r *r4Rig) eventually(what string, cond func() bool) {
+// rigWait.
+func (r *sleepyRig) eventually(what string, cond func() bool) {
 	r.t.Helper()
 	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()
-	deadline := time.After(r4Wait)
+	deadline := time.After(rigWait)
 	for !cond() {
 		select {
 		case <-tick.C:
@@ -260,7 +265,7 @@ func (r *r4Rig) eventually(what string, cond func() bool) {
 
 // verifyDone reports whether the radiator's running command has no
 // verifying read waiting for an answer.
-func (r *r4Rig) verifyDone() bool {
+func (r *sleepyRig) verifyDone() bool {
 	q := r.d.devices["radiator"]
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -269,22 +274,33 @@ func (r *r4Rig) verifyDone() bool {
 
 // settled waits until the dispatcher has nothing left to do but wait on
 // the clock: a verifying read's answer was taken, and a goroutine waits.
-func (r *r4Rig) settled() {
+func (r *sleepyRig) settled() {
 	r.t.Helper()
 	r.eventually("the verifying read's answer to be taken", r.verifyDone)
-	ctx, cancel := context.WithTimeout(context.Background(), r4Wait)
+	ctx, cancel := context.WithTimeout(context.Background(), rigWait)
 	defer cancel()
 	if err := r.clock.BlockUntilContext(ctx, 1); err != nil {
 		r.t.Fatal("the dispatcher never waited on the clock")
 	}
 }
 
-func timeAfter() <-chan time.Time { return time.After(r4Wait) }
+// timeAfter is the rig's failure deadline: rigWait from now.
+func timeAfter() <-chan time.Time { return time.After(rigWait) }
+
+// waitClosed waits for ch to be closed, failing after rigWait.
+func waitClosed(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-timeAfter():
+		t.Fatalf("timed out waiting for %s", what)
+	}
+}
 
 // waiting waits until a goroutine of the dispatcher waits on the clock.
-func (r *r4Rig) waiting() {
+func (r *sleepyRig) waiting() {
 	r.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), r4Wait)
+	ctx, cancel := context.WithTimeout(context.Background(), rigWait)
 	defer cancel()
 	if err := r.clock.BlockUntilContext(ctx, 1); err != nil {
 		r.t.Fatal("the dispatcher never waited on the clock")

@@ -1,8 +1,5 @@
 package main
 
-// Review of issue 5 (safety-critical actions): a failing test of a
-// guarantee of docs/SAFETY.md.
-
 import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 	"github.com/hearthd/hearth/broker"
@@ -15,12 +12,16 @@ import (
 	"time"
 )
 
+// An UNLOCK whose TTL passed while Hearth was down ends expired at the next
+// start, is notified, and its audit trail ends with ended
+// expired/ttl_elapsed.
+//
 // Guarantee 9 (failures reach a person) and 10 (everything on record): an
 // UNLOCK accepted, never sent, and pending across a restart whose TTL
 // passed while Hearth was down ends expired at the next start
 // (dispatcher.resume). It must be notified, and its audit trail must end
 // with ended expired/ttl_elapsed, as for any other expiry.
-func TestReviewUnlockExpiredWhileDownIsNotifiedAndAudited(t *testing.T) {
+func TestUnlockExpiredWhileDownIsNotifiedAndAudited(t *testing.T) {
 	dir := t.TempDir()
 	b, err := broker.Start(broker.Options{Listen: "127.0.0.1:0"})
 	if err != nil {
@@ -40,7 +41,7 @@ func TestReviewUnlockExpiredWhileDownIsNotifiedAndAudited(t *testing.T) {
 	h.stopHearth()
 
 	notes := make(chan paho.Message, 16)
-	watcher := paho.NewClient(paho.NewClientOptions().AddBroker(b.URL()).SetClientID("review-notes").SetAutoReconnect(false))
+	watcher := paho.NewClient(paho.NewClientOptions().AddBroker(b.URL()).SetClientID("expiry-notes").SetAutoReconnect(false))
 	mustToken(t, watcher.Connect())
 	defer watcher.Disconnect(0)
 	mustToken(t, watcher.Subscribe("hearth/notifications", 1, func(_ paho.Client, m paho.Message) { notes <- m }))
