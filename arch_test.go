@@ -1,7 +1,11 @@
 package hearth_test
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -22,7 +26,8 @@ var allowed = map[string][]string{
 	"broker":                {},
 	"acl":                   {"protocols/mqtt"},
 	"health":                {},
-	"dispatcher":            {"devices", "retry", "breaker"},
+	"dispatcher":            {"devices", "retry", "breaker", "machine"},
+	"machine":               {"devices", "retry"},
 	"automations":           {"devices"},
 	"api":                   {"dispatcher", "health", "devices"},
 	"simulator":             {"devices"},
@@ -36,6 +41,7 @@ var allowed = map[string][]string{
 var never = map[string][]string{
 	"dispatcher": {"store", "broker", "protocols/"},
 	"simulator":  {"protocols/"},
+	"machine":    {"breaker", "store", "broker", "protocols/"},
 }
 
 // TestImportRules enforces DESIGN.md's import rules over `go list -deps`:
@@ -97,4 +103,50 @@ func ours(list string) []string {
 		}
 	}
 	return out
+}
+
+// TestMachineIsPure enforces that the per-device state machine (package
+// machine) has no goroutines, channels, locks or clock of its own in
+// non-test code: it takes events and time as input and answers with what
+// to do, so that a seeded schedule replays it exactly.
+func TestMachineIsPure(t *testing.T) {
+	files, err := filepath.Glob("machine/*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checked++
+		for _, imp := range f.Imports {
+			if p := strings.Trim(imp.Path.Value, `"`); p == "sync" || p == "sync/atomic" || p == "context" {
+				t.Errorf("%s imports %s: the machine has no locks or cancellation of its own", name, p)
+			}
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			switch n := n.(type) {
+			case *ast.GoStmt:
+				t.Errorf("%s starts a goroutine: the machine has none", name)
+			case *ast.ChanType:
+				t.Errorf("%s uses a channel: the machine has none", name)
+			case *ast.SelectorExpr:
+				if x, ok := n.X.(*ast.Ident); ok && x.Name == "time" {
+					switch n.Sel.Name {
+					case "Now", "Since", "Until", "Sleep", "After", "AfterFunc", "NewTimer", "NewTicker", "Tick":
+						t.Errorf("%s calls time.%s: time comes to the machine as input", name, n.Sel.Name)
+					}
+				}
+			}
+			return true
+		})
+	}
+	if checked == 0 {
+		t.Fatal("no non-test files in machine/")
+	}
 }
