@@ -1,0 +1,418 @@
+package machine
+
+import (
+	"flag"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/hearthd/hearth/devices"
+)
+
+// seeds is how many seeded schedules TestSimulation runs. Each is a
+// rapid check: a random schedule of events, shrunk to the shortest one
+// that still breaks a promise when one does. A million:
+//
+//	go test ./machine/ -run Simulation -seeds 1000000
+var seeds = flag.Int("seeds", 5000, "seeded schedules TestSimulation runs (a fifth under -short)")
+
+// TestSimulation drives one device's machine, sleepy or always
+// listening, the way the dispatcher drives it, through a seeded random
+// schedule of commands, supersedes, failed stores, reports (live and
+// retained), wakes, node statuses, ended leases, deliveries, lost sets,
+// TTLs passing and crashes (a crash forgets every memory and restarts
+// from what the store holds), over a virtual clock, and checks the
+// promises after every step:
+//
+//   - one terminal status per op_id;
+//   - nothing accepted is lost, across crashes too: every command the
+//     store holds as pending is in the machine, once;
+//   - no command is delivered to a node believed asleep, after its TTL,
+//     or twice in one awake lease;
+//   - a sleepy device never holds two pending commands for one attribute
+//     (the newest target per attribute wins);
+//   - the device never takes an older command's value for an attribute
+//     after a newer one's, and a command ends succeeded only when the
+//     device is at its target;
+//   - once the schedule drains, every attribute whose newest command
+//     succeeded holds that command's value.
+//
+// A failure prints the shrunk schedule, one line per event.
+func TestSimulation(t *testing.T) {
+	if err := flag.Set("rapid.checks", strconv.Itoa(*seeds)); err != nil {
+		t.Fatal(err)
+	}
+	rapid.Check(t, func(rt *rapid.T) {
+		s := newSim(rt)
+		rt.Repeat(map[string]func(*rapid.T){
+			"accept":  s.accept,
+			"advance": s.advance,
+			"report":  s.report,
+			"node":    s.node,
+			"work":    s.work,
+			"crash":   s.crash,
+			"":        s.check,
+		})
+		s.drain(rt)
+	})
+}
+
+// attributes are what the simulated device has: three numbers.
+var attributes = []string{"a", "b", "c"}
+
+// written is who last wrote an attribute of the simulated device.
+type written struct {
+	value float64
+	seq   int // the writer's acceptance order
+}
+
+// sim is the dispatcher's side of one device, as the simulation plays it.
+type sim struct {
+	dev devices.Device
+	m   *Device
+	now time.Time
+	// store is what the store holds: every accepted command, pending or
+	// ended, by op_id; seq is its acceptance order.
+	store map[string]devices.Op
+	seq   map[string]int
+	next  int
+	// ends counts the terminal statuses given per op_id.
+	ends map[string]int
+	// delivered is, per op_id, the lease it was last delivered in.
+	delivered map[string]uint64
+	// device is the device's real state.
+	device map[string]written
+	// online is the bridge's last availability word.
+	online bool
+	// reliable: every set is sent, taken and reported (draining).
+	reliable bool
+}
+
+func newSim(t *rapid.T) *sim {
+	dev := devices.Device{ID: "dev", Class: devices.Climate}
+	if rapid.Bool().Draw(t, "sleepy") {
+		dev.Sleep = devices.Sleep{Sleepy: true, WakeInterval: time.Hour, AwakeWindow: 10 * time.Second}
+	}
+	return &sim{
+		dev: dev, m: New(dev), now: t0,
+		store: map[string]devices.Op{}, seq: map[string]int{}, ends: map[string]int{},
+		delivered: map[string]uint64{}, device: map[string]written{}, online: true,
+	}
+}
+
+// accept is the intake: a new command supersedes what it replaces, and
+// is stored with their ends in one commit; if that commit fails, the
+// command is refused and the superseded ones are restored.
+func (s *sim) accept(t *rapid.T) {
+	attrs := rapid.SliceOfNDistinct(rapid.SampledFrom(attributes), 1, 3, rapid.ID[string]).Draw(t, "attributes")
+	target := devices.Target{}
+	for _, a := range attrs {
+		target[a] = float64(rapid.IntRange(0, 3).Draw(t, "value"))
+	}
+	ttl := time.Duration(rapid.IntRange(1, 90).Draw(t, "ttl_minutes")) * time.Minute
+	s.next++
+	op := devices.Op{OpID: "op" + strconv.Itoa(s.next), Device: s.dev.ID, Target: target,
+		Status: devices.Accepted, AcceptedAt: s.now, Deadline: s.now.Add(ttl)}
+	ended := s.m.Supersede(op, s.now)
+	if rapid.IntRange(0, 9).Draw(t, "store_fails") == 0 {
+		t.Logf("accept %s %v ttl %s: the store fails; %d restored", op.OpID, target, ttl, len(ended))
+		ops := make([]devices.Op, len(ended))
+		for i, c := range ended {
+			ops[i] = s.store[c.Op.OpID] // as stored: still pending
+		}
+		s.m.Restore(ops)
+		return
+	}
+	t.Logf("accept %s %v ttl %s, superseding %v", op.OpID, target, ttl, opIDs(ended))
+	for _, c := range ended {
+		s.end(t, c.Op)
+		s.m.Forget(c.Op.OpID)
+	}
+	s.store[op.OpID], s.seq[op.OpID] = op, s.next
+	s.m.Accept(op, Fresh)
+}
+
+// advance moves the virtual clock.
+func (s *sim) advance(t *rapid.T) {
+	d := time.Duration(rapid.IntRange(0, 20*60).Draw(t, "seconds")) * time.Second
+	s.now = s.now.Add(d)
+	t.Logf("advance %s", d)
+}
+
+// report is a report of the device's state from its bridge: live (a wake
+// signal too), retained (the broker's replay), or its availability.
+func (s *sim) report(t *rapid.T) {
+	switch k := rapid.IntRange(0, 3).Draw(t, "report"); k {
+	case 0, 1:
+		retained := k == 1
+		s.m.Report(s.state(), retained, s.now)
+		t.Logf("report retained=%v", retained)
+	case 2:
+		s.online = !s.online
+		s.m.Availability(s.online, s.now)
+		t.Logf("availability online=%v", s.online)
+	case 3:
+		if l := s.m.Lease(s.now); l.Awake {
+			s.m.EndLease(l.Gen)
+			t.Logf("a request went unanswered: lease %d ends", l.Gen)
+		}
+	}
+}
+
+// node is a node status from a bridge that knows its nodes' sleep.
+func (s *sim) node(t *rapid.T) {
+	st := rapid.SampledFrom([]devices.NodeStatus{devices.NodeAwake, devices.NodeAlive, devices.NodeAsleep, devices.NodeDead}).Draw(t, "node_status")
+	s.m.NodeStatus(st, s.now)
+	t.Logf("node status %s", st)
+}
+
+// work is the worker's turn. With a command being attempted, its
+// attempt ends: confirmed by a report, or not (an always-listening
+// device's retry policy gives up; a sleepy device's command waits for the
+// next lease, or ends at its TTL). Without one, the next starts: an
+// always-listening device's oldest command, or the first eligible command
+// of a sleepy device's plan (whose due commands end first). Between two
+// turns anything may happen: a newer command may supersede the one being
+// attempted.
+func (s *sim) work(t *rapid.T) {
+	if c := s.m.Current(); c != nil {
+		s.finish(t, c)
+		return
+	}
+	if !s.dev.Sleep.Sleepy {
+		c := s.m.Next()
+		if c == nil {
+			return
+		}
+		if !s.now.Before(c.Op.Deadline) {
+			s.endAt(t, c, devices.Expired)
+			s.m.Done()
+			return
+		}
+		s.send(t, c)
+		return
+	}
+	p := s.m.Plan(s.now)
+	for _, c := range p.Due {
+		s.endAt(t, c, devices.Expired)
+	}
+	if !p.Awake {
+		for _, c := range p.Pending {
+			s.m.Announce(c)
+		}
+	}
+	for _, c := range p.Eligible {
+		if c.Ended() {
+			continue // ended as due above
+		}
+		switch s.m.Deliver(c, p.Gen, s.now) {
+		case Skip:
+			continue
+		case LeaseOver:
+			return
+		}
+		l := s.m.Lease(s.now)
+		if !l.Awake || s.m.NodeAsleep() {
+			t.Fatalf("%s delivered to a node believed asleep (lease %+v)", c.Op.OpID, l)
+		}
+		if s.delivered[c.Op.OpID] == l.Gen {
+			t.Fatalf("%s delivered twice in lease %d", c.Op.OpID, l.Gen)
+		}
+		s.delivered[c.Op.OpID] = l.Gen
+		s.send(t, c)
+		return
+	}
+}
+
+// send sends c's target; the device may or may not take it (a lost set).
+func (s *sim) send(t *rapid.T, c *Command) {
+	if !s.now.Before(c.Op.Deadline) {
+		t.Fatalf("%s sent at %s, after its TTL (deadline %s)", c.Op.OpID, s.now, c.Op.Deadline)
+	}
+	prev, _ := c.RecordAttempt(false, s.now)
+	s.store[c.Op.OpID] = c.Op
+	if !s.reliable && rapid.IntRange(0, 5).Draw(t, "send_fails") == 0 {
+		c.Unsent(prev)
+		s.store[c.Op.OpID] = c.Op
+		t.Logf("send %s: not sent (the link is down)", c.Op.OpID)
+		return
+	}
+	c.Sending()
+	c.SentSinceResume()
+	taken := s.reliable || rapid.IntRange(0, 3).Draw(t, "set_lost") != 0
+	t.Logf("send %s %v: taken=%v", c.Op.OpID, c.Op.Target, taken)
+	if !taken {
+		return
+	}
+	seq := s.seq[c.Op.OpID]
+	for a, v := range c.Op.Target {
+		if w, ok := s.device[a]; ok && w.seq > seq {
+			t.Fatalf("%s (accepted #%d) wrote %s=%v over the newer #%d's %v", c.Op.OpID, seq, a, v, w.seq, w.value)
+		}
+		s.device[a] = written{value: v.(float64), seq: seq}
+	}
+}
+
+// finish ends the attempt of c, the command being attempted.
+func (s *sim) finish(t *rapid.T, c *Command) {
+	if !c.Ended() && (s.reliable || rapid.Bool().Draw(t, "reports")) {
+		r := s.m.Report(s.state(), false, s.now)
+		if r.News && devices.Satisfied(s.dev.Class, c.Op.Target, r.Mirror) {
+			if _, ok := s.m.End(c, devices.Succeeded, "", "", r.Mirror, s.now); ok {
+				s.ended(t, c.Op)
+			}
+		}
+	}
+	if s.dev.Sleep.Sleepy {
+		if s.m.Delivered(c, s.now) {
+			s.endAt(t, c, devices.Failed) // sent, unverified by its TTL
+		}
+		return
+	}
+	if !c.Ended() {
+		s.endAt(t, c, devices.Failed) // the retry policy gave up
+	}
+	s.m.Done()
+}
+
+// endAt ends c where the worker found it: expired or failed.
+func (s *sim) endAt(t *rapid.T, c *Command, status devices.Status) {
+	if op, ok := s.m.End(c, status, devices.ReasonTTLElapsed, "", nil, s.now); ok {
+		s.ended(t, op)
+	}
+}
+
+// ended stores op's end.
+func (s *sim) ended(t *rapid.T, op devices.Op) {
+	if op.Status == devices.Succeeded && !devices.Satisfied(s.dev.Class, op.Target, s.state()) {
+		t.Fatalf("%s succeeded with the device at %v, not at its target %v", op.OpID, s.state(), op.Target)
+	}
+	s.end(t, op)
+}
+
+// end stores a terminal op, once.
+func (s *sim) end(t *rapid.T, op devices.Op) {
+	if !op.Status.Terminal() {
+		t.Fatalf("%s ended with status %s", op.OpID, op.Status)
+	}
+	s.ends[op.OpID]++
+	if s.ends[op.OpID] > 1 {
+		t.Fatalf("%s got a second terminal status, %s", op.OpID, op.Status)
+	}
+	s.store[op.OpID] = op
+	t.Logf("end %s %s", op.OpID, op.Status)
+}
+
+// crash forgets every memory: a new machine takes the store's pending
+// commands, in acceptance order, and the state the mirror kept.
+func (s *sim) crash(t *rapid.T) {
+	pending := s.pending()
+	s.m = New(s.dev)
+	for _, id := range pending {
+		s.m.Accept(s.store[id], Resumed)
+	}
+	s.m.Restored(s.state())
+	clear(s.delivered)
+	t.Logf("crash: %d pending resumed", len(pending))
+}
+
+// pending returns the op_ids the store holds as pending, in acceptance
+// order.
+func (s *sim) pending() []string {
+	var ids []string
+	for id, op := range s.store {
+		if !op.Status.Terminal() {
+			ids = append(ids, id)
+		}
+	}
+	slices.SortFunc(ids, func(a, b string) int { return s.seq[a] - s.seq[b] })
+	return ids
+}
+
+// check runs after every step.
+func (s *sim) check(t *rapid.T) {
+	live := map[string]int{}
+	var targets []devices.Target
+	cmds := s.m.Waiting()
+	if c := s.m.Current(); c != nil {
+		cmds = append(cmds, c)
+	}
+	for _, c := range cmds {
+		if c.Ended() {
+			continue
+		}
+		live[c.Op.OpID]++
+		targets = append(targets, c.Op.Target)
+	}
+	for _, id := range s.pending() {
+		if live[id] != 1 {
+			t.Fatalf("pending %s is in the machine %d times; want once (nothing accepted is lost)", id, live[id])
+		}
+	}
+	for id := range live {
+		if op, ok := s.store[id]; !ok || op.Status.Terminal() {
+			t.Fatalf("the machine holds %s, which the store does not hold as pending", id)
+		}
+	}
+	if s.dev.Sleep.Sleepy {
+		for i := range targets {
+			for j := range i {
+				if sharesAttribute(targets[i], targets[j]) {
+					t.Fatalf("two pending commands name one attribute: %v and %v", targets[j], targets[i])
+				}
+			}
+		}
+	}
+}
+
+// drain wakes the device and works until nothing is pending, with every
+// set taken and reported, then checks that each attribute whose newest
+// command succeeded holds its value.
+func (s *sim) drain(t *rapid.T) {
+	s.reliable = true
+	t.Logf("drain")
+	for range 40 {
+		if len(s.pending()) == 0 {
+			break
+		}
+		s.now = s.now.Add(time.Second)
+		s.m.NodeStatus(devices.NodeAwake, s.now)
+		s.m.Report(s.state(), false, s.now)
+		s.work(t)
+		s.check(t)
+	}
+	newest := map[string]devices.Op{}
+	for id, op := range s.store {
+		for a := range op.Target {
+			if n, ok := newest[a]; !ok || s.seq[id] > s.seq[n.OpID] {
+				newest[a] = op
+			}
+		}
+	}
+	for a, op := range newest {
+		if op.Status == devices.Succeeded && s.device[a].value != op.Target[a].(float64) {
+			t.Fatalf("%s is %v; want %v, the value of its newest command %s, which succeeded", a, s.device[a].value, op.Target[a], op.OpID)
+		}
+	}
+}
+
+// state is the device's real state, as its bridge reports it.
+func (s *sim) state() map[string]any {
+	out := make(map[string]any, len(s.device))
+	for a, w := range s.device {
+		out[a] = w.value
+	}
+	return out
+}
+
+func opIDs(cs []*Command) []string {
+	out := make([]string, len(cs))
+	for i, c := range cs {
+		out[i] = c.Op.OpID
+	}
+	return out
+}
+
