@@ -415,4 +415,3 @@ func opIDs(cs []*Command) []string {
 	}
 	return out
 }
-
