@@ -119,16 +119,19 @@ type harness struct {
 // each start: sent and not yet received by the simulator (pending), and
 // received, answered by the simulator, but not yet taken by hearthd
 // (unanswered). settle waits for both to be none, so that no answer lands
-// in the middle of a test.
+// in the middle of a test. The simulator reports a get (take) after it
+// has answered it, so hearthd may take the answer first: early counts
+// those answers, for take to match.
 type freshReads struct {
 	mu         sync.Mutex
 	pending    map[string]int
 	unanswered map[string]int
+	early      map[string]int // answers hearthd took before the get was reported
 	total      map[string]int // sent since the harness began
 }
 
 func newFreshReads() *freshReads {
-	return &freshReads{pending: map[string]int{}, unanswered: map[string]int{}, total: map[string]int{}}
+	return &freshReads{pending: map[string]int{}, unanswered: map[string]int{}, early: map[string]int{}, total: map[string]int{}}
 }
 
 func (f *freshReads) sent(device string) {
@@ -147,7 +150,11 @@ func (f *freshReads) take(device string, ignored bool) bool {
 		return false
 	}
 	f.pending[device]--
-	if !ignored {
+	switch {
+	case ignored:
+	case f.early[device] > 0:
+		f.early[device]-- // answered already
+	default:
 		f.unanswered[device]++
 	}
 	return true
@@ -158,8 +165,11 @@ func (f *freshReads) take(device string, ignored bool) bool {
 func (f *freshReads) answered(device string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.unanswered[device] > 0 {
+	switch {
+	case f.unanswered[device] > 0:
 		f.unanswered[device]--
+	case f.pending[device] > 0:
+		f.early[device]++ // its get is yet to be reported
 	}
 }
 
