@@ -1,6 +1,7 @@
 package dispatcher
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -129,4 +130,49 @@ func (l *link) changedSince(gen uint64) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.gen != gen
+}
+
+// awaitLink waits until the service's link is ready (see link.ready).
+// ready is false when op's deadline passed first, or when the breaker
+// changed (the caller asks it again); stop means t ended or
+// ctx is done.
+func (q *deviceQueue) awaitLink(ctx context.Context, t *task, deadline time.Time) (ready, stop bool) {
+	for {
+		now := q.d.now()
+		if !now.Before(deadline) {
+			return false, false // never send after the deadline, even if the link is up
+		}
+		var breakerChanged <-chan struct{}
+		if q.svc.breaker != nil {
+			// Transitions only: a probe's place freed by another command
+			// changes nothing here (and would wake waiters in turn).
+			breakerChanged = q.svc.breaker.watchMoves()
+		}
+		ok, changed, retryAt := q.svc.link.ready(now)
+		if ok {
+			return true, false
+		}
+		until := deadline
+		if !retryAt.IsZero() && retryAt.Before(until) {
+			until = retryAt
+		}
+		q.d.log.Info("waiting for the bridge", "op_id", t.Op.OpID, "device", q.dev.ID, "service", q.svc.Name, "until", until)
+		timer := q.d.clock.NewTimer(until.Sub(now))
+		select {
+		case <-changed:
+		case <-timer.Chan():
+		case <-breakerChanged:
+			// The breaker may have opened (a replayed offline that
+			// held): the caller asks it again.
+			timer.Stop()
+			return false, false
+		case <-t.cancel:
+			timer.Stop()
+			return false, true
+		case <-ctx.Done():
+			timer.Stop()
+			return false, true
+		}
+		timer.Stop()
+	}
 }

@@ -3,6 +3,7 @@ package dispatcher
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"sync"
 	"time"
 
@@ -284,4 +285,79 @@ func (d *Dispatcher) heardFrom(s *Service) {
 		p.Done(breaker.Success, now)
 		s.breaker.signal() // a place for held commands, if it stays half-open
 	}
+}
+
+// report takes a state report of the device: it confirms the running
+// attempt when the reports since its send show the target, and mirrors the
+// state. A retained report (one the broker kept from before, replayed on
+// subscribe) updates the mirror but never confirms: it is not news.
+func (q *deviceQueue) report(state map[string]any, retained bool) {
+	now := q.d.now()
+	q.mu.Lock()
+	r := q.m.Report(state, retained, now)
+	if r.Woke {
+		q.wokeLocked()
+	}
+	if t := q.cur; t != nil && t.check != nil && !t.Ended() && r.News {
+		maps.Copy(t.check.seen, state)
+		signal(t.check.news)
+	}
+	if t := q.cur; t != nil && t.confirm != nil && !t.Ended() && (r.News || (retained && t.confirm.resumed)) {
+		q.feedLocked(t.confirm, state)
+	}
+	if r.News {
+		for _, c := range q.overtaken {
+			q.feedLocked(c, state)
+		}
+	}
+	// Pushed under q.mu, as a republish sweep pushes: whichever comes
+	// last carries the newest state.
+	q.d.out.push(q.d.topic(q.dev.ID, ""), r.Mirror, true)
+	q.mu.Unlock()
+	q.d.saver.mark(q.dev.ID, r.Mirror, now)
+	if r.Answered && q.d.onFreshState != nil {
+		q.d.onFreshState(q.dev.Device)
+	}
+}
+
+// availability mirrors the device's availability as the bridge reports it.
+func (q *deviceQueue) availability(online bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.m.Availability(online, q.d.now()) {
+		q.wokeLocked() // back from offline: a wake signal
+	}
+	close(q.availChanged)
+	q.availChanged = make(chan struct{})
+	q.d.out.pushRaw(q.d.topic(q.dev.ID, "availability"), []byte(onlineWord(online)), true)
+}
+
+// republishMirror pushes the device's current state (availability false)
+// or availability (true) again, if known, reading it at the moment of the
+// push and under q.mu, as live updates push: a sweep never publishes a
+// value older than one already out. It reports whether it pushed.
+func (q *deviceQueue) republishMirror(availability bool) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if availability {
+		online, known := q.m.Available()
+		if !known {
+			return false
+		}
+		q.d.out.pushRaw(q.d.topic(q.dev.ID, "availability"), []byte(onlineWord(online)), true)
+		return true
+	}
+	state := q.m.State()
+	if state == nil {
+		return false
+	}
+	q.d.out.push(q.d.topic(q.dev.ID, ""), state, true)
+	return true
+}
+
+func onlineWord(online bool) string {
+	if online {
+		return "online"
+	}
+	return "offline"
 }

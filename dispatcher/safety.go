@@ -1,7 +1,10 @@
 package dispatcher
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/hearthd/hearth/devices"
@@ -135,4 +138,125 @@ func (q *deviceQueue) authorizedNow(t *task) bool {
 func (q *deviceQueue) refuse(t *task, op devices.Op, err error, now time.Time, detail string) {
 	q.d.audit(checkEntry(q.dev.Device, op, devices.CheckAuthorization, false, err.Error(), now))
 	q.finish(t, devices.Failed, devices.ReasonUnauthorized, detail, nil)
+}
+
+// revalidate reads the device's state fresh before an attempt (DESIGN.md
+// principle 6): it starts collecting reports, asks the bridge to read the
+// target's attributes, and waits up to the service's read timeout for a
+// report that arrived after the check began and shows the state:
+//
+//   - the target already: t ends succeeded, and nothing is sent;
+//   - a known state other than the target: proceed, the attempt follows;
+//   - an unknown or invalid state (a jammed bolt, a null lock_state), or
+//     no such report in time, or a read that could not be asked: when
+//     strict (a risky action), t ends failed/state_unknown and nothing is
+//     sent, since unknown is never taken as unlocked or open; otherwise
+//     (the safe direction) proceed.
+//
+// when says when the read happens, for the logs and results ("before
+// attempt 2"). stop means t ended (here or elsewhere) or ctx is done;
+// neither proceed nor stop means the TTL passed while waiting, for the
+// caller's loop to end it.
+func (q *deviceQueue) revalidate(ctx context.Context, t *task, strict bool, when string) (proceed, stop bool) {
+	d := q.d
+	chk := &stateCheck{seen: map[string]any{}, news: make(chan struct{}, 1)}
+	q.mu.Lock()
+	if t.Ended() {
+		q.mu.Unlock()
+		return false, true
+	}
+	op := t.Op
+	t.check = chk
+	q.mu.Unlock()
+	defer func() {
+		q.mu.Lock()
+		if t.check == chk {
+			t.check = nil
+		}
+		q.mu.Unlock()
+	}()
+	dev := q.dev.Device
+	// unknown ends the check with the state unknown: strict fails t,
+	// otherwise the attempt proceeds.
+	unknown := func(detail string, seen map[string]any) (bool, bool) {
+		if d.audited(dev) {
+			d.audit(checkEntry(dev, op, devices.CheckState, !strict, detail, d.now()))
+		}
+		if !strict {
+			d.log.Info("state read: unknown; the safe direction proceeds", "op_id", op.OpID, "device", op.Device, "detail", detail)
+			return true, false
+		}
+		q.finish(t, devices.Failed, devices.ReasonStateUnknown, detail+"; nothing was sent", seen)
+		return false, true
+	}
+	timeout := q.svc.ReadTimeout
+	if timeout <= 0 {
+		timeout = DefaultReadTimeout
+	}
+	timer := d.clock.NewTimer(min(timeout, op.Deadline.Sub(d.now())))
+	defer timer.Stop()
+	d.log.Info("reading state", "op_id", op.OpID, "device", op.Device, "when", when, "strict", strict, "timeout", timeout)
+	readCtx, cancel := context.WithTimeout(ctx, sendTimeout)
+	err := q.svc.Bridge.Read(readCtx, dev, op.Target)
+	cancel()
+	if err != nil {
+		if ctx.Err() != nil {
+			return false, true
+		}
+		return unknown(fmt.Sprintf("the state could not be read %s: %v", when, err), nil)
+	}
+	for {
+		select {
+		case <-chk.news:
+			q.mu.Lock()
+			seen := maps.Clone(chk.seen)
+			reading := q.assess(op.Target, seen)
+			already := reading == devices.ReadingKnown && q.satisfied(op.Target, seen)
+			q.mu.Unlock()
+			switch {
+			case already:
+				d.log.Info("state read: already at the target; nothing sent", "op_id", op.OpID, "device", op.Device, "when", when)
+				if d.audited(dev) {
+					d.audit(checkEntry(dev, op, devices.CheckState, true, "already at the target "+showState(seen)+"; nothing sent", d.now()))
+				}
+				q.finish(t, devices.Succeeded, "", "", seen)
+				return false, true
+			case reading == devices.ReadingKnown:
+				d.log.Info("state read: not at the target; attempting", "op_id", op.OpID, "device", op.Device, "when", when)
+				if d.audited(dev) {
+					d.audit(checkEntry(dev, op, devices.CheckState, true, "not at the target yet: "+showState(seen), d.now()))
+				}
+				return true, false
+			case reading == devices.ReadingInvalid:
+				return unknown(fmt.Sprintf("the state read %s is not a known state (%s)", when, showState(seen)), seen)
+			}
+			// A report that does not name the target's attributes
+			// (a battery level, or a lock's state without lock_state):
+			// wait on.
+		case <-timer.Chan():
+			if !d.now().Before(op.Deadline) {
+				return false, false // the TTL passed: the loop ends it
+			}
+			return unknown(fmt.Sprintf("no report of the state within %s of the read %s", timeout, when), nil)
+		case <-t.cancel:
+			return false, true
+		case <-ctx.Done():
+			return false, true
+		}
+	}
+}
+
+// assess says what the reports seen since a check began show about
+// target (a lock by its lock_state only: see devices.Assess).
+func (q *deviceQueue) assess(target devices.Target, seen map[string]any) devices.Reading {
+	return devices.Assess(q.dev.Class, target, seen)
+}
+
+// showState renders a reported state for a result's detail.
+func showState(state map[string]any) string {
+	b, err := json.Marshal(state)
+	if err != nil {
+		return fmt.Sprintf("%v", state)
+	}
+	return string(b)
 }

@@ -1,0 +1,176 @@
+package dispatcher
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/hearthd/hearth/breaker"
+	"github.com/hearthd/hearth/devices"
+)
+
+// send sends t's target unless t ended or ctx is done (sent is false then).
+// The last check and the start of the watch for confirming reports happen
+// together under q.mu, just before the send, so only reports after it count
+// and a command superseded before that moment is never sent again.
+func (q *deviceQueue) send(ctx context.Context, t *task) (c *confirmation, sent bool, err error) {
+	q.mu.Lock()
+	if t.Ended() || ctx.Err() != nil {
+		q.mu.Unlock()
+		return nil, false, nil
+	}
+	target := t.Op.Target
+	c = q.watchLocked(t)
+	t.Sending()
+	q.mu.Unlock()
+	sendCtx, cancel := context.WithTimeout(ctx, sendTimeout)
+	defer cancel()
+	return c, true, q.svc.Bridge.Send(sendCtx, q.dev.Device, target)
+}
+
+// watch starts collecting the reports that arrive from now on as t's
+// confirmation.
+func (q *deviceQueue) watch(t *task) *confirmation {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.watchLocked(t)
+}
+
+// watchLocked is watch with q.mu held.
+func (q *deviceQueue) watchLocked(t *task) *confirmation {
+	c := &confirmation{target: t.Op.Target, seen: map[string]any{}, done: make(chan struct{}), faulted: make(chan struct{})}
+	t.confirm = c
+	return c
+}
+
+func (q *deviceQueue) unwatch(t *task) {
+	q.mu.Lock()
+	t.confirm = nil
+	q.mu.Unlock()
+}
+
+// confirmWithin waits up to wait for c to be confirmed. ok means t
+// succeeded (and is finished); stop means t ended otherwise or ctx is
+// done; back means linkUp closed first: the link went down and came back,
+// so the attempt's delivery is unknown. A confirmed permit is reported a success before the result goes out,
+// so that whoever reads the result finds the breaker closed already.
+func (q *deviceQueue) confirmWithin(ctx context.Context, t *task, c *confirmation, wait time.Duration, linkUp <-chan struct{}, permit *breaker.Permit) (ok, stop, back bool) {
+	timer := q.d.clock.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case <-c.done:
+		q.mu.Lock()
+		state := maps.Clone(c.seen)
+		opID, attempt := t.Op.OpID, t.Op.Attempts
+		q.mu.Unlock()
+		q.d.log.Info("attempt confirmed", "op_id", opID, "device", q.dev.ID, "attempt", attempt)
+		q.release(permit, breaker.Success)
+		q.finish(t, devices.Succeeded, "", "", state)
+		return true, false, false
+	case <-c.faulted:
+		// The service delivered and the device answered: a success for
+		// the breaker, a failure of the command, never retried.
+		q.mu.Lock()
+		state := maps.Clone(c.seen)
+		opID, attempt, fault := t.Op.OpID, t.Op.Attempts, c.fault
+		q.mu.Unlock()
+		q.d.log.Warn("attempt met a device fault", "op_id", opID, "device", q.dev.ID, "attempt", attempt, "fault", fault)
+		q.release(permit, breaker.Success)
+		q.finish(t, devices.Failed, devices.ReasonJammed,
+			fmt.Sprintf("after attempt %d the device reported %s; not retried: a jammed bolt needs a person to look", attempt, fault), state)
+		return false, true, false
+	case <-timer.Chan():
+		q.unwatch(t)
+		return false, false, false
+	case <-linkUp:
+		q.unwatch(t)
+		return false, false, true
+	case <-t.cancel:
+		return false, true, false
+	case <-ctx.Done():
+		return false, true, false
+	}
+}
+
+// isOvertaken reports whether c is the confirmation of an attempt whose
+// command was superseded while it waited (see deviceQueue.overtaken).
+func (q *deviceQueue) isOvertaken(c *confirmation) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return slices.Contains(q.overtaken, c)
+}
+
+// dropOvertaken stops feeding c reports, if it was overtaken.
+func (q *deviceQueue) dropOvertaken(c *confirmation) {
+	if c == nil {
+		return
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if i := slices.Index(q.overtaken, c); i >= 0 {
+		q.overtaken = slices.Delete(q.overtaken, i, i+1)
+	}
+}
+
+// resolveOvertaken decides, on a goroutine of its own, the breaker outcome
+// of an attempt whose command was superseded after its send, by the rule
+// of any attempt: a success if a report shows its target (or a device
+// fault: the service delivered) by expires, its attempt timeout;
+// otherwise, at expires, as timeoutOutcome says (a failure unless the
+// bridge passed on a live report of any device since the send, heard, or
+// says the device is offline). A change of Hearth's own link since the
+// send (linkUp closed, or a new link generation than linkGen) or the end
+// of ctx counts as nothing. Without it, a stream of commands each
+// superseding the last before its attempt timeout (a dimmer drag, a
+// frequent automation) would keep a hung coordinator's breaker closed for
+// ever.
+func (q *deviceQueue) resolveOvertaken(ctx context.Context, c *confirmation, permit *breaker.Permit, expires time.Time, linkUp <-chan struct{}, linkGen, heard uint64) {
+	if permit == nil {
+		q.dropOvertaken(c)
+		return
+	}
+	q.d.workers.Go(func() {
+		defer q.dropOvertaken(c)
+		timer := q.d.clock.NewTimer(expires.Sub(q.d.now()))
+		defer timer.Stop()
+		select {
+		case <-c.done:
+			q.release(permit, breaker.Success)
+		case <-c.faulted:
+			q.release(permit, breaker.Success)
+		case <-timer.Chan():
+			q.dropOvertaken(c) // no report counts after the timeout
+			q.releaseTimedOut(ctx, permit, q.probeOutcome(permit, q.timeoutOutcome(q.svc.link.changedSince(linkGen), heard)))
+		case <-linkUp:
+			q.release(permit, breaker.Canceled) // Hearth's own connection, not the service
+		case <-ctx.Done():
+			q.release(permit, breaker.Canceled)
+		}
+	})
+}
+
+// feedLocked adds a report to c: it is confirmed once what it has seen
+// shows its target, faulted once it shows a device fault. Called with q.mu
+// held.
+func (q *deviceQueue) feedLocked(c *confirmation, state map[string]any) {
+	maps.Copy(c.seen, state)
+	if fault, bad := devices.Fault(q.dev.Class, c.seen); bad && c.fault == "" {
+		c.fault = fault
+		close(c.faulted)
+	} else if q.satisfied(c.target, c.seen) {
+		select {
+		case <-c.done:
+		default:
+			close(c.done)
+		}
+	}
+}
+
+// satisfied reports whether the reports seen since a send show target (a
+// lock by its lock_state only, never by an echo of state: see
+// devices.Satisfied).
+func (q *deviceQueue) satisfied(target devices.Target, seen map[string]any) bool {
+	return devices.Satisfied(q.dev.Class, target, seen)
+}
