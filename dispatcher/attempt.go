@@ -4,374 +4,272 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/hearthd/hearth/breaker"
 	"github.com/hearthd/hearth/devices"
+	"github.com/hearthd/hearth/machine"
 	"github.com/hearthd/hearth/retry"
 )
 
 // execute attempts t until it is confirmed, the service's retry policy
 // gives up, its TTL passes, it is superseded, or ctx ends (then it stays
-// pending in the store and resumes at the next start).
-//
-// After every failed attempt — a send error, or no confirming report
-// within the attempt timeout — the policy decides (retry.Policy.Next):
-// retry after a wait, or give up with a reason.
+// pending in the store and resumes at the next start). What comes next is
+// decided by t's machine.Attempts; execute runs the waits, the fresh
+// reads, the sends and the waits for confirmation it asks for.
 func (q *deviceQueue) execute(ctx context.Context, t *task) {
 	d, svc := q.d, q.svc
-	p := svc.Policy
 	q.mu.Lock()
-	risky := devices.Risky(q.dev.Device, t.Op.Target)
+	a := machine.NewAttempts(t.Command, q.dev.Device, svc.Name, svc.Policy, svc.Budget, d.now())
 	q.mu.Unlock()
-	if risky {
-		p.MaxAttempts = min(p.MaxAttempts, MaxRiskyAttempts)
-	}
-	var (
-		failure  error         // the last attempt's send error; nil: unconfirmed
-		delay    time.Duration // the wait before the last attempt
-		approved bool          // a retry was decided but not sent yet
-		resend   bool          // the next send repeats the last attempt
-		resends  int           // resends of the current attempt
-	)
-	q.mu.Lock()
-	resumed := t.Op.Attempts > 0 // after a restart: the outcome is unknown
-	sends := t.Op.Attempts       // sends that may have reached the device
-	q.mu.Unlock()
-	// A safety-critical command resumed after a restart is resolved by a
-	// fresh read of the state before anything else: its last send may or
-	// may not have acted, and it is never repeated blind.
-	resolve := resumed && q.dev.SafetyCritical()
-	if resumed {
-		// Its first attempt was before the restart; the budget, kept in
-		// memory, must count it again, or a later retry of it spends a
-		// floor meant for quiet services.
-		svc.Budget.FirstAttempt(d.now())
-	}
-	// free: the next policy decision is the first after a restart, and
-	// its retry is not charged to the retry budget: the restart, not the
-	// service, left the attempt's outcome unknown, and a dozen commands
-	// resumed at once must not spend a budget sized for live failures.
-	free := false
-	// heardFirst: the next send is the first after a restart; if the
-	// state heard since the start shows the target by then (a retained
-	// replay that came during the backoff or the wait for the bridge), it
-	// is not sent.
-	heardFirst := false
+	p := a.Policy()
 	for {
 		if ctx.Err() != nil {
 			return // shutting down: the op stays pending in the store
 		}
 		now := d.now()
 		q.mu.Lock()
+		step := a.Next(now, d.rand)
 		op := t.Op
 		q.mu.Unlock()
-		if !now.Before(op.Deadline) {
-			q.finish(t, devices.Expired, devices.ReasonTTLElapsed,
-				fmt.Sprintf("the TTL passed after %d of %d attempts", op.Attempts, p.MaxAttempts), nil)
+		switch step.Kind {
+		case machine.StepEnd:
+			q.finish(t, step.Status, step.Reason, step.Detail, nil)
 			return
-		}
-		retryBy := p.DeadlineFor(op.AcceptedAt, op.Deadline)
-		// The next send is a retry (a new attempt after the first, or a
-		// resend of one): it must go by the policy's deadline.
-		nextIsRetry := (!resend && op.Attempts > 0) || (resend && op.Attempts > 1)
-		if approved && nextIsRetry && !now.Before(retryBy) {
-			// A retry decided in time waited for the connection past
-			// the policy's deadline.
-			q.giveUp(t, op, retry.Decision{Reason: retry.GiveUpDeadline, Class: retry.Classify(failure)}, failure, p.MaxAttempts)
+		case machine.StepStop:
 			return
-		}
-		if resolve {
-			if ok, stop := q.awaitOnline(ctx, t, op.Deadline); stop {
+		case machine.StepResolve:
+			if ok, stop := q.awaitOnline(ctx, t, step.Until); stop {
 				return
 			} else if !ok {
 				continue
 			}
-			ready, stop := q.awaitLink(ctx, t, op.Deadline)
+			ready, stop := q.awaitLink(ctx, t, step.Until)
 			if stop {
 				return
 			}
 			if !ready {
 				continue // the TTL passed, or the breaker changed: ask again
 			}
-			proceed, stop := q.revalidate(ctx, t, risky, "after the restart")
+			proceed, stop := q.revalidate(ctx, t, step.Strict, step.When)
 			if stop {
 				return
 			}
-			if !proceed {
-				continue // the TTL passed during the read: the loop ends it
+			if proceed {
+				a.Resolved()
 			}
-			// Not at the target: the last attempt failed; the policy
-			// decides on the next, which is read again before its send.
-			// That decision is the first after the restart: free of the
-			// retry budget, as for any resumed command.
-			resolve, resumed, free = false, false, true
-		}
-		if op.Attempts > 0 && !approved {
-			if resumed {
-				// After a restart the attempt in flight may have acted:
-				// the device's state decides, for the rest of the
-				// attempt's window, before any resend.
-				resumed, free, heardFirst = false, true, true
-				if ok, stop := q.awaitResumed(ctx, t, op, p.AttemptTimeout, now); ok || stop {
-					return
-				}
-				continue // the window passed unconfirmed: the policy decides
-			}
-			budget := svc.Budget
-			if free {
-				budget, free = nil, false
-			}
-			dec := p.Next(retry.Failure{
-				Attempt:  op.Attempts,
-				Err:      failure,
-				Delay:    delay,
-				Now:      now,
-				Deadline: retryBy,
-			}, d.rand, budget)
-			if !dec.Retry {
-				if dec.Reason == retry.GiveUpCanceled {
-					return // not a failure: the op stays pending
-				}
-				q.giveUp(t, op, dec, failure, p.MaxAttempts)
+			continue // the TTL passed during the read: the next step ends it
+		case machine.StepAwaitResumed:
+			if ok, stop := q.awaitResumed(ctx, t, op, step.Timeout, now); ok || stop {
 				return
 			}
-			approved, delay = true, dec.Wait
-			if !q.sleep(ctx, t, delay) {
+			continue // the window passed unconfirmed: the policy decides
+		case machine.StepBackoff:
+			if !q.sleep(ctx, t, step.Wait) {
 				return
 			}
-			if !d.now().Before(op.Deadline) {
-				continue // the TTL ran out during the backoff
-			}
-		}
-
-		waitUntil := op.Deadline
-		if nextIsRetry {
-			waitUntil = retryBy // a retry must go by the policy's deadline
-		}
-		// The device first: one its bridge reports offline fails fast
-		// (or waits for it), and never takes a breaker's probe.
-		if ok, stop := q.awaitOnline(ctx, t, waitUntil); stop {
-			return
-		} else if !ok {
-			continue // the policy's deadline passed: the loop ends it
-		}
-		// The service's breaker next: while it is open the command
-		// fails fast (or, held, waits for it), instead of waiting for a
-		// bridge that said it is offline.
-		permit, ok, stop := q.admit(ctx, t, waitUntil)
-		if stop {
-			return
-		} else if !ok {
-			continue // the TTL or the policy's deadline passed: the loop ends it
-		}
-		// A probe's deadline runs from now: it must not be spent waiting
-		// for the link. Without the link, give the place back, wait,
-		// then ask again.
-		if ready, _, _ := svc.link.ready(d.now()); permit.Probe() && !ready {
-			q.release(permit, breaker.Canceled)
-			if _, stop := q.awaitLink(ctx, t, waitUntil); stop {
-				return
-			}
+			a.BackedOff()
 			continue
 		}
-		// Commands wait while the bridge is down or, just after a
-		// (re)connect, not heard from: a send into the void would cost an
-		// attempt the device never saw.
-		if ready, stop := q.awaitLink(ctx, t, waitUntil); stop || !ready {
-			q.release(permit, breaker.Canceled) // nothing went out
-			if stop {
-				return
-			}
-			continue // the TTL or the policy's deadline passed: the loop ends it
-		}
-
-		// The checks before every attempt: the principal may still send
-		// it, and it is still fresh (its TTL, checked above and again by
-		// the read's deadline).
-		if !q.recheck(t, op, d.now()) {
-			q.release(permit, breaker.Canceled) // nothing went out
+		if !q.attempt(ctx, t, a, step, p) {
 			return
 		}
-		// Before every send of a risky action (unlock, open a garage
-		// door), the first and every resend included: a fresh read of
-		// the device's state. Already there, or unknown: nothing is sent.
-		// Before the first send of a safe one (lock, close) to a
-		// safety-critical device: a read too, so that a door already
-		// closed is not driven again; unknown state does not stop it.
-		if risky || (q.dev.SafetyCritical() && op.Attempts == 0 && !resend) {
-			proceed, stop := q.revalidate(ctx, t, risky, "before attempt "+strconv.Itoa(op.Attempts+1))
-			if !proceed {
-				q.release(permit, breaker.Canceled) // nothing went out
-				if stop {
-					return
-				}
-				continue // the TTL passed during the read: the loop ends it
-			}
-			// The read took time: the permission and the deadline
-			// are checked again at the moment of the send.
-			if !q.authorizedNow(t) {
-				q.release(permit, breaker.Canceled)
-				return
-			}
-			if !d.now().Before(op.Deadline) {
-				q.release(permit, breaker.Canceled)
-				continue // the loop ends it expired
-			}
-		}
-		// A risky action reaches the device at most MaxRiskyAttempts
-		// times, resends after a lost connection included: each may
-		// unlock the door.
-		if risky && sends >= MaxRiskyAttempts {
-			q.release(permit, breaker.Canceled)
-			q.giveUp(t, op, retry.Decision{Reason: retry.GiveUpAttempts}, failure, MaxRiskyAttempts)
-			return
-		}
-
-		// Record the attempt before sending: after a crash, a stored
-		// attempt says the outcome of that send is unknown. A resend
-		// (delivery unknown) is the same attempt again.
-		q.mu.Lock()
-		if t.Ended() {
-			q.mu.Unlock()
-			q.release(permit, breaker.Canceled)
-			return
-		}
-		if heardFirst {
-			heardFirst = false
-			if state, ok := q.m.HeardAt(op.Target); ok {
-				q.mu.Unlock()
-				q.release(permit, breaker.Canceled) // nothing went out
-				d.log.Info("resumed attempt confirmed by the state heard since the restart", "op_id", op.OpID, "device", op.Device, "attempt", op.Attempts)
-				q.finish(t, devices.Succeeded, "", "", state)
-				return
-			}
-		}
-		prev, op := q.recordAttemptLocked(t, resend)
-		stored := t.TakeFirstStored(resend)
-		q.mu.Unlock()
-		if !stored {
-			q.storeAttempt(op)
-		}
-		if !permit.Current(d.now()) {
-			// The breaker changed since it let this attempt out (another
-			// command's failure opened it, or a probe's deadline passed
-			// while the attempt was stored): the set must not reach a
-			// service just found broken. Nothing went out; ask again.
-			q.unsent(t, prev)
-			q.release(permit, breaker.Canceled)
-			continue
-		}
-
-		reconnect := d.nextReconnect()
-		linkUp, linkGen := svc.link.watch()
-		heard := svc.link.heard.Load()
-		c, sent, err := q.send(ctx, t)
-		if sent && (err == nil || !notSent(err)) {
-			sends++
-			q.sentSinceResume(t)
-			q.auditSent(op, resend)
-		}
-		switch {
-		case !sent:
-			q.release(permit, breaker.Canceled) // t ended first, or shutting down
-		case err != nil:
-			q.dropOvertaken(c) // superseded during a send that failed: nothing to wait for
-			q.release(permit, q.outcome(err, false, false))
-		}
-		if !sent {
-			if ctx.Err() != nil {
-				q.unsent(t, prev) // shutting down: nothing left Hearth
-			}
-			return // superseded, or shutting down
-		}
-		if err != nil && notSent(err) {
-			q.unsent(t, prev)
-			d.log.Info("attempt not sent; waiting for the connection", "op_id", op.OpID, "device", op.Device, "attempt", op.Attempts, "err", err)
-			if !q.awaitReconnect(ctx, t, reconnect, waitUntil) {
-				return
-			}
-			continue
-		}
-		if err != nil && (deliveryUnknown(err) || (errors.Is(err, context.Canceled) && ctx.Err() == nil)) {
-			// The connection went while the send waited for its
-			// acknowledgement: it may or may not have arrived. Send the
-			// same attempt again once the connection is back.
-			q.unwatch(t)
-			d.log.Info("attempt delivery unknown; resending after the reconnect", "op_id", op.OpID, "device", op.Device, "attempt", op.Attempts, "err", err)
-			if op.Attempts == 1 && !resend {
-				svc.Budget.FirstAttempt(op.LastSentAt)
-			}
-			resend, approved = true, true
-			if !q.awaitReconnect(ctx, t, reconnect, waitUntil) {
-				return
-			}
-			continue
-		}
-		if op.Attempts == 1 && !resend {
-			svc.Budget.FirstAttempt(op.LastSentAt)
-		}
-		outcome := "sent"
-		switch {
-		case err != nil:
-			outcome = "send_error"
-		case resend:
-			outcome = "resent"
-		}
-		if !resend {
-			resends = 0 // a new attempt
-		}
-		approved, resumed, resend, failure = false, false, false, err
-		d.log.Info("attempt", "op_id", op.OpID, "device", op.Device, "attempt", op.Attempts,
-			"max_attempts", p.MaxAttempts, "delay", delay, "outcome", outcome, "err", err)
-		if err != nil {
-			q.unwatch(t)
-			continue
-		}
-		// The timeout runs from the broker's acknowledgement of the send.
-		wait := min(p.AttemptTimeout, op.Deadline.Sub(d.now()))
-		if permit.Probe() {
-			// A probe has no outcome after its deadline: the breaker
-			// counts it failed then, so the attempt ends then too.
-			left := permit.Deadline().Sub(d.now())
-			wait = min(wait, left-min(probeVerdictLead, left/10))
-		}
-		expires := d.now().Add(wait)
-		confirmed, stop, back := q.confirmWithin(ctx, t, c, wait, linkUp, permit)
-		changed := back || svc.link.changedSince(linkGen)
-		switch {
-		case confirmed:
-			// reported a success by confirmWithin, before the result
-			q.dropOvertaken(c) // superseded as it was confirmed
-		case stop && ctx.Err() == nil && q.isOvertaken(c):
-			// Superseded while it waited: the set went out, so its
-			// timeout still tells of the service. The permit is kept
-			// until then; the worker goes on with the newer command.
-			q.resolveOvertaken(ctx, c, permit, expires, linkUp, linkGen, heard)
-		case stop:
-			q.dropOvertaken(c)
-			q.release(permit, breaker.Canceled)
-		default:
-			q.dropOvertaken(c) // superseded as it timed out: decided here
-			q.releaseTimedOut(ctx, permit, q.probeOutcome(permit, q.timeoutOutcome(changed, heard)))
-		}
-		if confirmed || stop {
-			return
-		}
-		if changed && resends < maxResends {
-			// The link went down (or a new session began) while this
-			// attempt waited: the set or its report may be lost, and the
-			// silence says nothing about the device. Send the same
-			// attempt again once the link is up, with the same op_id; an
-			// absolute target makes that harmless.
-			d.log.Info("link back while waiting for confirmation; resending", "op_id", op.OpID, "device", op.Device, "attempt", op.Attempts)
-			resend, approved = true, true // no new attempt: no policy decision
-			resends++
-			continue
-		}
-		d.log.Info("attempt unconfirmed", "op_id", op.OpID, "device", op.Device, "attempt", op.Attempts, "waited", wait)
 	}
+}
+
+// attempt runs one StepAttempt of t: the gates, the fresh read, the send
+// and the wait for its confirmation. It reports whether to go on to t's
+// next step (false: t ended, or ctx is done).
+func (q *deviceQueue) attempt(ctx context.Context, t *task, a *machine.Attempts, step machine.Step, p retry.Policy) bool {
+	d, svc := q.d, q.svc
+	waitUntil, resend := step.Until, step.Resend
+	q.mu.Lock()
+	op := t.Op
+	q.mu.Unlock()
+	// The device first: one its bridge reports offline fails fast (or
+	// waits for it), and never takes a breaker's probe.
+	if ok, stop := q.awaitOnline(ctx, t, waitUntil); stop {
+		return false
+	} else if !ok {
+		return true // the policy's deadline passed: the next step ends it
+	}
+	// The service's breaker next: while it is open the command fails fast
+	// (or, held, waits for it), instead of waiting for a bridge that said
+	// it is offline.
+	permit, ok, stop := q.admit(ctx, t, waitUntil)
+	if stop {
+		return false
+	} else if !ok {
+		return true // the TTL or the policy's deadline passed
+	}
+	// A probe's deadline runs from now: it must not be spent waiting for
+	// the link. Without the link, give the place back, wait, then ask
+	// again.
+	if ready, _, _ := svc.link.ready(d.now()); permit.Probe() && !ready {
+		q.release(permit, breaker.Canceled)
+		_, stop := q.awaitLink(ctx, t, waitUntil)
+		return !stop
+	}
+	// Commands wait while the bridge is down or, just after a (re)connect,
+	// not heard from: a send into the void would cost an attempt the
+	// device never saw.
+	if ready, stop := q.awaitLink(ctx, t, waitUntil); stop || !ready {
+		q.release(permit, breaker.Canceled) // nothing went out
+		return !stop
+	}
+	// The checks before every attempt: the principal may still send it,
+	// and it is still fresh (its TTL, checked by the step and again by the
+	// read's deadline).
+	if !q.recheck(t, op, d.now()) {
+		q.release(permit, breaker.Canceled) // nothing went out
+		return false
+	}
+	if step.Read {
+		proceed, stop := q.revalidate(ctx, t, step.Strict, step.When)
+		if !proceed {
+			q.release(permit, breaker.Canceled) // nothing went out
+			return !stop
+		}
+		// The read took time: the permission and the deadline are
+		// checked again at the moment of the send.
+		if !q.authorizedNow(t) {
+			q.release(permit, breaker.Canceled)
+			return false
+		}
+		if !d.now().Before(op.Deadline) {
+			q.release(permit, breaker.Canceled)
+			return true // the next step ends it expired
+		}
+	}
+	q.mu.Lock()
+	end, ok, heardFirst := a.BeforeSend()
+	q.mu.Unlock()
+	if !ok {
+		q.release(permit, breaker.Canceled)
+		q.finish(t, end.Status, end.Reason, end.Detail, nil)
+		return false
+	}
+
+	// Record the attempt before sending: after a crash, a stored attempt
+	// says the outcome of that send is unknown. A resend (delivery
+	// unknown) is the same attempt again.
+	q.mu.Lock()
+	if t.Ended() {
+		q.mu.Unlock()
+		q.release(permit, breaker.Canceled)
+		return false
+	}
+	if heardFirst {
+		if state, ok := q.m.HeardAt(op.Target); ok {
+			q.mu.Unlock()
+			q.release(permit, breaker.Canceled) // nothing went out
+			d.log.Info("resumed attempt confirmed by the state heard since the restart", "op_id", op.OpID, "device", op.Device, "attempt", op.Attempts)
+			q.finish(t, devices.Succeeded, "", "", state)
+			return false
+		}
+	}
+	prev, op := q.recordAttemptLocked(t, resend)
+	stored := t.TakeFirstStored(resend)
+	q.mu.Unlock()
+	if !stored {
+		q.storeAttempt(op)
+	}
+	if !permit.Current(d.now()) {
+		// The breaker changed since it let this attempt out (another
+		// command's failure opened it, or a probe's deadline passed while
+		// the attempt was stored): the set must not reach a service just
+		// found broken. Nothing went out; ask again.
+		q.unsent(t, prev)
+		q.release(permit, breaker.Canceled)
+		return true
+	}
+
+	reconnect := d.nextReconnect()
+	linkUp, linkGen := svc.link.watch()
+	heard := svc.link.heard.Load()
+	c, sent, err := q.send(ctx, t)
+	if sent && (err == nil || !notSent(err)) {
+		q.sentSinceResume(t)
+		q.auditSent(op, resend)
+	}
+	switch {
+	case !sent:
+		q.release(permit, breaker.Canceled) // t ended first, or shutting down
+	case err != nil:
+		q.dropOvertaken(c) // superseded during a send that failed: nothing to wait for
+		q.release(permit, q.outcome(err, false, false))
+	}
+	if !sent {
+		if ctx.Err() != nil {
+			q.unsent(t, prev) // shutting down: nothing left Hearth
+		}
+		return false // superseded, or shutting down
+	}
+	if err != nil && notSent(err) {
+		q.unsent(t, prev)
+		d.log.Info("attempt not sent; waiting for the connection", "op_id", op.OpID, "device", op.Device, "attempt", op.Attempts, "err", err)
+		return q.awaitReconnect(ctx, t, reconnect, waitUntil)
+	}
+	if err != nil && (deliveryUnknown(err) || (errors.Is(err, context.Canceled) && ctx.Err() == nil)) {
+		// The connection went while the send waited for its
+		// acknowledgement: it may or may not have arrived. Send the same
+		// attempt again once the connection is back.
+		q.unwatch(t)
+		d.log.Info("attempt delivery unknown; resending after the reconnect", "op_id", op.OpID, "device", op.Device, "attempt", op.Attempts, "err", err)
+		q.mu.Lock()
+		a.Sent(machine.DeliveryUnknown, err)
+		q.mu.Unlock()
+		return q.awaitReconnect(ctx, t, reconnect, waitUntil)
+	}
+	res := machine.Sent
+	if err != nil {
+		res = machine.SendFailed
+	}
+	q.mu.Lock()
+	outcome := a.Sent(res, err)
+	q.mu.Unlock()
+	d.log.Info("attempt", "op_id", op.OpID, "device", op.Device, "attempt", op.Attempts,
+		"max_attempts", p.MaxAttempts, "delay", a.Delay(), "outcome", outcome, "err", err)
+	if err != nil {
+		q.unwatch(t)
+		return true
+	}
+	// The timeout runs from the broker's acknowledgement of the send.
+	wait := min(p.AttemptTimeout, op.Deadline.Sub(d.now()))
+	if permit.Probe() {
+		// A probe has no outcome after its deadline: the breaker counts
+		// it failed then, so the attempt ends then too.
+		left := permit.Deadline().Sub(d.now())
+		wait = min(wait, left-min(probeVerdictLead, left/10))
+	}
+	expires := d.now().Add(wait)
+	confirmed, stop, back := q.confirmWithin(ctx, t, c, wait, linkUp, permit)
+	changed := back || svc.link.changedSince(linkGen)
+	switch {
+	case confirmed:
+		// reported a success by confirmWithin, before the result
+		q.dropOvertaken(c) // superseded as it was confirmed
+	case stop && ctx.Err() == nil && q.isOvertaken(c):
+		// Superseded while it waited: the set went out, so its timeout
+		// still tells of the service. The permit is kept until then; the
+		// worker goes on with the newer command.
+		q.resolveOvertaken(ctx, c, permit, expires, linkUp, linkGen, heard)
+	case stop:
+		q.dropOvertaken(c)
+		q.release(permit, breaker.Canceled)
+	default:
+		q.dropOvertaken(c) // superseded as it timed out: decided here
+		q.releaseTimedOut(ctx, permit, q.probeOutcome(permit, q.timeoutOutcome(changed, heard)))
+	}
+	if confirmed || stop {
+		return false
+	}
+	if a.Unconfirmed(changed) {
+		d.log.Info("link back while waiting for confirmation; resending", "op_id", op.OpID, "device", op.Device, "attempt", op.Attempts)
+		return true
+	}
+	d.log.Info("attempt unconfirmed", "op_id", op.OpID, "device", op.Device, "attempt", op.Attempts, "waited", wait)
+	return true
 }
 
 // awaitResumed waits for the attempt op had in flight when Hearth
@@ -462,37 +360,9 @@ func (q *deviceQueue) auditSent(op devices.Op, resend bool) {
 // giveUp ends t as the retry policy decided: failed, with a reason that
 // says why no further attempt is made.
 func (q *deviceQueue) giveUp(t *task, op devices.Op, dec retry.Decision, failure error, maxAttempts int) {
-	last := fmt.Sprintf("no report showed the target after attempt %d", op.Attempts)
-	lastReason := devices.ReasonTimeout
-	if failure != nil {
-		last = fmt.Sprintf("attempt %d could not be sent: %v", op.Attempts, failure)
-		lastReason = devices.ReasonSendFailed
-	}
-	var reason devices.Reason
-	var detail string
-	switch dec.Reason {
-	case retry.GiveUpPermanent:
-		reason, detail = devices.ReasonPermanentError, fmt.Sprintf("%s; a %s failure is permanent", last, dec.Class)
-	case retry.GiveUpNotRetryable:
-		reason, detail = devices.ReasonNotRetryable, fmt.Sprintf("%s; the service's retry policy does not retry %s", last, dec.Class)
-	case retry.GiveUpAttempts:
-		reason, detail = lastReason, fmt.Sprintf("%s of %d", last, maxAttempts)
-	case retry.GiveUpDeadline:
-		reason, detail = devices.ReasonDeadlineExceeded, fmt.Sprintf("%s; the next attempt would start after the deadline", last)
-	case retry.GiveUpRetryAfter:
-		reason, detail = devices.ReasonRetryAfterExceedsDeadline, fmt.Sprintf("%s; the service asked to wait past the deadline", last)
-	case retry.GiveUpBudget:
-		reason, detail = devices.ReasonRetryBudgetExhausted, fmt.Sprintf("%s; the retry budget of service %s is spent", last, q.svc.Name)
-	default:
-		reason, detail = lastReason, fmt.Sprintf("%s; %s", last, dec.Reason)
-	}
+	reason, detail := machine.GiveUp(op, dec, failure, maxAttempts, q.svc.Name)
 	q.finish(t, devices.Failed, reason, detail, nil)
 }
-
-// maxResends bounds the resends of one attempt whose delivery the link's
-// flapping left unknown; past it, the silence counts as the attempt's
-// failure and the retry policy decides.
-const maxResends = 2
 
 // sendTimeout bounds one send: the wait for the bridge's broker to take it.
 const sendTimeout = 10 * time.Second

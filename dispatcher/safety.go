@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hearthd/hearth/devices"
+	"github.com/hearthd/hearth/machine"
 )
 
 // Safety-critical commands (DESIGN.md principle 6, issue 5): a risky action
@@ -24,8 +25,9 @@ import (
 const DefaultRiskyTTL = 30 * time.Second
 
 // MaxRiskyAttempts bounds the attempts at a risky action, whatever the
-// service's retry policy allows: 2, each after a full re-validation.
-const MaxRiskyAttempts = 2
+// service's retry policy allows: 2, each after a full re-validation (see
+// machine.MaxRiskyAttempts).
+const MaxRiskyAttempts = machine.MaxRiskyAttempts
 
 // authorize asks the Authorizer whether op's principal may (still) send it;
 // nil without an Authorizer.
