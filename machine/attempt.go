@@ -2,6 +2,7 @@ package machine
 
 import (
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/hearthd/hearth/devices"
@@ -248,6 +249,20 @@ const (
 	// Sent: the bridge took the send; the caller waits for the report.
 	Sent
 )
+
+func (r SendResult) String() string {
+	switch r {
+	case NotSent:
+		return "not_sent"
+	case DeliveryUnknown:
+		return "delivery_unknown"
+	case SendFailed:
+		return "send_failed"
+	case Sent:
+		return "sent"
+	}
+	return "SendResult(" + strconv.Itoa(int(r)) + ")"
+}
 
 // Sent records how the send of the attempt recorded in op went (err: the
 // send's error, for SendFailed) and returns what the log says of it:

@@ -10,6 +10,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/hearthd/hearth/devices"
+	"github.com/hearthd/hearth/retry"
 )
 
 // seeds is how many seeded schedules TestSimulation runs. Each is a
@@ -19,13 +20,15 @@ import (
 //	go test ./machine/ -run Simulation -seeds 1000000
 var seeds = flag.Int("seeds", 5000, "seeded schedules TestSimulation runs (a fifth under -short)")
 
-// TestSimulation drives one device's machine, sleepy or always
-// listening, the way the dispatcher drives it, through a seeded random
-// schedule of commands, supersedes, failed stores, reports (live and
-// retained), wakes, node statuses, ended leases, deliveries, lost sets,
-// TTLs passing and crashes (a crash forgets every memory and restarts
-// from what the store holds), over a virtual clock, and checks the
-// promises after every step:
+// TestSimulation drives one device's machine — sleepy, always
+// listening, safety-critical, or a garage door whose opening is risky —
+// the way the dispatcher drives it, through a seeded random schedule of
+// commands, supersedes, failed stores, reports (live and retained), wakes,
+// node statuses, ended leases, deliveries, closed gates, fresh reads,
+// sends that fail, are lost or whose delivery is unknown, link changes,
+// backoffs, TTLs passing and crashes (a crash forgets every memory and
+// restarts from what the store holds), over a virtual clock, and checks
+// the promises after every step:
 //
 //   - one terminal status per op_id;
 //   - nothing accepted is lost, across crashes too: every command the
@@ -37,12 +40,19 @@ var seeds = flag.Int("seeds", 5000, "seeded schedules TestSimulation runs (a fif
 //   - the device never takes an older command's value for an attribute
 //     after a newer one's, and a command ends succeeded only when the
 //     device is at its target;
+//   - no send after the TTL, no retry after the policy's deadline, never
+//     more attempts than the policy allows;
+//   - a risky action is sent only after a strict fresh read, and reaches
+//     the device at most MaxRiskyAttempts times;
 //   - once the schedule drains, every attribute whose newest command
 //     succeeded holds that command's value.
 //
 // A failure prints the shrunk schedule, one line per event.
 func TestSimulation(t *testing.T) {
 	if err := flag.Set("rapid.checks", strconv.Itoa(*seeds)); err != nil {
+		t.Fatal(err)
+	}
+	if err := flag.Set("rapid.steps", "60"); err != nil {
 		t.Fatal(err)
 	}
 	rapid.Check(t, func(rt *rapid.T) {
@@ -59,9 +69,6 @@ func TestSimulation(t *testing.T) {
 		s.drain(rt)
 	})
 }
-
-// attributes are what the simulated device has: three numbers.
-var attributes = []string{"a", "b", "c"}
 
 // written is who last wrote an attribute of the simulated device.
 type written struct {
@@ -87,27 +94,61 @@ type sim struct {
 	device map[string]written
 	// online is the bridge's last availability word.
 	online bool
+	// attrs are the device's attributes.
+	attrs []string
+	// policy and budget are the service's retry policy and budget; a
+	// the current command's attempts, on an always-listening device.
+	policy retry.Policy
+	budget *retry.Budget
+	a      *Attempts
+	// sends counts, per op_id, the sends that may have reached the
+	// device.
+	sends map[string]int
 	// reliable: every set is sent, taken and reported (draining).
 	reliable bool
 }
 
 func newSim(t *rapid.T) *sim {
 	dev := devices.Device{ID: "dev", Class: devices.Climate}
-	if rapid.Bool().Draw(t, "sleepy") {
+	attrs := []string{"a", "b", "c"}
+	switch kind := rapid.SampledFrom([]string{"sleepy", "listening", "guarded", "garage"}).Draw(t, "device"); kind {
+	case "sleepy":
 		dev.Sleep = devices.Sleep{Sleepy: true, WakeInterval: time.Hour, AwakeWindow: 10 * time.Second}
+	case "guarded": // safety-critical: a fresh read before the first send
+		dev.Safety = devices.SafetyCritical
+	case "garage": // a safety-critical cover: any opening is risky
+		dev.Class, dev.Safety, attrs = devices.Cover, devices.SafetyCritical, []string{"position"}
 	}
-	return &sim{
-		dev: dev, m: New(dev), now: t0,
+	p := retry.Policy{
+		MaxAttempts:    rapid.IntRange(1, 4).Draw(t, "max_attempts"),
+		AttemptTimeout: time.Duration(rapid.IntRange(1, 30).Draw(t, "attempt_timeout_s")) * time.Second,
+		Deadline:       time.Duration(rapid.IntRange(0, 3).Draw(t, "policy_deadline_min")) * time.Minute,
+		Backoff:        retry.Backoff{Base: time.Second, Multiplier: 2, Cap: 30 * time.Second, Jitter: retry.Full},
+	}
+	s := &sim{
+		dev: dev, attrs: attrs, m: New(dev), now: t0, policy: p, budget: retry.NewBudget(0.2, 3, time.Minute),
 		store: map[string]devices.Op{}, seq: map[string]int{}, ends: map[string]int{},
-		delivered: map[string]uint64{}, device: map[string]written{}, online: true,
+		delivered: map[string]uint64{}, sends: map[string]int{}, device: map[string]written{}, online: true,
 	}
+	if rapid.Bool().Draw(t, "state_known") {
+		for _, a := range attrs {
+			s.device[a] = written{} // 0, written before any command
+		}
+	}
+	return s
 }
+
+// draws is a retry.Rand drawn from the schedule, so that jitter shrinks
+// with it.
+type draws struct{ t *rapid.T }
+
+func (d draws) Int64N(n int64) int64 { return rapid.Int64Range(0, n-1).Draw(d.t, "jitter") }
 
 // accept is the intake: a new command supersedes what it replaces, and
 // is stored with their ends in one commit; if that commit fails, the
 // command is refused and the superseded ones are restored.
 func (s *sim) accept(t *rapid.T) {
-	attrs := rapid.SliceOfNDistinct(rapid.SampledFrom(attributes), 1, 3, rapid.ID[string]).Draw(t, "attributes")
+	attrs := rapid.SliceOfNDistinct(rapid.SampledFrom(s.attrs), 1, len(s.attrs), rapid.ID[string]).Draw(t, "attributes")
 	target := devices.Target{}
 	for _, a := range attrs {
 		target[a] = float64(rapid.IntRange(0, 3).Draw(t, "value"))
@@ -179,20 +220,18 @@ func (s *sim) node(t *rapid.T) {
 // attempted.
 func (s *sim) work(t *rapid.T) {
 	if c := s.m.Current(); c != nil {
-		s.finish(t, c)
+		if s.dev.Sleep.Sleepy {
+			s.finish(t, c)
+		} else {
+			s.step(t, c)
+		}
 		return
 	}
 	if !s.dev.Sleep.Sleepy {
-		c := s.m.Next()
-		if c == nil {
-			return
+		if c := s.m.Next(); c != nil {
+			s.a = NewAttempts(c, s.dev, "svc", s.policy, s.budget, s.now)
+			s.step(t, c)
 		}
-		if !s.now.Before(c.Op.Deadline) {
-			s.endAt(t, c, devices.Expired)
-			s.m.Done()
-			return
-		}
-		s.send(t, c)
 		return
 	}
 	p := s.m.Plan(s.now)
@@ -242,8 +281,14 @@ func (s *sim) send(t *rapid.T, c *Command) {
 	}
 	c.Sending()
 	c.SentSinceResume()
+	s.sends[c.Op.OpID]++
+	s.take(t, c)
+}
+
+// take is the set of c reaching the device, or not (a lost set).
+func (s *sim) take(t *rapid.T, c *Command) {
 	taken := s.reliable || rapid.IntRange(0, 3).Draw(t, "set_lost") != 0
-	t.Logf("send %s %v: taken=%v", c.Op.OpID, c.Op.Target, taken)
+	t.Logf("send %s %v (attempt %d): taken=%v", c.Op.OpID, c.Op.Target, c.Op.Attempts, taken)
 	if !taken {
 		return
 	}
@@ -256,7 +301,164 @@ func (s *sim) send(t *rapid.T, c *Command) {
 	}
 }
 
-// finish ends the attempt of c, the command being attempted.
+// step is one step of an always-listening device's worker on c, the
+// command being attempted: it runs what c's Attempts ask for, with the
+// gates, the reads, the sends and the reports drawn from the schedule.
+func (s *sim) step(t *rapid.T, c *Command) {
+	if c.Ended() { // superseded while it was attempted
+		s.done()
+		return
+	}
+	st := s.a.Next(s.now, draws{t})
+	switch st.Kind {
+	case StepEnd:
+		if op, ok := s.m.End(c, st.Status, st.Reason, st.Detail, nil, s.now); ok {
+			s.ended(t, op)
+		}
+		s.done()
+	case StepStop:
+		t.Fatalf("%s: the attempts stopped without shutting down", c.Op.OpID)
+	case StepResolve:
+		if s.read(t, c, st) {
+			s.a.Resolved()
+		}
+	case StepAwaitResumed:
+		if devices.Satisfied(s.dev.Class, c.Op.Target, s.state()) && s.reliableDraw(t, "resumed_report") {
+			s.succeed(t, c)
+			return
+		}
+		if end := c.Op.LastSentAt.Add(st.Timeout); end.After(s.now) {
+			s.now = end
+		}
+		t.Logf("resumed attempt of %s unconfirmed", c.Op.OpID)
+	case StepBackoff:
+		s.now = s.now.Add(st.Wait)
+		s.a.BackedOff()
+		t.Logf("backoff %s", st.Wait)
+	case StepAttempt:
+		s.attempt(t, c, st)
+	}
+}
+
+// attempt runs a StepAttempt.
+func (s *sim) attempt(t *rapid.T, c *Command, st Step) {
+	if !s.now.Before(st.Until) || (!s.reliable && rapid.IntRange(0, 5).Draw(t, "gate_closed") == 0) {
+		s.now = s.now.Add(time.Duration(rapid.IntRange(1, 60).Draw(t, "gate_wait_s")) * time.Second)
+		t.Logf("%s: a gate stays closed", c.Op.OpID)
+		return
+	}
+	if s.a.Risky() && !(st.Read && st.Strict) {
+		t.Fatalf("%s: a risky attempt without a strict fresh read", c.Op.OpID)
+	}
+	if st.Read && !s.read(t, c, st) {
+		return
+	}
+	end, ok, heard := s.a.BeforeSend()
+	if !ok {
+		if op, ok := s.m.End(c, end.Status, end.Reason, end.Detail, nil, s.now); ok {
+			s.ended(t, op)
+		}
+		s.done()
+		return
+	}
+	if state, ok := s.m.HeardAt(c.Op.Target); heard && ok {
+		if op, ok := s.m.End(c, devices.Succeeded, "", "", state, s.now); ok {
+			s.ended(t, op)
+		}
+		s.done()
+		return
+	}
+	retryBy := s.policy.DeadlineFor(c.Op.AcceptedAt, c.Op.Deadline)
+	isRetry := (!st.Resend && c.Op.Attempts > 0) || (st.Resend && c.Op.Attempts > 1)
+	prev, op := c.RecordAttempt(st.Resend, s.now)
+	switch {
+	case !s.now.Before(op.Deadline):
+		t.Fatalf("%s sent at %s, after its TTL (deadline %s)", op.OpID, s.now, op.Deadline)
+	case isRetry && !s.now.Before(retryBy):
+		t.Fatalf("%s: a retry sent at %s, after the policy's deadline %s", op.OpID, s.now, retryBy)
+	case op.Attempts > s.a.Policy().MaxAttempts:
+		t.Fatalf("%s: attempt %d of at most %d", op.OpID, op.Attempts, s.a.Policy().MaxAttempts)
+	}
+	s.store[op.OpID] = op
+	res := SendResult(rapid.IntRange(0, 5).Draw(t, "send_result") % 4)
+	if s.reliable {
+		res = Sent
+	}
+	var err error
+	switch res {
+	case NotSent:
+		c.Unsent(prev)
+		s.store[op.OpID] = c.Op
+		t.Logf("send %s: not sent (the connection is down)", op.OpID)
+		return
+	case SendFailed:
+		err = rapid.SampledFrom([]error{retry.ErrUnavailable, retry.ErrInvalidPayload}).Draw(t, "send_error")
+	}
+	c.Sending()
+	c.SentSinceResume()
+	s.sends[op.OpID]++
+	if s.a.Risky() && s.sends[op.OpID] > MaxRiskyAttempts {
+		t.Fatalf("%s: a risky action sent %d times", op.OpID, s.sends[op.OpID])
+	}
+	if res == Sent || res == DeliveryUnknown {
+		s.take(t, c)
+	}
+	s.a.Sent(res, err)
+	if res != Sent {
+		t.Logf("send %s: %v %v", op.OpID, res, err)
+		return
+	}
+	if s.reliableDraw(t, "reports") && devices.Satisfied(s.dev.Class, c.Op.Target, s.state()) {
+		s.succeed(t, c)
+		return
+	}
+	s.now = s.now.Add(s.policy.AttemptTimeout)
+	s.a.Unconfirmed(!s.reliable && rapid.IntRange(0, 3).Draw(t, "link_changed") == 0)
+}
+
+// read is the fresh read before an attempt: a device at the target ends
+// c succeeded with nothing sent; unknown state stops a strict read (a
+// risky action) failed. It reports whether the attempt goes on.
+func (s *sim) read(t *rapid.T, c *Command, st Step) bool {
+	state := s.state()
+	if devices.Satisfied(s.dev.Class, c.Op.Target, state) {
+		s.succeed(t, c)
+		return false
+	}
+	for a := range c.Op.Target {
+		if _, known := state[a]; !known && st.Strict {
+			if op, ok := s.m.End(c, devices.Failed, devices.ReasonStateUnknown, "", nil, s.now); ok {
+				s.ended(t, op)
+			}
+			s.done()
+			return false
+		}
+	}
+	return true
+}
+
+// succeed ends c succeeded by a live report of the device's state.
+func (s *sim) succeed(t *rapid.T, c *Command) {
+	r := s.m.Report(s.state(), false, s.now)
+	if op, ok := s.m.End(c, devices.Succeeded, "", "", r.Mirror, s.now); ok {
+		s.ended(t, op)
+	}
+	s.done()
+}
+
+// done ends the attempts of the current command of an always-listening
+// device.
+func (s *sim) done() {
+	s.m.Done()
+	s.a = nil
+}
+
+// reliableDraw draws a coin, heads while draining.
+func (s *sim) reliableDraw(t *rapid.T, label string) bool {
+	return s.reliable || rapid.Bool().Draw(t, label)
+}
+
+// finish ends the delivery of c in a sleepy device's lease.
 func (s *sim) finish(t *rapid.T, c *Command) {
 	if !c.Ended() && (s.reliable || rapid.Bool().Draw(t, "reports")) {
 		r := s.m.Report(s.state(), false, s.now)
@@ -266,16 +468,9 @@ func (s *sim) finish(t *rapid.T, c *Command) {
 			}
 		}
 	}
-	if s.dev.Sleep.Sleepy {
-		if s.m.Delivered(c, s.now) {
-			s.endAt(t, c, devices.Failed) // sent, unverified by its TTL
-		}
-		return
+	if s.m.Delivered(c, s.now) {
+		s.endAt(t, c, devices.Failed) // sent, unverified by its TTL
 	}
-	if !c.Ended() {
-		s.endAt(t, c, devices.Failed) // the retry policy gave up
-	}
-	s.m.Done()
 }
 
 // endAt ends c where the worker found it: expired or failed.
