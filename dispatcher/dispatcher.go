@@ -9,10 +9,15 @@
 // inside the command's TTL, and declares success only when a report that
 // arrived after the send shows the target.
 //
-// It declares the small interfaces it consumes (Journal, Bridge, Publisher,
-// Notifier) and never imports a concrete store, protocol or broker. Time and
-// randomness are injected, so every TTL, timeout and backoff path is tested
-// exactly with a fake clock.
+// The rules of each device's commands — the queue, supersede, the awake
+// lease of a sleepy device, the retry loop of an attempt — are a pure
+// state machine per device (package machine); the dispatcher is its
+// runner: it turns bridge callbacks, timers and store completions into the
+// machine's inputs and carries out what the machine decides (store, send,
+// read, publish). It declares the small interfaces it consumes (ports.go:
+// Journal, Bridge, Publisher, …) and never imports a concrete store,
+// protocol or broker. Time and randomness are injected, so every TTL,
+// timeout and backoff path is tested exactly with a fake clock.
 package dispatcher
 
 import (
@@ -22,7 +27,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"slices"
 	"sync"
 	"time"
 
@@ -33,120 +37,6 @@ import (
 	"github.com/hearthd/hearth/devices"
 	"github.com/hearthd/hearth/retry"
 )
-
-// Journal is the durable record of commands and device state.
-type Journal interface {
-	// Save stores ops durably (synced) before it returns. A stored
-	// terminal status is final: later saves of that op are ignored.
-	Save(ops ...devices.Op) error
-	// Lookup returns the stored op with that op_id.
-	Lookup(opID string) (devices.Op, bool, error)
-	// Pending returns every non-terminal op in acceptance order.
-	Pending() ([]devices.Op, error)
-	// SaveState stores a device's last reported state.
-	SaveState(device string, state map[string]any, at time.Time) error
-}
-
-// EndedJournal is a Journal that can also list the ops it stored terminal
-// most recently (the store's LastEnded): Run republishes their results,
-// so that a result stored but not yet published when Hearth stopped
-// (killed, power lost, broker away) still reaches subscribers.
-type EndedJournal interface {
-	// LastEnded returns, oldest first, at most limit of the ops stored
-	// terminal last, those that ended no more than window before the
-	// last one.
-	LastEnded(window time.Duration, limit int) ([]devices.Op, error)
-}
-
-// RepublishWindow is how far back, from the last command that ended
-// before a restart, Run republishes terminal results: the results still
-// in the outbox at a crash are those of the last moments (a healthy
-// broker takes one in milliseconds; a publish that keeps failing is
-// dropped after maxPublishTries, under a minute). A result held longer,
-// while the broker was away for more than this, is not republished; the
-// HTTP API still answers it. It is counted from the last end, not from
-// the restart, so an outage of any length keeps it.
-const RepublishWindow = 5 * time.Minute
-
-// RepublishMax bounds how many results Run republishes, the newest kept:
-// a burst of more ends than this within RepublishWindow just before a
-// crash loses the oldest ones' republish.
-const RepublishMax = 1000
-
-// Bridge delivers a target to a device through one service.
-type Bridge interface {
-	// Send hands target to the service for dev. A nil error means the
-	// service has it, never that the device acted on it. An error with a
-	// method NotSent() bool that returns true means nothing left Hearth
-	// (its MQTT connection is down): that costs no attempt, and the
-	// command waits for the connection instead. An error with a method
-	// DeliveryUnknown() bool that returns true means the connection was
-	// lost before the service acknowledged the send: the same attempt is
-	// sent again, with the same op_id, once the connection is back.
-	Send(ctx context.Context, dev devices.Device, target devices.Target) error
-	// Read asks the service to have dev report the current values of the
-	// attributes target names (for Zigbee2MQTT, a /get). A nil error means
-	// the request left Hearth; the answer, if any, arrives as an ordinary
-	// state report. The dispatcher reads before every attempt at a risky
-	// action (devices.Risky) and treats a missing answer as unknown state.
-	Read(ctx context.Context, dev devices.Device, target devices.Target) error
-}
-
-// deliveryUnknown reports whether err says that the send may or may not
-// have arrived (its connection was lost before the acknowledgement).
-func deliveryUnknown(err error) bool {
-	var du interface{ DeliveryUnknown() bool }
-	return errors.As(err, &du) && du.DeliveryUnknown()
-}
-
-// notSent reports whether err says that nothing was sent.
-func notSent(err error) bool {
-	var ns interface{ NotSent() bool }
-	return errors.As(err, &ns) && ns.NotSent()
-}
-
-// Authorizer decides who may command what (issue 5's principals). It is
-// asked at acceptance, where a refusal rejects the command with reason
-// unauthorized, and again before every attempt, where a refusal (a
-// permission revoked since) ends the command failed/unauthorized with
-// nothing sent. It must be safe for concurrent use and must not block.
-type Authorizer interface {
-	// Authorize returns nil when principal may send target to dev, and
-	// otherwise an error whose message says why not, for the result's
-	// detail. principal is "" for an unauthenticated sender.
-	Authorize(principal string, dev devices.Device, target devices.Target) error
-}
-
-// DeadLetters keeps the dead-letter store: every accepted command that
-// ended without success and will never be attempted again (expired,
-// failed, or superseded before it reached a sleeping device), for an
-// operator to look at.
-type DeadLetters interface {
-	// AddDeadLetters stores ops, terminal, durably.
-	AddDeadLetters(ops ...devices.Op) error
-}
-
-// DeadLetterSaver is a DeadLetters that also stores the ops' own records,
-// with their dead letters, in one commit (*store.Store is one). When
-// Options.DeadLetters is one, a command that ends failed or expired is
-// stored with its dead letter in that one commit, and a crash keeps both
-// or neither.
-type DeadLetterSaver interface {
-	SaveDeadLetters(ops ...devices.Op) error
-}
-
-// AuditLog keeps the audit trail of safety-critical commands.
-type AuditLog interface {
-	// AppendAudit stores entries durably, in order, assigning each its
-	// Seq.
-	AppendAudit(entries ...devices.AuditEntry) error
-}
-
-// Publisher publishes Hearth's own messages: results, mirrored state and
-// availability.
-type Publisher interface {
-	Publish(ctx context.Context, topic string, qos byte, retained bool, payload []byte) error
-}
 
 // Service is one bridge and how to attempt commands through it.
 type Service struct {
@@ -280,11 +170,6 @@ type LostDedup struct {
 // of a mains-powered or polled lock. With no report by then the command
 // fails with reason state_unknown and nothing is sent.
 const DefaultReadTimeout = 5 * time.Second
-
-// DefaultRepublishRate is the republish rate when Options leaves it 0:
-// enough for a few hundred devices within seconds, little beside the
-// reconnecting crowd after a power cut.
-const DefaultRepublishRate = 100
 
 // Request is a raw command as it arrived, before validation.
 type Request struct {
@@ -541,150 +426,6 @@ func (d *Dispatcher) Submit(ctx context.Context, req Request) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-}
-
-// Disconnected tells the dispatcher that the MQTT connection is lost:
-// every link is down until the next session, so an attempt waiting for
-// confirmation knows that its silence may be the outage's, and a
-// republish sweep stops.
-func (d *Dispatcher) Disconnected() {
-	now := d.now()
-	for _, s := range d.services {
-		s.link.reset(now)
-		if s.breaker == nil {
-			continue
-		}
-		s.breaker.deferOffline(time.Time{}) // the next session replays the bridge's state anew
-		if s.breaker.Snapshot(now).Offline {
-			// A broker that shuts down sends every client's will: the
-			// bridge's offline just before Hearth's own connection
-			// dropped may be the broker's doing. Commands wait for the
-			// bridge's word after the reconnect, as with a replayed
-			// offline (see BridgeState).
-			d.log.Info("connection lost: the bridge's offline is no longer trusted; waiting for its word after the reconnect", "service", s.Name)
-			s.breaker.Replay(func() { s.breaker.ForgetOffline(now) })
-		}
-	}
-	d.connMu.Lock()
-	close(d.lost)
-	d.lost = make(chan struct{})
-	d.connMu.Unlock()
-}
-
-// nextLoss returns a channel closed at the next Disconnected.
-func (d *Dispatcher) nextLoss() <-chan struct{} {
-	d.connMu.Lock()
-	defer d.connMu.Unlock()
-	return d.lost
-}
-
-// Session tells the dispatcher that a new MQTT session starts, before its
-// subscriptions are made: every bridge's state is unknown until the bridge
-// (or its retained state) says again, since a restarted broker may have
-// lost it; commands wait for it up to BridgeStateGrace.
-func (d *Dispatcher) Session() {
-	now := d.now()
-	for _, s := range d.services {
-		s.link.reset(now)
-	}
-}
-
-// Reconnected tells the dispatcher that the MQTT connection is back: it
-// resumes publishing results that waited for the connection, lets
-// commands whose send found the connection down go out again, with the
-// same op_id, and republishes every device's retained state and
-// availability at RepublishRate, since a restarted broker may have lost
-// them (Hearth never assumes it kept them).
-func (d *Dispatcher) Reconnected() {
-	d.connMu.Lock()
-	close(d.conn)
-	d.conn = make(chan struct{})
-	d.connMu.Unlock()
-	d.out.kick()
-	signal(d.sweep)
-}
-
-// republisher runs a republish sweep after each Reconnected. A reconnect
-// during a sweep starts it again from the first device: the broker may
-// have lost what was republished before.
-func (d *Dispatcher) republisher(ctx context.Context) {
-	ids := make([]string, 0, len(d.devices))
-	for id := range d.devices {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	for {
-		select {
-		case <-d.sweep:
-		case <-ctx.Done():
-			return
-		}
-		d.republishAll(ctx, ids)
-	}
-}
-
-// republishAll pushes the retained mirrors of every device in ids to the
-// outbox, at most republishRate per second: republishRate/10 (at least
-// one) per tenth of a second, or one per 1/rate below 10 per second. Each
-// value is read when its turn comes (see republishMirror). It returns
-// early when ctx ends, the connection is lost, or another sweep is wanted
-// (which is left signalled for the caller's loop).
-func (d *Dispatcher) republishAll(ctx context.Context, ids []string) {
-	perTick, tick := d.republishRate/10, 100*time.Millisecond
-	if perTick < 1 {
-		perTick, tick = 1, time.Second/time.Duration(d.republishRate)
-	}
-	lost := d.nextLoss()
-	// Each value is read when its turn comes: breakers' states first,
-	// then every device's (see republishMirror).
-	var pushes []func() bool
-	for _, name := range d.serviceNames {
-		if s := d.services[name]; s.breaker != nil {
-			pushes = append(pushes, func() bool {
-				m := d.serviceStateMsg(s)
-				d.out.pushRaw(m.topic, m.payload, true)
-				return true
-			})
-		}
-	}
-	for _, id := range ids {
-		q := d.devices[id]
-		pushes = append(pushes, func() bool { return q.republishMirror(false) }, func() bool { return q.republishMirror(true) })
-	}
-	sent := 0
-	for _, push := range pushes {
-		if sent > 0 && sent%perTick == 0 {
-			timer := d.clock.NewTimer(tick)
-			select {
-			case <-timer.Chan():
-			case <-lost:
-				// The outbox would hold the rest and flush it at once
-				// on the reconnect, whose own sweep sends it again.
-				timer.Stop()
-				return
-			case <-d.sweep:
-				timer.Stop()
-				signal(d.sweep)
-				return
-			case <-ctx.Done():
-				timer.Stop()
-				return
-			}
-		}
-		if push() {
-			sent++
-		}
-	}
-	if sent > 0 {
-		d.log.Info("republished retained state and availability", "messages", sent)
-	}
-}
-
-// nextReconnect returns a channel closed at the next Reconnected.
-func (d *Dispatcher) nextReconnect() <-chan struct{} {
-	d.connMu.Lock()
-	defer d.connMu.Unlock()
-	return d.conn
 }
 
 func (d *Dispatcher) now() time.Time { return d.clock.Now() }
