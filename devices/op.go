@@ -29,8 +29,15 @@ type Op struct {
 	Status Status `json:"status"`
 	Reason Reason `json:"reason,omitempty"`
 	Detail string `json:"detail,omitempty"`
-	// Attempts counts the sends so far.
+	// Attempts counts the attempts so far.
 	Attempts int `json:"attempts"`
+	// Sends counts the sends recorded so far, the resends of an attempt
+	// whose delivery a lost connection left unknown included: how often
+	// the target may have reached the device. It is stored with every
+	// attempt, so that a restart does not forget a resend (a risky
+	// action's sends are capped). Records stored before it was kept
+	// have 0; Attempts then counts.
+	Sends int `json:"sends,omitempty"`
 	// LastSentAt is when the last attempt was sent, zero if none was.
 	LastSentAt time.Time `json:"last_sent_at,omitzero"`
 	// State is the confirmed state when the command succeeded.

@@ -42,7 +42,6 @@ type Attempts struct {
 	approved bool          // a retry was decided but not sent yet
 	resend   bool          // the next send repeats the last attempt
 	resends  int           // resends of the current attempt
-	sends    int           // sends that may have reached the device
 	// resumed: the command was resumed after a restart with an attempt
 	// recorded, whose outcome is unknown.
 	resumed bool
@@ -76,7 +75,6 @@ func NewAttempts(c *Command, dev devices.Device, service string, p retry.Policy,
 		a.policy.MaxAttempts = min(a.policy.MaxAttempts, MaxRiskyAttempts)
 	}
 	a.resumed = c.Op.Attempts > 0
-	a.sends = c.Op.Attempts
 	a.resolve = a.resumed && a.guarded
 	if a.resumed {
 		// Its first attempt was before the restart; the budget, kept in
@@ -220,13 +218,14 @@ func (a *Attempts) Resolved() { a.resolve, a.resumed, a.free = false, false, tru
 func (a *Attempts) BackedOff() { a.backedOff = true }
 
 // BeforeSend is the last word before the send, once the gates passed: a
-// risky action that reached the device MaxRiskyAttempts times ends
+// risky action that may have reached the device MaxRiskyAttempts times
+// (its recorded sends, which a restart keeps) ends
 // (ok false, with the step that ends it); otherwise, on the first send
 // after a restart, heard reports whether the state heard since the start
 // shows the target already — then nothing is sent and the command
 // succeeds.
 func (a *Attempts) BeforeSend() (end Step, ok, heard bool) {
-	if a.risky && a.sends >= MaxRiskyAttempts {
+	if sends := max(a.c.Op.Sends, a.c.Op.Attempts); a.risky && sends >= MaxRiskyAttempts {
 		return a.giveUp(a.c.Op, retry.Decision{Reason: retry.GiveUpAttempts}, MaxRiskyAttempts), false, false
 	}
 	heard, a.heardFirst = a.heardFirst, false
@@ -269,9 +268,6 @@ func (r SendResult) String() string {
 // "sent", "resent" or "send_error".
 func (a *Attempts) Sent(res SendResult, err error) string {
 	op := a.c.Op
-	if res != NotSent {
-		a.sends++
-	}
 	switch res {
 	case NotSent:
 		return ""

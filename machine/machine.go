@@ -165,6 +165,7 @@ func (m *Device) supersede(c *Command, byOpID string, now time.Time) {
 	if c.unsent {
 		c.unsent = false
 		c.Op.Attempts-- // recorded, never sent
+		c.Op.Sends--
 	}
 	c.Op = SupersededBy(c.Op, byOpID, now)
 	if c.resumedUnsent {
@@ -267,7 +268,8 @@ func (c *Command) TakeFirstStored(resend bool) bool {
 func (c *Command) ResumedUnsent() bool { return c.resumedUnsent }
 
 // RecordAttempt records on c the attempt about to be sent at now: a new
-// one, or (resend) the last one again. It returns c's op before and after.
+// one, or (resend) the last one again; either is one more send
+// (devices.Op.Sends). It returns c's op before and after.
 // The caller stores the record before the send: after a crash, a stored
 // attempt says the outcome of that send is unknown.
 func (c *Command) RecordAttempt(resend bool, now time.Time) (prev, op devices.Op) {
@@ -276,6 +278,7 @@ func (c *Command) RecordAttempt(resend bool, now time.Time) (prev, op devices.Op
 		c.Op.Attempts++
 		c.unsent = true
 	}
+	c.Op.Sends = max(c.Op.Sends, prev.Attempts) + 1
 	c.Op.LastSentAt = now
 	c.Op.UpdatedAt = now
 	return prev, c.Op
@@ -297,7 +300,7 @@ func (c *Command) Unsent(prev devices.Op) bool {
 		return false
 	}
 	c.unsent = false
-	c.Op.Attempts, c.Op.LastSentAt = prev.Attempts, prev.LastSentAt
+	c.Op.Attempts, c.Op.Sends, c.Op.LastSentAt = prev.Attempts, prev.Sends, prev.LastSentAt
 	return true
 }
 

@@ -56,18 +56,42 @@ func TestSimulation(t *testing.T) {
 		t.Fatal(err)
 	}
 	rapid.Check(t, func(rt *rapid.T) {
-		s := newSim(rt)
+		w := &world{now: t0, budget: retry.NewBudget(0.2, 3, time.Minute)}
+		house := make([]*sim, rapid.IntRange(1, 3).Draw(rt, "devices"))
+		for i := range house {
+			house[i] = newSim(rt, w, "dev"+strconv.Itoa(i))
+		}
+		one := func(f func(*sim, *rapid.T)) func(*rapid.T) {
+			return func(t *rapid.T) { f(house[rapid.IntRange(0, len(house)-1).Draw(t, "device")], t) }
+		}
 		rt.Repeat(map[string]func(*rapid.T){
-			"accept":  s.accept,
-			"advance": s.advance,
-			"report":  s.report,
-			"node":    s.node,
-			"work":    s.work,
-			"crash":   s.crash,
-			"":        s.check,
+			"accept":  one((*sim).accept),
+			"advance": house[0].advance, // the clock is the house's
+			"report":  one((*sim).report),
+			"node":    one((*sim).node),
+			"work":    one((*sim).work),
+			"crash": func(t *rapid.T) { // the hub restarts: every device's memory is gone
+				for _, s := range house {
+					s.crash(t)
+				}
+			},
+			"": func(t *rapid.T) {
+				for _, s := range house {
+					s.check(t)
+				}
+			},
 		})
-		s.drain(rt)
+		for _, s := range house {
+			s.drain(rt)
+		}
 	})
+}
+
+// world is what the devices of one simulated house share: the virtual
+// clock and their service's retry budget.
+type world struct {
+	now    time.Time
+	budget *retry.Budget
 }
 
 // written is who last wrote an attribute of the simulated device.
@@ -80,7 +104,7 @@ type written struct {
 type sim struct {
 	dev devices.Device
 	m   *Device
-	now time.Time
+	w   *world
 	// store is what the store holds: every accepted command, pending or
 	// ended, by op_id; seq is its acceptance order.
 	store map[string]devices.Op
@@ -96,10 +120,9 @@ type sim struct {
 	online bool
 	// attrs are the device's attributes.
 	attrs []string
-	// policy and budget are the service's retry policy and budget; a
-	// the current command's attempts, on an always-listening device.
+	// policy is the device's service's retry policy; a the current
+	// command's attempts, on an always-listening device.
 	policy retry.Policy
-	budget *retry.Budget
 	a      *Attempts
 	// sends counts, per op_id, the sends that may have reached the
 	// device.
@@ -108,8 +131,8 @@ type sim struct {
 	reliable bool
 }
 
-func newSim(t *rapid.T) *sim {
-	dev := devices.Device{ID: "dev", Class: devices.Climate}
+func newSim(t *rapid.T, w *world, id string) *sim {
+	dev := devices.Device{ID: id, Class: devices.Climate}
 	attrs := []string{"a", "b", "c"}
 	switch kind := rapid.SampledFrom([]string{"sleepy", "listening", "guarded", "garage"}).Draw(t, "device"); kind {
 	case "sleepy":
@@ -126,7 +149,7 @@ func newSim(t *rapid.T) *sim {
 		Backoff:        retry.Backoff{Base: time.Second, Multiplier: 2, Cap: 30 * time.Second, Jitter: retry.Full},
 	}
 	s := &sim{
-		dev: dev, attrs: attrs, m: New(dev), now: t0, policy: p, budget: retry.NewBudget(0.2, 3, time.Minute),
+		dev: dev, attrs: attrs, m: New(dev), w: w, policy: p,
 		store: map[string]devices.Op{}, seq: map[string]int{}, ends: map[string]int{},
 		delivered: map[string]uint64{}, sends: map[string]int{}, device: map[string]written{}, online: true,
 	}
@@ -155,9 +178,9 @@ func (s *sim) accept(t *rapid.T) {
 	}
 	ttl := time.Duration(rapid.IntRange(1, 90).Draw(t, "ttl_minutes")) * time.Minute
 	s.next++
-	op := devices.Op{OpID: "op" + strconv.Itoa(s.next), Device: s.dev.ID, Target: target,
-		Status: devices.Accepted, AcceptedAt: s.now, Deadline: s.now.Add(ttl)}
-	ended := s.m.Supersede(op, s.now)
+	op := devices.Op{OpID: s.dev.ID + "-op" + strconv.Itoa(s.next), Device: s.dev.ID, Target: target,
+		Status: devices.Accepted, AcceptedAt: s.w.now, Deadline: s.w.now.Add(ttl)}
+	ended := s.m.Supersede(op, s.w.now)
 	if rapid.IntRange(0, 9).Draw(t, "store_fails") == 0 {
 		t.Logf("accept %s %v ttl %s: the store fails; %d restored", op.OpID, target, ttl, len(ended))
 		ops := make([]devices.Op, len(ended))
@@ -179,7 +202,7 @@ func (s *sim) accept(t *rapid.T) {
 // advance moves the virtual clock.
 func (s *sim) advance(t *rapid.T) {
 	d := time.Duration(rapid.IntRange(0, 20*60).Draw(t, "seconds")) * time.Second
-	s.now = s.now.Add(d)
+	s.w.now = s.w.now.Add(d)
 	t.Logf("advance %s", d)
 }
 
@@ -189,16 +212,16 @@ func (s *sim) report(t *rapid.T) {
 	switch k := rapid.IntRange(0, 3).Draw(t, "report"); k {
 	case 0, 1:
 		retained := k == 1
-		s.m.Report(s.state(), retained, s.now)
-		t.Logf("report retained=%v", retained)
+		s.m.Report(s.state(), retained, s.w.now)
+		t.Logf("%s: report retained=%v", s.dev.ID, retained)
 	case 2:
 		s.online = !s.online
-		s.m.Availability(s.online, s.now)
-		t.Logf("availability online=%v", s.online)
+		s.m.Availability(s.online, s.w.now)
+		t.Logf("%s: availability online=%v", s.dev.ID, s.online)
 	case 3:
-		if l := s.m.Lease(s.now); l.Awake {
+		if l := s.m.Lease(s.w.now); l.Awake {
 			s.m.EndLease(l.Gen)
-			t.Logf("a request went unanswered: lease %d ends", l.Gen)
+			t.Logf("%s: a request went unanswered: lease %d ends", s.dev.ID, l.Gen)
 		}
 	}
 }
@@ -206,8 +229,8 @@ func (s *sim) report(t *rapid.T) {
 // node is a node status from a bridge that knows its nodes' sleep.
 func (s *sim) node(t *rapid.T) {
 	st := rapid.SampledFrom([]devices.NodeStatus{devices.NodeAwake, devices.NodeAlive, devices.NodeAsleep, devices.NodeDead}).Draw(t, "node_status")
-	s.m.NodeStatus(st, s.now)
-	t.Logf("node status %s", st)
+	s.m.NodeStatus(st, s.w.now)
+	t.Logf("%s: node status %s", s.dev.ID, st)
 }
 
 // work is the worker's turn. With a command being attempted, its
@@ -229,12 +252,12 @@ func (s *sim) work(t *rapid.T) {
 	}
 	if !s.dev.Sleep.Sleepy {
 		if c := s.m.Next(); c != nil {
-			s.a = NewAttempts(c, s.dev, "svc", s.policy, s.budget, s.now)
+			s.a = NewAttempts(c, s.dev, "svc", s.policy, s.w.budget, s.w.now)
 			s.step(t, c)
 		}
 		return
 	}
-	p := s.m.Plan(s.now)
+	p := s.m.Plan(s.w.now)
 	for _, c := range p.Due {
 		s.endAt(t, c, devices.Expired)
 	}
@@ -247,13 +270,13 @@ func (s *sim) work(t *rapid.T) {
 		if c.Ended() {
 			continue // ended as due above
 		}
-		switch s.m.Deliver(c, p.Gen, s.now) {
+		switch s.m.Deliver(c, p.Gen, s.w.now) {
 		case Skip:
 			continue
 		case LeaseOver:
 			return
 		}
-		l := s.m.Lease(s.now)
+		l := s.m.Lease(s.w.now)
 		if !l.Awake || s.m.NodeAsleep() {
 			t.Fatalf("%s delivered to a node believed asleep (lease %+v)", c.Op.OpID, l)
 		}
@@ -268,10 +291,10 @@ func (s *sim) work(t *rapid.T) {
 
 // send sends c's target; the device may or may not take it (a lost set).
 func (s *sim) send(t *rapid.T, c *Command) {
-	if !s.now.Before(c.Op.Deadline) {
-		t.Fatalf("%s sent at %s, after its TTL (deadline %s)", c.Op.OpID, s.now, c.Op.Deadline)
+	if !s.w.now.Before(c.Op.Deadline) {
+		t.Fatalf("%s sent at %s, after its TTL (deadline %s)", c.Op.OpID, s.w.now, c.Op.Deadline)
 	}
-	prev, _ := c.RecordAttempt(false, s.now)
+	prev, _ := c.RecordAttempt(false, s.w.now)
 	s.store[c.Op.OpID] = c.Op
 	if !s.reliable && rapid.IntRange(0, 5).Draw(t, "send_fails") == 0 {
 		c.Unsent(prev)
@@ -309,10 +332,10 @@ func (s *sim) step(t *rapid.T, c *Command) {
 		s.done()
 		return
 	}
-	st := s.a.Next(s.now, draws{t})
+	st := s.a.Next(s.w.now, draws{t})
 	switch st.Kind {
 	case StepEnd:
-		if op, ok := s.m.End(c, st.Status, st.Reason, st.Detail, nil, s.now); ok {
+		if op, ok := s.m.End(c, st.Status, st.Reason, st.Detail, nil, s.w.now); ok {
 			s.ended(t, op)
 		}
 		s.done()
@@ -327,12 +350,12 @@ func (s *sim) step(t *rapid.T, c *Command) {
 			s.succeed(t, c)
 			return
 		}
-		if end := c.Op.LastSentAt.Add(st.Timeout); end.After(s.now) {
-			s.now = end
+		if end := c.Op.LastSentAt.Add(st.Timeout); end.After(s.w.now) {
+			s.w.now = end
 		}
 		t.Logf("resumed attempt of %s unconfirmed", c.Op.OpID)
 	case StepBackoff:
-		s.now = s.now.Add(st.Wait)
+		s.w.now = s.w.now.Add(st.Wait)
 		s.a.BackedOff()
 		t.Logf("backoff %s", st.Wait)
 	case StepAttempt:
@@ -342,8 +365,8 @@ func (s *sim) step(t *rapid.T, c *Command) {
 
 // attempt runs a StepAttempt.
 func (s *sim) attempt(t *rapid.T, c *Command, st Step) {
-	if !s.now.Before(st.Until) || (!s.reliable && rapid.IntRange(0, 5).Draw(t, "gate_closed") == 0) {
-		s.now = s.now.Add(time.Duration(rapid.IntRange(1, 60).Draw(t, "gate_wait_s")) * time.Second)
+	if !s.w.now.Before(st.Until) || (!s.reliable && rapid.IntRange(0, 5).Draw(t, "gate_closed") == 0) {
+		s.w.now = s.w.now.Add(time.Duration(rapid.IntRange(1, 60).Draw(t, "gate_wait_s")) * time.Second)
 		t.Logf("%s: a gate stays closed", c.Op.OpID)
 		return
 	}
@@ -355,14 +378,14 @@ func (s *sim) attempt(t *rapid.T, c *Command, st Step) {
 	}
 	end, ok, heard := s.a.BeforeSend()
 	if !ok {
-		if op, ok := s.m.End(c, end.Status, end.Reason, end.Detail, nil, s.now); ok {
+		if op, ok := s.m.End(c, end.Status, end.Reason, end.Detail, nil, s.w.now); ok {
 			s.ended(t, op)
 		}
 		s.done()
 		return
 	}
 	if state, ok := s.m.HeardAt(c.Op.Target); heard && ok {
-		if op, ok := s.m.End(c, devices.Succeeded, "", "", state, s.now); ok {
+		if op, ok := s.m.End(c, devices.Succeeded, "", "", state, s.w.now); ok {
 			s.ended(t, op)
 		}
 		s.done()
@@ -370,12 +393,12 @@ func (s *sim) attempt(t *rapid.T, c *Command, st Step) {
 	}
 	retryBy := s.policy.DeadlineFor(c.Op.AcceptedAt, c.Op.Deadline)
 	isRetry := (!st.Resend && c.Op.Attempts > 0) || (st.Resend && c.Op.Attempts > 1)
-	prev, op := c.RecordAttempt(st.Resend, s.now)
+	prev, op := c.RecordAttempt(st.Resend, s.w.now)
 	switch {
-	case !s.now.Before(op.Deadline):
-		t.Fatalf("%s sent at %s, after its TTL (deadline %s)", op.OpID, s.now, op.Deadline)
-	case isRetry && !s.now.Before(retryBy):
-		t.Fatalf("%s: a retry sent at %s, after the policy's deadline %s", op.OpID, s.now, retryBy)
+	case !s.w.now.Before(op.Deadline):
+		t.Fatalf("%s sent at %s, after its TTL (deadline %s)", op.OpID, s.w.now, op.Deadline)
+	case isRetry && !s.w.now.Before(retryBy):
+		t.Fatalf("%s: a retry sent at %s, after the policy's deadline %s", op.OpID, s.w.now, retryBy)
 	case op.Attempts > s.a.Policy().MaxAttempts:
 		t.Fatalf("%s: attempt %d of at most %d", op.OpID, op.Attempts, s.a.Policy().MaxAttempts)
 	}
@@ -412,7 +435,7 @@ func (s *sim) attempt(t *rapid.T, c *Command, st Step) {
 		s.succeed(t, c)
 		return
 	}
-	s.now = s.now.Add(s.policy.AttemptTimeout)
+	s.w.now = s.w.now.Add(s.policy.AttemptTimeout)
 	s.a.Unconfirmed(!s.reliable && rapid.IntRange(0, 3).Draw(t, "link_changed") == 0)
 }
 
@@ -427,7 +450,7 @@ func (s *sim) read(t *rapid.T, c *Command, st Step) bool {
 	}
 	for a := range c.Op.Target {
 		if _, known := state[a]; !known && st.Strict {
-			if op, ok := s.m.End(c, devices.Failed, devices.ReasonStateUnknown, "", nil, s.now); ok {
+			if op, ok := s.m.End(c, devices.Failed, devices.ReasonStateUnknown, "", nil, s.w.now); ok {
 				s.ended(t, op)
 			}
 			s.done()
@@ -439,8 +462,8 @@ func (s *sim) read(t *rapid.T, c *Command, st Step) bool {
 
 // succeed ends c succeeded by a live report of the device's state.
 func (s *sim) succeed(t *rapid.T, c *Command) {
-	r := s.m.Report(s.state(), false, s.now)
-	if op, ok := s.m.End(c, devices.Succeeded, "", "", r.Mirror, s.now); ok {
+	r := s.m.Report(s.state(), false, s.w.now)
+	if op, ok := s.m.End(c, devices.Succeeded, "", "", r.Mirror, s.w.now); ok {
 		s.ended(t, op)
 	}
 	s.done()
@@ -461,21 +484,21 @@ func (s *sim) reliableDraw(t *rapid.T, label string) bool {
 // finish ends the delivery of c in a sleepy device's lease.
 func (s *sim) finish(t *rapid.T, c *Command) {
 	if !c.Ended() && (s.reliable || rapid.Bool().Draw(t, "reports")) {
-		r := s.m.Report(s.state(), false, s.now)
+		r := s.m.Report(s.state(), false, s.w.now)
 		if r.News && devices.Satisfied(s.dev.Class, c.Op.Target, r.Mirror) {
-			if _, ok := s.m.End(c, devices.Succeeded, "", "", r.Mirror, s.now); ok {
+			if _, ok := s.m.End(c, devices.Succeeded, "", "", r.Mirror, s.w.now); ok {
 				s.ended(t, c.Op)
 			}
 		}
 	}
-	if s.m.Delivered(c, s.now) {
+	if s.m.Delivered(c, s.w.now) {
 		s.endAt(t, c, devices.Failed) // sent, unverified by its TTL
 	}
 }
 
 // endAt ends c where the worker found it: expired or failed.
 func (s *sim) endAt(t *rapid.T, c *Command, status devices.Status) {
-	if op, ok := s.m.End(c, status, devices.ReasonTTLElapsed, "", nil, s.now); ok {
+	if op, ok := s.m.End(c, status, devices.ReasonTTLElapsed, "", nil, s.w.now); ok {
 		s.ended(t, op)
 	}
 }
@@ -511,7 +534,7 @@ func (s *sim) crash(t *rapid.T) {
 	}
 	s.m.Restored(s.state())
 	clear(s.delivered)
-	t.Logf("crash: %d pending resumed", len(pending))
+	t.Logf("%s: crash: %d pending resumed", s.dev.ID, len(pending))
 }
 
 // pending returns the op_ids the store holds as pending, in acceptance
@@ -573,9 +596,9 @@ func (s *sim) drain(t *rapid.T) {
 		if len(s.pending()) == 0 {
 			break
 		}
-		s.now = s.now.Add(time.Second)
-		s.m.NodeStatus(devices.NodeAwake, s.now)
-		s.m.Report(s.state(), false, s.now)
+		s.w.now = s.w.now.Add(time.Second)
+		s.m.NodeStatus(devices.NodeAwake, s.w.now)
+		s.m.Report(s.state(), false, s.w.now)
 		s.work(t)
 		s.check(t)
 	}
