@@ -16,6 +16,7 @@ var allowed = map[string][]string{
 	"devices":               {},
 	"retry":                 {},
 	"breaker":               {},
+	"topic":                 {},
 	"config":                {"devices", "retry", "breaker"},
 	"configs":               {},
 	"store":                 {"devices"},
