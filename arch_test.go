@@ -20,7 +20,7 @@ var allowed = map[string][]string{
 	"config":                {"devices", "retry", "breaker"},
 	"configs":               {},
 	"store":                 {"devices"},
-	"broker":                {},
+	"broker":                {"topic"},
 	"acl":                   {"topic"},
 	"health":                {},
 	"dispatcher":            {"devices", "retry", "breaker"},
