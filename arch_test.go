@@ -24,7 +24,7 @@ var allowed = map[string][]string{
 	"acl":                   {"topic"},
 	"health":                {},
 	"dispatcher":            {"devices", "retry", "breaker"},
-	"automations":           {"devices"},
+	"automations":           {"devices", "topic"},
 	"api":                   {"dispatcher", "health", "devices"},
 	"simulator":             {"devices"},
 	"protocols/mqtt":        {"retry", "topic"},
