@@ -12,6 +12,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/hearthd/hearth/devices"
+	"github.com/hearthd/hearth/topic"
 )
 
 // Automation is one local automation of the automations section: when one
@@ -561,8 +562,9 @@ func kindOf(v any) string {
 	return fmt.Sprintf("%T", v)
 }
 
-// topicFilter checks an MQTT topic filter (MQTT 3.1.1 section 4.7): '+'
-// only as a whole level, '#' only as the whole last level.
+// topicFilter checks an MQTT topic filter: a filter by MQTT's rules
+// (topic.ValidFilter: '+' only as a whole level, '#' only as the whole
+// last level), without control characters.
 func topicFilter(s string) error {
 	if s == "" {
 		return errEmpty
@@ -570,14 +572,10 @@ func topicFilter(s string) error {
 	if strings.ContainsFunc(s, unicode.IsControl) {
 		return fmt.Errorf("%q contains a control character", s)
 	}
-	levels := strings.Split(s, "/")
-	for i, l := range levels {
-		if strings.Contains(l, "+") && l != "+" {
-			return fmt.Errorf("%q: '+' must stand for a whole topic level", s)
-		}
-		if strings.Contains(l, "#") && (l != "#" || i != len(levels)-1) {
-			return fmt.Errorf("%q: '#' must be the whole last topic level", s)
-		}
+	var e *topic.Error
+	if errors.As(topic.ValidFilter(s), &e) {
+		// The key already says it is a topic filter.
+		return fmt.Errorf("%q: %s", s, e.Reason)
 	}
 	return nil
 }
@@ -685,7 +683,7 @@ func (c *Config) checkTriggerTopic(w *walker, key, filter string) {
 	if filter == "" || w.reported[key] {
 		return
 	}
-	if filtersOverlap(filter, c.Prefix+"/+/set") {
+	if topic.Overlap(filter, c.Prefix+"/+/set") {
 		w.reportf(w.lines[key], key, "%q can match Hearth's command topics (%s/<device>/set); watch the results (%s/<device>/result) or the state (%s/<device>) instead", filter, c.Prefix, c.Prefix, c.Prefix)
 	}
 }
@@ -695,38 +693,21 @@ func (c *Config) checkTriggerTopic(w *walker, key, filter string) {
 // which is stored, confirmed and guarded; a raw publish skips all of that,
 // and, retained, would replay at every bridge restart. Hearth never
 // receives its own publishes, so one to <prefix>/... would be lost.
-func (c *Config) checkPublishTopic(w *walker, key, topic string) {
-	if topic == "" || w.reported[key] {
+func (c *Config) checkPublishTopic(w *walker, key, name string) {
+	if name == "" || w.reported[key] {
 		return
 	}
-	if filtersOverlap(c.Prefix+"/#", topic) {
-		w.reportf(w.lines[key], key, "%q is under Hearth's prefix %s/: Hearth does not receive its own publishes; use a command action for a device", topic, c.Prefix)
+	if topic.Overlap(c.Prefix+"/#", name) {
+		w.reportf(w.lines[key], key, "%q is under Hearth's prefix %s/: Hearth does not receive its own publishes; use a command action for a device", name, c.Prefix)
 		return
 	}
 	for _, s := range c.Services {
 		if s.Protocol != ProtocolZigbee2MQTT {
 			continue
 		}
-		if filtersOverlap(s.BaseTopic+"/+/set", topic) || filtersOverlap(s.BaseTopic+"/+/set/#", topic) {
-			w.reportf(w.lines[key], key, "%q is a command topic of service %s: a raw publish skips Hearth's op_id, confirmation and safety checks; use a command action", topic, s.Name)
+		if topic.Overlap(s.BaseTopic+"/+/set", name) || topic.Overlap(s.BaseTopic+"/+/set/#", name) {
+			w.reportf(w.lines[key], key, "%q is a command topic of service %s: a raw publish skips Hearth's op_id, confirmation and safety checks; use a command action", name, s.Name)
 			return
-		}
-	}
-}
-
-// filtersOverlap reports whether some topic matches both MQTT filters a
-// and b (a plain topic is a filter without wildcards).
-func filtersOverlap(a, b string) bool {
-	al, bl := strings.Split(a, "/"), strings.Split(b, "/")
-	for i := 0; ; i++ {
-		switch {
-		case i < len(al) && al[i] == "#", i < len(bl) && bl[i] == "#":
-			// '#' matches the parent level too: a/# overlaps a.
-			return true
-		case i == len(al) || i == len(bl):
-			return len(al) == len(bl)
-		case al[i] != "+" && bl[i] != "+" && al[i] != bl[i]:
-			return false
 		}
 	}
 }
