@@ -17,7 +17,7 @@ var allowed = map[string][]string{
 	"retry":                 {},
 	"breaker":               {},
 	"topic":                 {},
-	"config":                {"devices", "retry", "breaker", "topic"},
+	"config":                {"devices", "retry", "breaker", "topic", "automations"},
 	"configs":               {},
 	"store":                 {"devices"},
 	"broker":                {"topic"},
