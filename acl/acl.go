@@ -3,9 +3,8 @@ package acl
 import (
 	"errors"
 	"fmt"
-	"strings"
 
-	"github.com/hearthd/hearth/protocols/mqtt"
+	"github.com/hearthd/hearth/topic"
 )
 
 // Spec is everything a Table is built from, in the configuration's terms.
@@ -204,7 +203,7 @@ func (t *Table) add(e Entry) error {
 		return fmt.Errorf("acl: %s: username %q is already the account of %s %s", what, e.Username, o.Kind, o.Name)
 	}
 	for _, r := range e.Rules {
-		if err := ValidFilter(r.Filter); err != nil {
+		if err := topic.ValidFilter(r.Filter); err != nil {
 			return fmt.Errorf("acl: %s: %w", what, err)
 		}
 	}
@@ -222,37 +221,16 @@ func (t *Table) add(e Entry) error {
 	return nil
 }
 
-// ValidFilter reports whether f is a valid MQTT topic filter: not empty,
-// '#' only as the whole last level, '+' only as a whole level, no NUL.
-func ValidFilter(f string) error {
-	if f == "" {
-		return errors.New("empty topic filter")
-	}
-	if strings.ContainsRune(f, 0) {
-		return fmt.Errorf("topic filter %q holds a NUL character", f)
-	}
-	levels := strings.Split(f, "/")
-	for i, l := range levels {
-		switch {
-		case l == "#" && i != len(levels)-1:
-			return fmt.Errorf("topic filter %q: '#' must be the last level", f)
-		case l != "#" && l != "+" && strings.ContainsAny(l, "#+"):
-			return fmt.Errorf("topic filter %q: a wildcard must be a whole level", f)
-		}
-	}
-	return nil
-}
-
-// MayPublish reports whether username may publish on topic: the first
-// rule of its account whose filter matches topic decides; no match, or an
-// unknown username, denies.
-func (t *Table) MayPublish(username, topic string) bool {
+// MayPublish reports whether username may publish on the topic name:
+// the first rule of its account whose filter matches name (topic.Match)
+// decides; no match, or an unknown username, denies.
+func (t *Table) MayPublish(username, name string) bool {
 	i, ok := t.byUser[username]
 	if !ok {
 		return false
 	}
 	for _, r := range t.entries[i].Rules {
-		if mqtt.Match(r.Filter, topic) {
+		if topic.Match(r.Filter, name) {
 			return r.Allow
 		}
 	}

@@ -6,7 +6,7 @@ import (
 
 	"pgregory.net/rapid"
 
-	"github.com/hearthd/hearth/protocols/mqtt"
+	"github.com/hearthd/hearth/topic"
 )
 
 // spec is a hub's table: Hearth, a Zigbee2MQTT bridge, a Z-Wave JS UI
@@ -156,8 +156,8 @@ func TestNewRefusesAmbiguousAccounts(t *testing.T) {
 		{"empty username", func(s *Spec) { s.Users[0].Username = "" }, "has no username"},
 		{"client ID twice", func(s *Spec) { s.Bridges[0].ClientIDs = []string{"hearth-hub"} }, `client ID "hearth-hub" is already reserved to "hearthd"`},
 		{"no base topic", func(s *Spec) { s.Bridges[0].BaseTopic = "" }, "bridge zigbee has no base topic"},
-		{"bad filter", func(s *Spec) { s.Users[1].Publish = []string{"logs/#/x"} }, "'#' must be the last level"},
-		{"partial wildcard", func(s *Spec) { s.Principals[1].Publish = []string{"a+/b"} }, "a wildcard must be a whole level"},
+		{"bad filter", func(s *Spec) { s.Users[1].Publish = []string{"logs/#/x"} }, `topic filter "logs/#/x": '#' must be the whole last topic level`},
+		{"partial wildcard", func(s *Spec) { s.Principals[1].Publish = []string{"a+/b"} }, `topic filter "a+/b": '+' must stand for a whole topic level`},
 		{"no prefix", func(s *Spec) { s.Prefix = "" }, "no topic prefix"},
 	}
 	for _, tt := range tests {
@@ -188,36 +188,36 @@ func TestPropertyOnlyHearthReachesADevice(t *testing.T) {
 		users = append(users, e.Username)
 	}
 	rapid.Check(t, func(rt *rapid.T) {
-		topic := topicGen.Draw(rt, "topic")
+		name := topicGen.Draw(rt, "topic")
 		for _, b := range s.Bridges {
 			command := false
 			for _, f := range b.Commands {
-				command = command || mqtt.Match(f, topic)
+				command = command || topic.Match(f, name)
 			}
-			under := mqtt.Match(b.BaseTopic+"/#", topic)
+			under := topic.Match(b.BaseTopic+"/#", name)
 			for _, u := range users {
-				may := tab.MayPublish(u, topic)
+				may := tab.MayPublish(u, name)
 				switch {
 				case u == "hearthd":
 					if !may {
-						rt.Fatalf("Hearth may not publish %q", topic)
+						rt.Fatalf("Hearth may not publish %q", name)
 					}
 				case command && may:
-					rt.Fatalf("%s may publish the command topic %q of %s", u, topic, b.Name)
+					rt.Fatalf("%s may publish the command topic %q of %s", u, name, b.Name)
 				case under && may && u != b.Username:
-					rt.Fatalf("%s may publish %q under the base topic of %s", u, topic, b.Name)
+					rt.Fatalf("%s may publish %q under the base topic of %s", u, name, b.Name)
 				}
 			}
 		}
-		if mqtt.Match("hearth/#", topic) && !mqtt.Match("hearth/+/set", topic) {
+		if topic.Match("hearth/#", name) && !topic.Match("hearth/+/set", name) {
 			for _, u := range users {
-				if u != "hearthd" && tab.MayPublish(u, topic) {
-					rt.Fatalf("%s may publish %q under Hearth's prefix", u, topic)
+				if u != "hearthd" && tab.MayPublish(u, name) {
+					rt.Fatalf("%s may publish %q under Hearth's prefix", u, name)
 				}
 			}
 		}
-		if tab.MayPublish("intruder", topic) {
-			rt.Fatalf("an unknown username may publish %q", topic)
+		if tab.MayPublish("intruder", name) {
+			rt.Fatalf("an unknown username may publish %q", name)
 		}
 	})
 }

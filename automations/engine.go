@@ -15,6 +15,8 @@ import (
 	"github.com/jonboulle/clockwork"
 	"github.com/oklog/ulid/v2"
 	"github.com/robfig/cron/v3"
+
+	"github.com/hearthd/hearth/topic"
 )
 
 // Commander hands a command to Hearth's intake, as if it had arrived on
@@ -455,7 +457,7 @@ func (e *Engine) handleMessage(ctx context.Context, ev event) {
 	for _, r := range e.rules {
 		for _, t := range r.Triggers {
 			m := t.MQTT
-			if m == nil || !matchTopic(m.Topic, ev.topic) || (m.Payload != nil && *m.Payload != string(ev.payload)) {
+			if m == nil || !topic.Match(m.Topic, ev.topic) || (m.Payload != nil && *m.Payload != string(ev.payload)) {
 				continue
 			}
 			e.trigger(ctx, r, "mqtt "+ev.topic)

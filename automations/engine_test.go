@@ -297,35 +297,6 @@ func TestMQTTTriggerIgnoresRetainedMessages(t *testing.T) {
 	}
 }
 
-func TestMatchTopic(t *testing.T) {
-	tests := []struct {
-		filter, topic string
-		want          bool
-	}{
-		{"a/b", "a/b", true},
-		{"a/b", "a/c", false},
-		{"a/b", "a/b/c", false},
-		{"a/+", "a/b", true},
-		{"a/+", "a/b/c", false},
-		{"a/+", "a", false},
-		{"+/+", "a/b", true},
-		{"a/+/c", "a/b/c", true},
-		{"a/#", "a", true}, // '#' matches the parent level too
-		{"a/#", "a/b/c", true},
-		{"a/#", "b/c", false},
-		{"#", "a/b", true},
-		{"#", "$SYS/broker", false},
-		{"+/broker", "$SYS/broker", false},
-		{"$SYS/#", "$SYS/broker", true},
-		{"a/+", "a/", true}, // an empty level is a level
-	}
-	for _, tt := range tests {
-		if got := matchTopic(tt.filter, tt.topic); got != tt.want {
-			t.Errorf("matchTopic(%q, %q) = %v, want %v", tt.filter, tt.topic, got, tt.want)
-		}
-	}
-}
-
 func TestTopicsDeduplicated(t *testing.T) {
 	mqtt := func(topic string) Trigger { return Trigger{MQTT: &MQTTTrigger{Topic: topic}} }
 	e, err := New(Options{Notifier: &recorder{}, Rules: []Rule{
@@ -775,7 +746,7 @@ func TestNewRejectsInvalidRules(t *testing.T) {
 		{"empty trigger", Rule{Name: "r", Triggers: []Trigger{{}}, Actions: []Action{act}}, "rule r: trigger 1: want exactly one of state, mqtt, schedule, breaker, got 0"},
 		{"bad cron", Rule{Name: "r", Triggers: []Trigger{{Schedule: &ScheduleTrigger{Cron: "0 25 * * *"}}}, Actions: []Action{act}}, `rule r: trigger 1: cron "0 25 * * *": end of range (25) above maximum (23): 25`},
 		{"six-field cron", Rule{Name: "r", Triggers: []Trigger{{Schedule: &ScheduleTrigger{Cron: "0 0 23 * * *"}}}, Actions: []Action{act}}, `rule r: trigger 1: cron "0 0 23 * * *": expected exactly 5 fields, found 6: [0 0 23 * * *]`},
-		{"bad filter", Rule{Name: "r", Triggers: []Trigger{{MQTT: &MQTTTrigger{Topic: "a/#/b"}}}, Actions: []Action{act}}, `rule r: trigger 1: topic filter "a/#/b": '#' must be the whole last level`},
+		{"bad filter", Rule{Name: "r", Triggers: []Trigger{{MQTT: &MQTTTrigger{Topic: "a/#/b"}}}, Actions: []Action{act}}, `rule r: trigger 1: topic filter "a/#/b": '#' must be the whole last topic level`},
 		{"bad breaker state", Rule{Name: "r", Triggers: []Trigger{{Breaker: &BreakerTrigger{Service: "s", To: "tripped"}}}, Actions: []Action{act}}, `rule r: trigger 1: breaker trigger: unknown state "tripped" (known: closed, open, half_open)`},
 		{"state trigger device", Rule{Name: "r", Triggers: []Trigger{{State: &StateTrigger{Device: "a/b", Attribute: "x"}}}, Actions: []Action{act}}, `rule r: trigger 1: device id "a/b" contains '/', which cannot stand in one MQTT topic level`},
 		{"unknown op", Rule{Name: "r", Triggers: []Trigger{ok}, Conditions: []Condition{{State: &StateCondition{Device: "d", Attribute: "a", Op: "gte", Value: 1}}}, Actions: []Action{act}}, `rule r: condition 1: unknown op "gte" (known: eq, ne, lt, le, gt, ge)`},
@@ -785,7 +756,7 @@ func TestNewRejectsInvalidRules(t *testing.T) {
 		{"reserved key in target", Rule{Name: "r", Triggers: []Trigger{ok}, Actions: []Action{{Command: &CommandAction{Device: "d", Target: map[string]any{"state": "ON", "op_id": "x"}}}}}, `rule r: action 1: command action: target holds the reserved key op_id`},
 		{"empty target", Rule{Name: "r", Triggers: []Trigger{ok}, Actions: []Action{{Command: &CommandAction{Device: "d"}}}}, `rule r: action 1: command action: empty target`},
 		{"unknown severity", Rule{Name: "r", Triggers: []Trigger{ok}, Actions: []Action{{Notify: &NotifyAction{Title: "t", Severity: "fatal"}}}}, `rule r: action 1: notify action: unknown severity "fatal" (known: info, warning, critical)`},
-		{"publish to a wildcard", Rule{Name: "r", Triggers: []Trigger{ok}, Actions: []Action{{Publish: &PublishAction{Topic: "a/+"}}}}, `rule r: action 1: topic "a/+" contains '+', an MQTT wildcard`},
+		{"publish to a wildcard", Rule{Name: "r", Triggers: []Trigger{ok}, Actions: []Action{{Publish: &PublishAction{Topic: "a/+"}}}}, `rule r: action 1: topic "a/+": contains '+', an MQTT wildcard`},
 		{"fallback_for and requires the same", Rule{Name: "r", FallbackFor: "s", Requires: []string{"s"}, Triggers: []Trigger{ok}, Actions: []Action{act}}, `rule r: fallback_for s and requires s contradict each other: the rule could never run`},
 	}
 	for _, tt := range tests {

@@ -2,73 +2,36 @@ package automations
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"reflect"
 	"slices"
 	"strings"
 	"time"
 	"unicode"
+
+	"github.com/hearthd/hearth/topic"
 )
 
-// validFilter checks an MQTT topic filter (MQTT 3.1.1 section 4.7): non-empty,
-// '+' only as a whole level, '#' only as the whole last level, no control
-// characters.
+// validFilter checks the topic filter of an MQTT trigger: a topic filter
+// by MQTT's rules (topic.ValidFilter), without control characters, which
+// MQTT 5.0 §1.5.4 says a topic should not hold.
 func validFilter(f string) error {
-	if f == "" {
-		return errors.New("empty topic filter")
-	}
 	if strings.ContainsFunc(f, unicode.IsControl) {
 		return fmt.Errorf("topic filter %q contains a control character", f)
 	}
-	levels := strings.Split(f, "/")
-	for i, l := range levels {
-		if strings.Contains(l, "+") && l != "+" {
-			return fmt.Errorf("topic filter %q: '+' must stand for a whole level", f)
-		}
-		if strings.Contains(l, "#") && (l != "#" || i != len(levels)-1) {
-			return fmt.Errorf("topic filter %q: '#' must be the whole last level", f)
-		}
-	}
-	return nil
+	return topic.ValidFilter(f)
 }
 
-// validTopic checks a topic to publish to: non-empty, without wildcards or
-// control characters.
+// validTopic checks the topic of a publish action: a topic name by MQTT's
+// rules (topic.ValidName, so no wildcards), without control characters.
 func validTopic(t string) error {
-	if t == "" {
-		return errors.New("empty topic")
-	}
-	if i := strings.IndexAny(t, "+#"); i >= 0 {
-		return fmt.Errorf("topic %q contains %q, an MQTT wildcard", t, t[i])
+	if err := topic.ValidName(t); err != nil {
+		return err
 	}
 	if strings.ContainsFunc(t, unicode.IsControl) {
 		return fmt.Errorf("topic %q contains a control character", t)
 	}
 	return nil
-}
-
-// matchTopic reports whether topic matches the filter, as an MQTT broker
-// matches a subscription: '+' matches exactly one level, '#' the parent
-// level and any number below it. A filter starting with a wildcard does
-// not match a topic starting with '$' (MQTT 3.1.1 section 4.7.2).
-func matchTopic(filter, topic string) bool {
-	if strings.HasPrefix(topic, "$") && (strings.HasPrefix(filter, "+") || strings.HasPrefix(filter, "#")) {
-		return false
-	}
-	fl, tl := strings.Split(filter, "/"), strings.Split(topic, "/")
-	for i, f := range fl {
-		if f == "#" {
-			return true
-		}
-		if i >= len(tl) {
-			return false
-		}
-		if f != "+" && f != tl[i] {
-			return false
-		}
-	}
-	return len(fl) == len(tl)
 }
 
 // normalize returns v with every kind of number as float64, so that a

@@ -50,7 +50,8 @@ type Trigger struct {
 type StateTrigger struct {
 	Device    string
 	Attribute string
-	// To, when not nil, is the value the attribute must change to.
+	// To, when not nil, is the value the attribute must change to: a
+	// string, a number or a bool.
 	To any
 	// From, when not nil, is the value the attribute must change from.
 	From any
@@ -60,7 +61,7 @@ type StateTrigger struct {
 // matches Topic.
 type MQTTTrigger struct {
 	// Topic is an MQTT topic filter: '+' matches one level, '#' (last)
-	// any number of levels, as in MQTT 3.1.1 section 4.7.
+	// any number of levels (topic.Match, MQTT 5.0 §4.7).
 	Topic string
 	// Payload, when not nil, is the exact payload the message must carry.
 	Payload *string
@@ -144,8 +145,9 @@ type CommandAction struct {
 	// Target holds absolute attributes, such as {"state": "ON",
 	// "brightness": 102}. It must not hold the reserved keys op_id, ttl or
 	// issued_at; its validity for the device's class is checked by the
-	// intake (and by config, which knows the class).
-	Target map[string]any
+	// intake (and by config, which knows the class and writes it in its
+	// canonical form, devices.Validate). The engine never changes it.
+	Target devices.Target
 	// TTL is the command's TTL, at most devices.MaxTTL; 0: the device's
 	// default.
 	TTL time.Duration

@@ -10,6 +10,8 @@ import (
 	"github.com/jonboulle/clockwork"
 	mqtt "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
+
+	"github.com/hearthd/hearth/topic"
 )
 
 // DefaultMaxPendingCommands is each client's Options.MaxPendingCommands
@@ -132,7 +134,7 @@ func (h *commands) Provides(b byte) bool {
 // PUBLISH passes unchanged, and so does the broker's own (PublishInline:
 // Hearth's, which never comes back to Hearth, by No Local).
 func (h *commands) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet, error) {
-	if cl.Net.Inline || !matchTopic(h.filter, pk.TopicName) {
+	if cl.Net.Inline || !topic.Match(h.filter, pk.TopicName) {
 		return pk, nil
 	}
 	cmd := Command{
@@ -163,7 +165,7 @@ func (h *commands) OnPublish(cl *mqtt.Client, pk packets.Packet) (packets.Packet
 // send it when the delay is over without asking any hook, routed to the
 // filter's other subscribers and retained if flagged, and never to Hearth.
 func (h *commands) OnWill(cl *mqtt.Client, will mqtt.Will) (mqtt.Will, error) {
-	if !matchTopic(h.filter, will.TopicName) {
+	if !topic.Match(h.filter, will.TopicName) {
 		return will, nil
 	}
 	if will.WillDelayInterval > 0 {
@@ -427,50 +429,9 @@ func (p *publisher) summaryLocked(gone bool) {
 	p.quiet++
 }
 
-// matchTopic reports whether topic matches filter by MQTT's rules (MQTT
-// 5.0 §4.7): "+" matches one level, a final "#" any number of levels, the
-// parent level included ("a/#" matches "a"), and a filter that starts
-// with a wildcard matches no topic that starts with "$" (§4.7.2). filter
-// and topic are valid (mochi checked the topic; Start the filter).
-func matchTopic(filter, topic string) bool {
-	if strings.HasPrefix(topic, "$") && (strings.HasPrefix(filter, "+") || strings.HasPrefix(filter, "#")) {
-		return false
-	}
-	for {
-		f, filterRest, filterMore := strings.Cut(filter, "/")
-		if f == "#" {
-			return true
-		}
-		t, topicRest, topicMore := strings.Cut(topic, "/")
-		if f != "+" && f != t {
-			return false
-		}
-		switch {
-		case !filterMore:
-			return !topicMore
-		case !topicMore:
-			return filterRest == "#"
-		}
-		filter, topic = filterRest, topicRest
-	}
-}
-
 // validFilter reports whether filter is a topic filter by MQTT's rules
-// (MQTT 5.0 §4.7.1): not empty, no NUL, "+" and "#" only as whole levels
-// and "#" only as the last; and not a shared subscription ("$share/…",
+// (topic.ValidFilter) and not a shared subscription ("$share/…", MQTT 5.0
 // §4.8.2), which names no topic of its own.
 func validFilter(filter string) bool {
-	if filter == "" || strings.ContainsRune(filter, 0) || strings.HasPrefix(strings.ToLower(filter), "$share/") {
-		return false
-	}
-	levels := strings.Split(filter, "/")
-	for i, l := range levels {
-		switch {
-		case l == "#" && i != len(levels)-1:
-			return false
-		case l != "+" && l != "#" && strings.ContainsAny(l, "+#"):
-			return false
-		}
-	}
-	return true
+	return topic.ValidFilter(filter) == nil && !strings.HasPrefix(strings.ToLower(filter), "$share/")
 }

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"unicode"
+
+	"github.com/hearthd/hearth/topic"
 )
 
 // DefaultPrincipal is the principal hearthd generates, with MQTT
@@ -137,7 +139,7 @@ func (c *Config) checkAccounts(w *walker) {
 		}
 		for _, f := range list {
 			for _, r := range reserved {
-				if filtersOverlap(f, r[0]) {
+				if topic.Overlap(f, r[0]) {
 					w.reportf(w.lines[key], key, "%q overlaps %s (%q): only Hearth and the bridge that owns a topic may publish there", f, r[1], r[0])
 					break
 				}

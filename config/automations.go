@@ -11,151 +11,54 @@ import (
 	"github.com/robfig/cron/v3"
 	"gopkg.in/yaml.v3"
 
+	"github.com/hearthd/hearth/automations"
 	"github.com/hearthd/hearth/devices"
+	"github.com/hearthd/hearth/topic"
 )
 
-// Automation is one local automation of the automations section: when one
-// of its Triggers fires and all its Conditions hold, its Actions run in
-// order. The types mirror package automations' Rule, which config does not
-// import; the daemon copies one into the other.
-type Automation struct {
-	// Name is the automation's key in the file: lower-case letters,
-	// digits, '_' and '-'.
-	Name string
-	// FallbackFor names a service in services: the automation runs only
-	// while that service's breaker is not closed. Default "": always.
-	FallbackFor string
-	// Requires names services in services: the automation is paused while
-	// any of their breakers is not closed. Default none.
-	Requires []string
-	// Triggers: at least one.
-	Triggers []Trigger
-	// Conditions must all hold. Default none.
-	Conditions []Condition
-	// Actions: at least one.
-	Actions []Action
-}
+// The automations section decodes into the automations engine's own
+// types: one automation is an automations.Rule, and the daemon hands
+// Config.Automations to the engine as they are. The names below are
+// aliases, kept so that the section's YAML keys read as what they fill:
+//
+//	automations:
+//	  <Name>:                  # lower-case letters, digits, '_' and '-'
+//	    fallback_for: <service>  # FallbackFor; a service with a breaker
+//	    requires: [<service>]    # Requires
+//	    triggers:   [{state|mqtt|schedule|breaker: {...}}]  # at least one
+//	    conditions: [{state|time: {...}}]
+//	    actions:    [{command|publish|notify: {...}}]       # at least one
+//
+// The keys of each item are the lower-case names of its type's fields
+// (state: device, attribute, to, from; mqtt: topic, payload; schedule:
+// cron; breaker: service, to; state condition: device, attribute, op,
+// value; time: after, before, weekdays; command: device, target, ttl;
+// publish: topic, payload, retain; notify: title, message, severity), and
+// config checks what the engine cannot know: that devices and services
+// exist, that a target suits the device's class, and that no trigger or
+// publish reaches Hearth's or a bridge's command topics.
+type (
+	Automation      = automations.Rule
+	Trigger         = automations.Trigger
+	StateTrigger    = automations.StateTrigger
+	MQTTTrigger     = automations.MQTTTrigger
+	ScheduleTrigger = automations.ScheduleTrigger
+	BreakerTrigger  = automations.BreakerTrigger
+	Condition       = automations.Condition
+	StateCondition  = automations.StateCondition
+	TimeCondition   = automations.TimeCondition
+	Action          = automations.Action
+	CommandAction   = automations.CommandAction
+	PublishAction   = automations.PublishAction
+	NotifyAction    = automations.NotifyAction
+)
 
-// Trigger is one item of an automation's triggers: exactly one field is
-// set.
-type Trigger struct {
-	State    *StateTrigger
-	MQTT     *MQTTTrigger
-	Schedule *ScheduleTrigger
-	Breaker  *BreakerTrigger
-}
-
-// StateTrigger fires when a device's attribute changes (key state).
-type StateTrigger struct {
-	// Device is a device in devices. Required.
-	Device string
-	// Attribute is the attribute's name in the device's reports. Required.
-	Attribute string
-	// To and From are the values the change must lead to and come from: a
-	// string, a float64 or a bool; nil (left out): any.
-	To, From any
-}
-
-// MQTTTrigger fires on a message that is not retained (key mqtt).
-type MQTTTrigger struct {
-	// Topic is an MQTT topic filter; '+' and '#' as MQTT defines them.
-	// Required.
-	Topic string
-	// Payload is the exact payload; nil (left out): any.
-	Payload *string
-}
-
-// ScheduleTrigger fires at the times of a cron expression (key schedule).
-type ScheduleTrigger struct {
-	// Cron is a 5-field cron expression or a descriptor such as @hourly,
-	// as robfig/cron's ParseStandard reads it. Required.
-	Cron string
-}
-
-// BreakerTrigger fires when a service's breaker changes state (key
-// breaker).
-type BreakerTrigger struct {
-	// Service is a service in services. Required.
-	Service string
-	// To is "open", "closed" or "half_open"; "" (left out): any change.
-	To string
-}
-
-// Condition is one item of an automation's conditions: exactly one field
-// is set.
-type Condition struct {
-	State *StateCondition
-	Time  *TimeCondition
-}
-
-// StateCondition compares the last state seen of a device's attribute
-// (key state).
-type StateCondition struct {
-	// Device is a device in devices; Attribute its attribute. Required.
-	Device    string
-	Attribute string
-	// Op is eq, ne, lt, le, gt or ge; the ordering ones compare numbers
-	// only. Default eq.
-	Op string
-	// Value is a string, a float64 or a bool. Required.
-	Value any
-}
-
-// TimeCondition holds between two times of day (key time).
-type TimeCondition struct {
-	// After and Before are minutes since midnight, written "HH:MM"; the
-	// window runs from After (included) to Before (excluded) and wraps
-	// midnight when After is later. At least one is required. After
-	// defaults to 0 (00:00) and Before to 0, which means the end of the
-	// day.
-	After, Before int
-	// Weekdays are the days it holds on, written mon … sun or monday …
-	// sunday, judged by the day of the current time. Default: every day.
-	Weekdays []time.Weekday
-}
-
-// Action is one item of an automation's actions: exactly one field is
-// set.
-type Action struct {
-	Command *CommandAction
-	Publish *PublishAction
-	Notify  *NotifyAction
-}
-
-// CommandAction commands a device through Hearth's intake (key command).
-type CommandAction struct {
-	// Device is a device in devices that takes commands. Required.
-	Device string
-	// Target is the absolute target state, validated for the device's
-	// class (devices.Validate) and in its canonical form. Required.
-	Target devices.Target
-	// TTL is the command's TTL. Default 0: the device's ttl.
-	TTL time.Duration
-}
-
-// PublishAction publishes one MQTT message (key publish).
-type PublishAction struct {
-	// Topic is an MQTT topic without wildcards. Required.
-	Topic string
-	// Payload is sent as written. Default "".
-	Payload string
-	// Retain sets the retain flag. Default false.
-	Retain bool
-}
-
-// NotifyAction notifies people (key notify).
-type NotifyAction struct {
-	// Title and Message: at least one is required.
-	Title, Message string
-	// Severity is info, warning or critical. Default info.
-	Severity string
-}
-
-// Operators of a StateCondition, and notification severities.
+// The words of a StateCondition's op, a notification's severity and a
+// breaker trigger's to, in the order errors list them.
 var (
-	conditionOps = []string{"eq", "ne", "lt", "le", "gt", "ge"}
-	severities   = []string{"info", "warning", "critical"}
-	breakerTo    = []string{"open", "closed", "half_open"}
+	conditionOps = automations.Ops
+	severities   = []string{automations.SeverityInfo, automations.SeverityWarning, automations.SeverityCritical}
+	breakerTo    = []string{automations.Open, automations.Closed, automations.HalfOpen}
 )
 
 // walkAutomation walks one entry of automations. Its devices and services
@@ -253,7 +156,7 @@ func triggerFields(t *Trigger) []field {
 func conditionFields(c *Condition) []field {
 	return []field{
 		{"state", func(w *walker, n *yaml.Node, key string) {
-			s := &StateCondition{Op: "eq"}
+			s := &StateCondition{Op: automations.OpEq}
 			w.mapping(n, key,
 				value("device", &s.Device, notEmpty),
 				value("attribute", &s.Attribute, notEmpty),
@@ -264,7 +167,7 @@ func conditionFields(c *Condition) []field {
 			w.required(key, "attribute", s.Attribute == "")
 			w.required(key, "value", s.Value == nil)
 			if k := join(key, "op"); s.Value != nil && !w.reported[k] && !w.reported[join(key, "value")] {
-				if _, isNumber := s.Value.(float64); !isNumber && s.Op != "eq" && s.Op != "ne" {
+				if _, isNumber := s.Value.(float64); !isNumber && s.Op != automations.OpEq && s.Op != automations.OpNe {
 					w.reportf(w.lines[k], k, "%s compares numbers; a %s value compares only with eq or ne", s.Op, kindOf(s.Value))
 				}
 			}
@@ -317,7 +220,7 @@ func actionFields(a *Action) []field {
 			a.Publish = p
 		}},
 		{"notify", func(w *walker, n *yaml.Node, key string) {
-			m := &NotifyAction{Severity: "info"}
+			m := &NotifyAction{Severity: automations.SeverityInfo}
 			w.mapping(n, key,
 				value("title", &m.Title),
 				value("message", &m.Message),
@@ -561,8 +464,9 @@ func kindOf(v any) string {
 	return fmt.Sprintf("%T", v)
 }
 
-// topicFilter checks an MQTT topic filter (MQTT 3.1.1 section 4.7): '+'
-// only as a whole level, '#' only as the whole last level.
+// topicFilter checks an MQTT topic filter: a filter by MQTT's rules
+// (topic.ValidFilter: '+' only as a whole level, '#' only as the whole
+// last level), without control characters.
 func topicFilter(s string) error {
 	if s == "" {
 		return errEmpty
@@ -570,14 +474,10 @@ func topicFilter(s string) error {
 	if strings.ContainsFunc(s, unicode.IsControl) {
 		return fmt.Errorf("%q contains a control character", s)
 	}
-	levels := strings.Split(s, "/")
-	for i, l := range levels {
-		if strings.Contains(l, "+") && l != "+" {
-			return fmt.Errorf("%q: '+' must stand for a whole topic level", s)
-		}
-		if strings.Contains(l, "#") && (l != "#" || i != len(levels)-1) {
-			return fmt.Errorf("%q: '#' must be the whole last topic level", s)
-		}
+	var e *topic.Error
+	if errors.As(topic.ValidFilter(s), &e) {
+		// The key already says it is a topic filter.
+		return fmt.Errorf("%q: %s", s, e.Reason)
 	}
 	return nil
 }
@@ -685,7 +585,7 @@ func (c *Config) checkTriggerTopic(w *walker, key, filter string) {
 	if filter == "" || w.reported[key] {
 		return
 	}
-	if filtersOverlap(filter, c.Prefix+"/+/set") {
+	if topic.Overlap(filter, c.Prefix+"/+/set") {
 		w.reportf(w.lines[key], key, "%q can match Hearth's command topics (%s/<device>/set); watch the results (%s/<device>/result) or the state (%s/<device>) instead", filter, c.Prefix, c.Prefix, c.Prefix)
 	}
 }
@@ -695,38 +595,21 @@ func (c *Config) checkTriggerTopic(w *walker, key, filter string) {
 // which is stored, confirmed and guarded; a raw publish skips all of that,
 // and, retained, would replay at every bridge restart. Hearth never
 // receives its own publishes, so one to <prefix>/... would be lost.
-func (c *Config) checkPublishTopic(w *walker, key, topic string) {
-	if topic == "" || w.reported[key] {
+func (c *Config) checkPublishTopic(w *walker, key, name string) {
+	if name == "" || w.reported[key] {
 		return
 	}
-	if filtersOverlap(c.Prefix+"/#", topic) {
-		w.reportf(w.lines[key], key, "%q is under Hearth's prefix %s/: Hearth does not receive its own publishes; use a command action for a device", topic, c.Prefix)
+	if topic.Overlap(c.Prefix+"/#", name) {
+		w.reportf(w.lines[key], key, "%q is under Hearth's prefix %s/: Hearth does not receive its own publishes; use a command action for a device", name, c.Prefix)
 		return
 	}
 	for _, s := range c.Services {
 		if s.Protocol != ProtocolZigbee2MQTT {
 			continue
 		}
-		if filtersOverlap(s.BaseTopic+"/+/set", topic) || filtersOverlap(s.BaseTopic+"/+/set/#", topic) {
-			w.reportf(w.lines[key], key, "%q is a command topic of service %s: a raw publish skips Hearth's op_id, confirmation and safety checks; use a command action", topic, s.Name)
+		if topic.Overlap(s.BaseTopic+"/+/set", name) || topic.Overlap(s.BaseTopic+"/+/set/#", name) {
+			w.reportf(w.lines[key], key, "%q is a command topic of service %s: a raw publish skips Hearth's op_id, confirmation and safety checks; use a command action", name, s.Name)
 			return
-		}
-	}
-}
-
-// filtersOverlap reports whether some topic matches both MQTT filters a
-// and b (a plain topic is a filter without wildcards).
-func filtersOverlap(a, b string) bool {
-	al, bl := strings.Split(a, "/"), strings.Split(b, "/")
-	for i := 0; ; i++ {
-		switch {
-		case i < len(al) && al[i] == "#", i < len(bl) && bl[i] == "#":
-			// '#' matches the parent level too: a/# overlaps a.
-			return true
-		case i == len(al) || i == len(bl):
-			return len(al) == len(bl)
-		case al[i] != "+" && bl[i] != "+" && al[i] != bl[i]:
-			return false
 		}
 	}
 }

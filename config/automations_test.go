@@ -154,31 +154,3 @@ func show(v any) string {
 	}
 	return string(b)
 }
-
-func TestFiltersOverlap(t *testing.T) {
-	for _, tc := range []struct {
-		a, b string
-		want bool
-	}{
-		{"hearth/+/set", "hearth/+/set", true},
-		{"hearth/front_door/#", "hearth/+/set", true},
-		{"hearth/#", "hearth/+/set", true},
-		{"#", "hearth/+/set", true},
-		{"+/+/set", "hearth/+/set", true},
-		{"hearth/+/result", "hearth/+/set", false},
-		{"hearth/front_door", "hearth/+/set", false},
-		{"zigbee2mqtt/+/action", "hearth/+/set", false},
-		{"hearth/a/set/x", "hearth/+/set", false},
-		{"hearth/#", "hearth", true},
-		{"zigbee2mqtt/+/set", "zigbee2mqtt/Front Door/set", true},
-		{"zigbee2mqtt/+/set/#", "zigbee2mqtt/lamp/set/state", true},
-		{"zigbee2mqtt/+/set", "zigbee2mqtt/bridge/request/permit_join", false},
-	} {
-		if got := filtersOverlap(tc.a, tc.b); got != tc.want {
-			t.Errorf("filtersOverlap(%q, %q) = %t, want %t", tc.a, tc.b, got, tc.want)
-		}
-		if got := filtersOverlap(tc.b, tc.a); got != tc.want {
-			t.Errorf("filtersOverlap(%q, %q) = %t, want %t (symmetric)", tc.b, tc.a, got, tc.want)
-		}
-	}
-}

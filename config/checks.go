@@ -14,6 +14,7 @@ import (
 	"unicode"
 
 	"github.com/hearthd/hearth/devices"
+	"github.com/hearthd/hearth/topic"
 )
 
 // Checks of single values. Each returns an error whose text follows the
@@ -175,15 +176,17 @@ func topicLevel(s string) error {
 	return topicLevels(s)
 }
 
-// topicLevels checks a part of an MQTT topic: one or more non-empty levels
-// separated by '/', without the wildcards '+' and '#' or control
-// characters.
+// topicLevels checks a part of an MQTT topic: a topic name by MQTT's
+// rules (topic.ValidName: no wildcards '+' and '#', no NUL), of one or
+// more non-empty levels separated by '/', without control characters.
 func topicLevels(s string) error {
 	if s == "" {
 		return errEmpty
 	}
-	if i := strings.IndexAny(s, "+#"); i >= 0 {
-		return fmt.Errorf("%q contains %q, an MQTT wildcard", s, s[i])
+	var e *topic.Error
+	if errors.As(topic.ValidName(s), &e) {
+		// A topic name's rules (topic.ValidName), such as no wildcards.
+		return fmt.Errorf("%q %s", s, e.Reason)
 	}
 	if slices.Contains(strings.Split(s, "/"), "") {
 		return fmt.Errorf("%q has an empty topic level; separate levels with one '/' and put none at either end", s)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hearthd/hearth/devices"
 	"github.com/hearthd/hearth/retry"
+	"github.com/hearthd/hearth/topic"
 )
 
 // Load reads the config file at path and parses it as Parse does, naming
@@ -442,7 +443,7 @@ func (c *Config) checkTopics(w *walker) {
 		_, line := w.at(key, skey)
 		_, explicit := w.lines[key]
 		for _, r := range roots {
-			if !overlaps(s.BaseTopic, r.topic) {
+			if !topic.Overlap(s.BaseTopic+"/#", r.topic+"/#") { // one is the other or under it
 				continue
 			}
 			what := "base topic"
@@ -454,11 +455,6 @@ func (c *Config) checkTopics(w *walker) {
 		}
 		roots = append(roots, root{key, s.BaseTopic})
 	}
-}
-
-// overlaps reports whether topic a equals b or lies under it, or b under a.
-func overlaps(a, b string) bool {
-	return a == b || strings.HasPrefix(a, b+"/") || strings.HasPrefix(b, a+"/")
 }
 
 // checkDevices resolves each device's service, address and TTL, and

@@ -4,60 +4,11 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"maps"
 
 	"github.com/hearthd/hearth/automations"
-	"github.com/hearthd/hearth/config"
 	"github.com/hearthd/hearth/devices"
 	"github.com/hearthd/hearth/dispatcher"
 )
-
-// rules maps the configured automations to the engine's rules, field by
-// field: config validated them already.
-func rules(cfg []config.Automation) []automations.Rule {
-	out := make([]automations.Rule, 0, len(cfg))
-	for _, a := range cfg {
-		r := automations.Rule{Name: a.Name, FallbackFor: a.FallbackFor, Requires: a.Requires}
-		for _, t := range a.Triggers {
-			var at automations.Trigger
-			switch {
-			case t.State != nil:
-				at.State = &automations.StateTrigger{Device: t.State.Device, Attribute: t.State.Attribute, To: t.State.To, From: t.State.From}
-			case t.MQTT != nil:
-				at.MQTT = &automations.MQTTTrigger{Topic: t.MQTT.Topic, Payload: t.MQTT.Payload}
-			case t.Schedule != nil:
-				at.Schedule = &automations.ScheduleTrigger{Cron: t.Schedule.Cron}
-			case t.Breaker != nil:
-				at.Breaker = &automations.BreakerTrigger{Service: t.Breaker.Service, To: t.Breaker.To}
-			}
-			r.Triggers = append(r.Triggers, at)
-		}
-		for _, c := range a.Conditions {
-			var ac automations.Condition
-			switch {
-			case c.State != nil:
-				ac.State = &automations.StateCondition{Device: c.State.Device, Attribute: c.State.Attribute, Op: c.State.Op, Value: c.State.Value}
-			case c.Time != nil:
-				ac.Time = &automations.TimeCondition{After: c.Time.After, Before: c.Time.Before, Weekdays: c.Time.Weekdays}
-			}
-			r.Conditions = append(r.Conditions, ac)
-		}
-		for _, x := range a.Actions {
-			var aa automations.Action
-			switch {
-			case x.Command != nil:
-				aa.Command = &automations.CommandAction{Device: x.Command.Device, Target: maps.Clone(map[string]any(x.Command.Target)), TTL: x.Command.TTL}
-			case x.Publish != nil:
-				aa.Publish = &automations.PublishAction{Topic: x.Publish.Topic, Payload: x.Publish.Payload, Retain: x.Publish.Retain}
-			case x.Notify != nil:
-				aa.Notify = &automations.NotifyAction{Title: x.Notify.Title, Message: x.Notify.Message, Severity: x.Notify.Severity}
-			}
-			r.Actions = append(r.Actions, aa)
-		}
-		out = append(out, r)
-	}
-	return out
-}
 
 // actuator carries the automations' actions: commands go through the
 // dispatcher's intake like any other (stored, attempted, confirmed,

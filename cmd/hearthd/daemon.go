@@ -456,7 +456,7 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 		needsLive[dev.ID] = dev.SafetyCritical()
 	}
 	d.engine, err = automations.New(automations.Options{
-		Rules:     rules(cfg.Automations),
+		Rules:     cfg.Automations,
 		Commander: act,
 		Publisher: act,
 		Notifier:  act,

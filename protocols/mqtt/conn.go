@@ -52,7 +52,6 @@ import (
 	mrand "math/rand/v2"
 	"net"
 	"net/url"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -65,6 +64,7 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/hearthd/hearth/retry"
+	"github.com/hearthd/hearth/topic"
 )
 
 // ErrNotConnected is returned by Publish while the connection is down:
@@ -421,7 +421,7 @@ func (c *Conn) subscribe(ctx context.Context, s subscription) error {
 		}
 	}
 	for _, o := range c.subs {
-		if !o.local && o.manualAck == s.manualAck && o.qos >= s.qos && Covers(o.filter, s.filter) {
+		if !o.local && o.manualAck == s.manualAck && o.qos >= s.qos && topic.Covers(o.filter, s.filter) {
 			s.local = true
 			break
 		}
@@ -554,7 +554,7 @@ func (c *Conn) route(client *paho.Client, bl *backlog) func(paho.PublishReceived
 		c.mu.Lock()
 		var matches []subscription
 		for _, s := range c.subs {
-			if Match(s.filter, p.Topic) {
+			if topic.Match(s.filter, p.Topic) {
 				matches = append(matches, s)
 			}
 		}
@@ -573,59 +573,6 @@ func (c *Conn) route(client *paho.Client, bl *backlog) func(paho.PublishReceived
 		}
 		return len(matches) > 0, nil
 	}
-}
-
-// Match reports whether topic matches the subscription filter, with MQTT's
-// wildcards: '+' matches one level, '#' (last) any number of levels,
-// itself included (MQTT 5.0 §4.7). Topics starting with '$' match no filter
-// that starts with a wildcard.
-func Match(filter, topic string) bool {
-	if strings.HasPrefix(topic, "$") && (strings.HasPrefix(filter, "+") || strings.HasPrefix(filter, "#")) {
-		return false
-	}
-	fl := strings.Split(filter, "/")
-	tl := strings.Split(topic, "/")
-	for i, f := range fl {
-		if f == "#" {
-			return true
-		}
-		if i >= len(tl) {
-			return false
-		}
-		if f != "+" && f != tl[i] {
-			return false
-		}
-	}
-	return len(fl) == len(tl)
-}
-
-// Covers reports whether every topic that filter b matches is matched by
-// filter a as well (both valid MQTT filters): a/# covers a, a/b and a/+/c;
-// a/+ covers a/b but not a/#.
-func Covers(a, b string) bool {
-	// A filter starting with a wildcard matches no $ topic, one starting
-	// with $ matches only those.
-	if strings.HasPrefix(b, "$") && (strings.HasPrefix(a, "+") || strings.HasPrefix(a, "#")) {
-		return false
-	}
-	al, bl := strings.Split(a, "/"), strings.Split(b, "/")
-	for i, f := range al {
-		if f == "#" {
-			// a/# matches a itself and everything below it.
-			return len(bl) >= i
-		}
-		if i >= len(bl) {
-			return false
-		}
-		switch {
-		case bl[i] == "#":
-			return false // b reaches deeper than a does
-		case f == "+":
-		case f != bl[i] || bl[i] == "+":
-			return false
-		}
-	}
-	return len(al) == len(bl)
 }
 
 // Publish sends payload to topic and, for QoS 1 and 2, waits for the

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 
 	"github.com/eclipse/paho.golang/paho"
+
+	"github.com/hearthd/hearth/topic"
 )
 
 // UserProperty is one MQTT 5 user property.
@@ -160,7 +162,7 @@ func (c *Inline) subscribe(s subscription) error {
 	i := len(c.subs)
 	via := i
 	for j, o := range c.subs {
-		if !o.local && o.manualAck == s.manualAck && o.qos >= s.qos && Covers(o.filter, s.filter) {
+		if !o.local && o.manualAck == s.manualAck && o.qos >= s.qos && topic.Covers(o.filter, s.filter) {
 			s.local, via = true, j
 			break
 		}
@@ -209,7 +211,7 @@ func (c *Inline) route(via int, qos byte) Handler {
 		subs := c.subs
 		c.mu.Unlock()
 		for _, s := range subs[via:] {
-			if s.via == via && Match(s.filter, m.Topic) {
+			if s.via == via && topic.Match(s.filter, m.Topic) {
 				s.handler(m)
 			}
 		}
