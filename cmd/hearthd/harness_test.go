@@ -622,11 +622,14 @@ var deadlineConfig = strings.Replace(testConfig, `      max_attempts: 2
 
 // driveUntilEnded moves the fake clock 500 ms at a time, each time waiters
 // goroutines of hearthd wait on it, until opID is terminal in the store or
-// 20 s of fake time have passed, and returns the stored op.
+// the commands' TTL (60 s of fake time) has passed, and returns the stored
+// op. Any waiter lets the clock move (a reconnect's backoff, a witness
+// read), so fake time runs ahead of the attempts' own timers: the bound is
+// the TTL, not the attempts' sum.
 func (h *harness) driveUntilEnded(opID string, waiters int) devices.Op {
 	h.t.Helper()
 	deadline := time.Now().Add(eventWait)
-	for h.clock.Since(t0) < 20*time.Second {
+	for h.clock.Since(t0) < 60*time.Second {
 		if op, _, _ := h.d.store.Lookup(opID); op.Status.Terminal() {
 			break
 		}
