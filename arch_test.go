@@ -36,6 +36,11 @@ var allowed = map[string][]string{
 	"protocols/zigbee2mqtt": {"devices", "protocols/mqtt"},
 	"protocols/zwavejs":     {"devices", "protocols/mqtt"},
 	"protocols/webhook":     {},
+
+	// The scenarios of hearth-sim: their logic, with the Hearth parts
+	// they run against passed in through interfaces they own.
+	"simulator/scenario/chart":      {},
+	"simulator/scenario/contention": {"retry", "simulator", "simulator/scenario/chart"},
 }
 
 // never lists what a package must not depend on even indirectly.
@@ -43,6 +48,11 @@ var never = map[string][]string{
 	"dispatcher": {"store", "broker", "protocols/"},
 	"simulator":  {"protocols/"},
 	"machine":    {"breaker", "store", "broker", "protocols/"},
+	// A scenario catches the protocols' mistakes and checks the
+	// dispatcher's, the machine's and the store's promises: it shares no
+	// code with them.
+	"simulator/scenario/chart":      {"protocols/", "dispatcher", "machine", "store"},
+	"simulator/scenario/contention": {"protocols/", "dispatcher", "machine", "store"},
 }
 
 // TestImportRules enforces DESIGN.md's import rules over `go list -deps`:

@@ -88,6 +88,14 @@ func (c powerLossConfig) even() float64 {
 	return float64(c.devices) / (10 * c.window().Seconds())
 }
 
+// strategy is one row of the table.
+type strategy struct {
+	// name is the row and legend name.
+	name string
+	// backoff spaces reconnects; nil is no backoff.
+	backoff simulator.Backoff
+}
+
 // reconnectStrategies are the strategies of the power-loss scenario, in
 // table order: no backoff, the two without jitter, the three jitters.
 func reconnectStrategies(base, limit time.Duration) []strategy {

@@ -11,6 +11,8 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
+
+	"github.com/hearthd/hearth/simulator/scenario/chart"
 )
 
 // plotFormat returns "svg" or "png" from path's extension.
@@ -57,7 +59,7 @@ func writeFloodPlot(path string, c powerLossConfig, runs []floodRun) error {
 		p := plot.New()
 		p.Title.Text = fmt.Sprintf("%s: peak %d (%.2f× even)", r.strategy, r.peakTenth(), float64(r.peakTenth())/c.even())
 		p.X.Label.Text = "seconds since the cut"
-		p.X.Tick.Marker = plot.TickerFunc(roundTicks)
+		p.X.Tick.Marker = plot.TickerFunc(chart.RoundTicks)
 		p.Y.Label.Text = "accepted per 100 ms"
 		p.Add(plotter.NewGrid())
 
