@@ -41,6 +41,7 @@ var allowed = map[string][]string{
 	// they run against passed in through interfaces they own.
 	"simulator/scenario/chart":      {},
 	"simulator/scenario/contention": {"retry", "simulator", "simulator/scenario/chart"},
+	"simulator/scenario/powerloss":  {"broker", "retry", "simulator", "simulator/scenario/chart"},
 }
 
 // never lists what a package must not depend on even indirectly.
@@ -53,6 +54,7 @@ var never = map[string][]string{
 	// code with them.
 	"simulator/scenario/chart":      {"protocols/", "dispatcher", "machine", "store"},
 	"simulator/scenario/contention": {"protocols/", "dispatcher", "machine", "store"},
+	"simulator/scenario/powerloss":  {"protocols/", "dispatcher", "machine", "store"},
 }
 
 // TestImportRules enforces DESIGN.md's import rules over `go list -deps`:

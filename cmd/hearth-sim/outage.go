@@ -1216,3 +1216,20 @@ func orNone(s []string) string {
 	}
 	return strings.Join(s, ", ")
 }
+
+// errTimeout is waitFor's error when the time ran out.
+var errTimeout = errors.New("timed out")
+
+// waitFor waits until ch is closed, d has passed or ctx is done.
+func waitFor(ctx context.Context, ch <-chan struct{}, d time.Duration) error {
+	t := time.NewTimer(max(d, 0))
+	defer t.Stop()
+	select {
+	case <-ch:
+		return nil
+	case <-t.C:
+		return fmt.Errorf("%w after %v", errTimeout, d)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
