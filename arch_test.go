@@ -42,6 +42,7 @@ var allowed = map[string][]string{
 	"simulator/scenario/chart":      {},
 	"simulator/scenario/contention": {"retry", "simulator", "simulator/scenario/chart"},
 	"simulator/scenario/powerloss":  {"broker", "retry", "simulator", "simulator/scenario/chart"},
+	"simulator/scenario/outage":     {"broker", "retry", "simulator"},
 }
 
 // never lists what a package must not depend on even indirectly.
@@ -55,6 +56,7 @@ var never = map[string][]string{
 	"simulator/scenario/chart":      {"protocols/", "dispatcher", "machine", "store"},
 	"simulator/scenario/contention": {"protocols/", "dispatcher", "machine", "store"},
 	"simulator/scenario/powerloss":  {"protocols/", "dispatcher", "machine", "store"},
+	"simulator/scenario/outage":     {"protocols/", "dispatcher", "machine", "store"},
 }
 
 // TestImportRules enforces DESIGN.md's import rules over `go list -deps`:
