@@ -43,6 +43,7 @@ var allowed = map[string][]string{
 	"simulator/scenario/contention": {"retry", "simulator", "simulator/scenario/chart"},
 	"simulator/scenario/powerloss":  {"broker", "retry", "simulator", "simulator/scenario/chart"},
 	"simulator/scenario/outage":     {"broker", "retry", "simulator"},
+	"simulator/scenario/sleepy":     {"broker", "devices", "simulator"},
 }
 
 // never lists what a package must not depend on even indirectly.
@@ -57,6 +58,7 @@ var never = map[string][]string{
 	"simulator/scenario/contention": {"protocols/", "dispatcher", "machine", "store"},
 	"simulator/scenario/powerloss":  {"protocols/", "dispatcher", "machine", "store"},
 	"simulator/scenario/outage":     {"protocols/", "dispatcher", "machine", "store"},
+	"simulator/scenario/sleepy":     {"protocols/", "dispatcher", "machine", "store"},
 }
 
 // TestImportRules enforces DESIGN.md's import rules over `go list -deps`:
