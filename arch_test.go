@@ -64,7 +64,9 @@ var never = map[string][]string{
 // TestImportRules enforces DESIGN.md's import rules over `go list -deps`:
 // leaves import nothing of ours, each room imports only what its row
 // allows, the dispatcher depends on no concrete store, protocol or broker,
-// the simulator shares no code with the protocols, and nothing imports cmd.
+// the simulator and its scenarios share no code with the protocols (nor
+// the scenarios with the dispatcher, the machine or the store), and
+// nothing imports cmd.
 func TestImportRules(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}|{{join .Imports \",\"}}|{{join .Deps \",\"}}", "./...").Output()
 	if err != nil {
