@@ -36,6 +36,14 @@ var allowed = map[string][]string{
 	"protocols/zigbee2mqtt": {"devices", "protocols/mqtt"},
 	"protocols/zwavejs":     {"devices", "protocols/mqtt"},
 	"protocols/webhook":     {},
+
+	// The scenarios of hearth-sim: their logic, with the Hearth parts
+	// they run against passed in through interfaces they own.
+	"simulator/scenario/chart":      {},
+	"simulator/scenario/contention": {"retry", "simulator", "simulator/scenario/chart"},
+	"simulator/scenario/powerloss":  {"broker", "retry", "simulator", "simulator/scenario/chart"},
+	"simulator/scenario/outage":     {"broker", "retry", "simulator"},
+	"simulator/scenario/sleepy":     {"broker", "devices", "simulator"},
 }
 
 // never lists what a package must not depend on even indirectly.
@@ -43,12 +51,22 @@ var never = map[string][]string{
 	"dispatcher": {"store", "broker", "protocols/"},
 	"simulator":  {"protocols/"},
 	"machine":    {"breaker", "store", "broker", "protocols/"},
+	// A scenario catches the protocols' mistakes and checks the
+	// dispatcher's, the machine's and the store's promises: it shares no
+	// code with them.
+	"simulator/scenario/chart":      {"protocols/", "dispatcher", "machine", "store"},
+	"simulator/scenario/contention": {"protocols/", "dispatcher", "machine", "store"},
+	"simulator/scenario/powerloss":  {"protocols/", "dispatcher", "machine", "store"},
+	"simulator/scenario/outage":     {"protocols/", "dispatcher", "machine", "store"},
+	"simulator/scenario/sleepy":     {"protocols/", "dispatcher", "machine", "store"},
 }
 
 // TestImportRules enforces DESIGN.md's import rules over `go list -deps`:
 // leaves import nothing of ours, each room imports only what its row
 // allows, the dispatcher depends on no concrete store, protocol or broker,
-// the simulator shares no code with the protocols, and nothing imports cmd.
+// the simulator and its scenarios share no code with the protocols (nor
+// the scenarios with the dispatcher, the machine or the store), and
+// nothing imports cmd.
 func TestImportRules(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}|{{join .Imports \",\"}}|{{join .Deps \",\"}}", "./...").Output()
 	if err != nil {

@@ -1,33 +1,16 @@
-package main
+package powerloss
 
 import (
 	"fmt"
 	"image/color"
-	"os"
-	"path/filepath"
-	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
+
+	"github.com/hearthd/hearth/simulator/scenario/chart"
 )
-
-// plotFormat returns "svg" or "png" from path's extension.
-func plotFormat(path string) (string, error) {
-	format := strings.ToLower(strings.TrimPrefix(filepath.Ext(path), "."))
-	if format != "svg" && format != "png" {
-		return "", fmt.Errorf("%s: want a .svg or .png file", path)
-	}
-	return format, nil
-}
-
-// checkPlotPath fails early, before a long run, on a plot file of the
-// wrong kind.
-func checkPlotPath(path string) error {
-	_, err := plotFormat(path)
-	return err
-}
 
 // writeFloodPlot draws the accepts per 100 ms against the time since the
 // cut, one panel per strategy with the same axes, so that waves and
@@ -35,14 +18,14 @@ func checkPlotPath(path string) error {
 // ends in ".png". A dashed line marks the even spread N/(10·W), a dotted
 // one the guard's rate per 100 ms, if any. Against an external broker the
 // accepts are the devices' (their CONNACKs), which the header says.
-func writeFloodPlot(path string, c powerLossConfig, runs []floodRun) error {
-	format, err := plotFormat(path)
+func writeFloodPlot(path string, c Config, runs []floodRun) error {
+	format, err := chart.Format(path)
 	if err != nil {
 		return err
 	}
-	xMax, yMax := 1.0, c.even()
-	if c.maxRate > 0 {
-		yMax = max(yMax, c.maxRate/10)
+	xMax, yMax := 1.0, c.Even()
+	if c.MaxRate > 0 {
+		yMax = max(yMax, c.MaxRate/10)
 	}
 	for _, r := range runs {
 		xMax = max(xMax, float64(len(r.perTenth()))/10)
@@ -55,9 +38,9 @@ func writeFloodPlot(path string, c powerLossConfig, runs []floodRun) error {
 	panels := make([]*plot.Plot, len(runs))
 	for i, r := range runs {
 		p := plot.New()
-		p.Title.Text = fmt.Sprintf("%s: peak %d (%.2f× even)", r.strategy, r.peakTenth(), float64(r.peakTenth())/c.even())
+		p.Title.Text = fmt.Sprintf("%s: peak %d (%.2f× even)", r.strategy, r.peakTenth(), float64(r.peakTenth())/c.Even())
 		p.X.Label.Text = "seconds since the cut"
-		p.X.Tick.Marker = plot.TickerFunc(roundTicks)
+		p.X.Tick.Marker = plot.TickerFunc(chart.RoundTicks)
 		p.Y.Label.Text = "accepted per 100 ms"
 		p.Add(plotter.NewGrid())
 
@@ -76,12 +59,12 @@ func writeFloodPlot(path string, c powerLossConfig, runs []floodRun) error {
 		line.Width = vg.Points(1)
 		p.Add(line)
 
-		even := plotter.NewFunction(func(float64) float64 { return c.even() })
+		even := plotter.NewFunction(func(float64) float64 { return c.Even() })
 		even.Color = color.Gray{Y: 60}
 		even.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
 		p.Add(even)
-		if c.maxRate > 0 {
-			guard := plotter.NewFunction(func(float64) float64 { return c.maxRate / 10 })
+		if c.MaxRate > 0 {
+			guard := plotter.NewFunction(func(float64) float64 { return c.MaxRate / 10 })
 			guard.Color = color.Gray{Y: 60}
 			guard.Dashes = []vg.Length{vg.Points(1), vg.Points(2)}
 			p.Add(guard)
@@ -99,18 +82,18 @@ func writeFloodPlot(path string, c powerLossConfig, runs []floodRun) error {
 	}
 	dc := draw.New(canvas)
 	guard := "no accept guard"
-	if c.maxRate > 0 {
-		guard = fmt.Sprintf("accept guard %g/s", c.maxRate)
+	if c.MaxRate > 0 {
+		guard = fmt.Sprintf("accept guard %g/s", c.MaxRate)
 	}
 	title := fmt.Sprintf("Power-loss flood: %d devices, cut %s, %s, %s; backoff base W = %v, cap %v",
-		c.devices, c.cut, c.transport, guard, c.base, c.cap)
+		c.Devices, c.Cut, c.Transport, guard, c.Base, c.Cap)
 	where := "at the broker"
-	if c.external() {
+	if c.External() {
 		where = "timed by the devices"
 	}
-	legend := fmt.Sprintf("connections accepted (%s) per 100 ms; dashed: the even spread N/(10·W) = %.0f", where, c.even())
-	if c.maxRate > 0 {
-		legend += fmt.Sprintf("; dotted: the guard, %g per 100 ms", c.maxRate/10)
+	legend := fmt.Sprintf("connections accepted (%s) per 100 ms; dashed: the even spread N/(10·W) = %.0f", where, c.Even())
+	if c.MaxRate > 0 {
+		legend += fmt.Sprintf("; dotted: the guard, %g per 100 ms", c.MaxRate/10)
 	}
 	header := plot.New().Title.TextStyle
 	header.Font.Size = vg.Points(12)
@@ -125,15 +108,7 @@ func writeFloodPlot(path string, c powerLossConfig, runs []floodRun) error {
 		p.Draw(tiles.At(dc, i%cols, i/cols))
 	}
 
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := canvas.WriteTo(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return chart.WriteFile(path, canvas)
 }
 
 // floodColors tell the strategies apart, in table order: none, fixed and

@@ -1,12 +1,7 @@
-package main
+package contention
 
 import (
 	"fmt"
-	"math"
-	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"time"
 
 	"gonum.org/v1/plot"
@@ -14,19 +9,19 @@ import (
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
-	_ "gonum.org/v1/plot/vg/vgimg" // the png format
-	_ "gonum.org/v1/plot/vg/vgsvg" // the svg format
+
+	"github.com/hearthd/hearth/simulator/scenario/chart"
 )
 
-// writePlot draws the study as one image of two panels side by side, calls
+// WritePlot draws the study as one image of two panels side by side, calls
 // against clients and completion time against clients, with one line per
 // strategy, and writes it to path: SVG, or PNG if path ends in ".png".
 // Calls use a logarithmic axis: without backoff they grow about as N²,
 // far above the rest.
-func writePlot(path string, c studyConfig, strats []strategy, points []point) error {
-	format := strings.ToLower(strings.TrimPrefix(filepath.Ext(path), "."))
-	if format != "svg" && format != "png" {
-		return fmt.Errorf("%s: want a .svg or .png file", path)
+func WritePlot(path string, c Config, strats []Strategy, points []Point) error {
+	format, err := chart.Format(path)
+	if err != nil {
+		return err
 	}
 	calls := panel("Work: write attempts", "calls (log scale)")
 	completion := panel("Completion time of the last client", "milliseconds (log scale)")
@@ -34,8 +29,8 @@ func writePlot(path string, c studyConfig, strats []strategy, points []point) er
 		callXYs := make(plotter.XYs, len(points))
 		timeXYs := make(plotter.XYs, len(points))
 		for j, p := range points {
-			callXYs[j] = plotter.XY{X: float64(p.clients), Y: p.calls[i]}
-			timeXYs[j] = plotter.XY{X: float64(p.clients), Y: float64(p.completion[i]) / float64(time.Millisecond)}
+			callXYs[j] = plotter.XY{X: float64(p.Clients), Y: p.Calls[i]}
+			timeXYs[j] = plotter.XY{X: float64(p.Clients), Y: float64(p.Completion[i]) / float64(time.Millisecond)}
 		}
 		for _, pl := range []struct {
 			p   *plot.Plot
@@ -51,7 +46,7 @@ func writePlot(path string, c studyConfig, strats []strategy, points []point) er
 			dots.Color = plotutil.Color(i)
 			dots.Shape = plotutil.Shape(i)
 			pl.p.Add(line, dots)
-			pl.p.Legend.Add(s.name, line, dots)
+			pl.p.Legend.Add(s.Name, line, dots)
 		}
 	}
 
@@ -62,7 +57,7 @@ func writePlot(path string, c studyConfig, strats []strategy, points []point) er
 	}
 	dc := draw.New(canvas)
 	title := fmt.Sprintf("Contention for one row: mean of %d runs per point; base %v, cap %v, multiplier 2; network |N(%v, %v)|",
-		c.runs, c.base, c.cap, c.netMean, c.netStdDev)
+		c.Runs, c.Base, c.Cap, c.NetMean, c.NetStdDev)
 	header := plot.New().Title.TextStyle
 	header.Font.Size = vg.Points(12)
 	header.XAlign = draw.XCenter
@@ -72,16 +67,7 @@ func writePlot(path string, c studyConfig, strats []strategy, points []point) er
 		PadBottom: vg.Points(8), PadLeft: vg.Points(8), PadRight: vg.Points(12)}
 	calls.Draw(tiles.At(dc, 0, 0))
 	completion.Draw(tiles.At(dc, 1, 0))
-
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := canvas.WriteTo(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return chart.WriteFile(path, canvas)
 }
 
 // panel is an empty plot with the study's axes: clients on x, a
@@ -91,47 +77,12 @@ func panel(title, yLabel string) *plot.Plot {
 	p := plot.New()
 	p.Title.Text = title
 	p.X.Label.Text = "clients"
-	p.X.Tick.Marker = plot.TickerFunc(roundTicks)
+	p.X.Tick.Marker = plot.TickerFunc(chart.RoundTicks)
 	p.Y.Label.Text = yLabel
 	p.Y.Scale = plot.LogScale{}
-	p.Y.Tick.Marker = plot.TickerFunc(logTicks)
+	p.Y.Tick.Marker = plot.TickerFunc(chart.LogTicks)
 	p.Legend.YOffs = vg.Points(8)
 	p.Legend.XOffs = -vg.Points(8)
 	p.Add(plotter.NewGrid())
 	return p
-}
-
-// roundTicks labels [lo, hi] at multiples of 1, 2 or 5 times a power of
-// ten, at most ten of them, with integer labels.
-func roundTicks(lo, hi float64) []plot.Tick {
-	step := 1.0
-	for i := 0; (hi-lo)/step > 10; i++ {
-		step *= [...]float64{2, 2.5, 2}[i%3] // 1, 2, 5, 10, 20, 50…
-	}
-	var ticks []plot.Tick
-	for v := math.Ceil(lo/step) * step; v <= hi; v += step {
-		ticks = append(ticks, plot.Tick{Value: v, Label: strconv.FormatFloat(v, 'f', -1, 64)})
-	}
-	return ticks
-}
-
-// logTicks marks [lo, hi] (lo > 0) at every integer times a power of ten
-// and labels 1, 2 and 5 times a power of ten, so that a logarithmic axis
-// can be read without counting minor ticks.
-func logTicks(lo, hi float64) []plot.Tick {
-	var ticks []plot.Tick
-	for p := math.Pow10(int(math.Floor(math.Log10(lo)))); p <= hi; p *= 10 {
-		for m := 1.0; m <= 9; m++ {
-			v := m * p
-			if v < lo || v > hi {
-				continue
-			}
-			t := plot.Tick{Value: v}
-			if m == 1 || m == 2 || m == 5 {
-				t.Label = strconv.FormatFloat(v, 'f', -1, 64)
-			}
-			ticks = append(ticks, t)
-		}
-	}
-	return ticks
 }

@@ -1,4 +1,4 @@
-package main
+package sleepy
 
 import (
 	"fmt"
@@ -235,71 +235,72 @@ type fleetObserved struct {
 	unsettled int
 }
 
-// fleetSummary is the scenario's counts.
-type fleetSummary struct {
-	devices, instants int
-	simulated         time.Duration // how far the clock was driven
-	issued            int           // commands issued
-	fresh             int           // fresh at a wake: the expected deliveries
-	deliveredOnce     int           // fresh, written exactly once, at that wake, while awake
-	succeeded         int           // fresh, and ended succeeded
-	superseded        int           // expected and ended superseded, never written
-	supersededDead    int           // of those, in the dead-letter store
-	expired           int           // expected and ended expired, never written
-	expiredDead       int           // of those, in the dead-letter store
+// Summary is the scenario's counts, from the checker and the run.
+type Summary struct {
+	Devices, Instants int
+	Simulated         time.Duration // how far the clock was driven
+	Issued            int           // commands issued
+	Published         int           // of those, published by the automation (all, unless the run was aborted)
+	Fresh             int           // fresh at a wake: the expected deliveries
+	DeliveredOnce     int           // fresh, written exactly once, at that wake, while awake
+	Succeeded         int           // fresh, and ended succeeded
+	Superseded        int           // expected and ended superseded, never written
+	SupersededDead    int           // of those, in the dead-letter store
+	Expired           int           // expected and ended expired, never written
+	ExpiredDead       int           // of those, in the dead-letter store
 
 	// Must be 0.
-	twice        int // commands written more than once (or sent more than once, by Hearth's count)
-	late         int // writes at or after their command's deadline
-	asleep       int // writes the gateway had to queue: the node was asleep
-	missed       int // fresh, but not written exactly once at its wake
-	stale        int // writes of a command that was not fresh, before its deadline
-	stray        int // writes no command of the device asks for
-	wrongEnd     int // commands that ended otherwise than expected (or not at all)
-	notDead      int // superseded or expired, but not in the dead-letter store
-	wakeMismatch int // devices whose observed wakes differ from the schedule
-	skew         int // writes whose gateway time differs from Hearth's send time
-	unsettled    int // instants the system did not settle at (see the driver)
+	Twice        int // commands written more than once (or sent more than once, by Hearth's count)
+	Late         int // writes at or after their command's deadline
+	Asleep       int // writes the gateway had to queue: the node was asleep
+	Missed       int // fresh, but not written exactly once at its wake
+	Stale        int // writes of a command that was not fresh, before its deadline
+	Stray        int // writes no command of the device asks for
+	WrongEnd     int // commands that ended otherwise than expected (or not at all)
+	NotDead      int // superseded or expired, but not in the dead-letter store
+	WakeMismatch int // devices whose observed wakes differ from the schedule
+	Skew         int // writes whose gateway time differs from Hearth's send time
+	Unsettled    int // instants the system did not settle at (see the driver)
 
-	// aborted, if not empty, says why the run stopped before the end.
-	aborted string
+	// Aborted, if not empty, says why the run stopped before the end.
+	Aborted string
 
-	// examples holds a few lines describing violations.
-	examples []string
+	// Examples holds a few lines describing violations.
+	Examples []string
 }
 
-// failures names the must-be-0 counts that are not 0, and the broken
+// Failures names the must-be-0 counts that are not 0, and the broken
 // identities (delivered == fresh, and every command accounted for once).
-func (s fleetSummary) failures() []string {
+func (s Summary) Failures() []string {
 	var f []string
 	for _, c := range []struct {
 		name string
 		n    int
 	}{
-		{"delivered twice", s.twice},
-		{"delivered late", s.late},
-		{"written while asleep", s.asleep},
-		{"missed", s.missed},
-		{"written though not fresh", s.stale},
-		{"stray writes", s.stray},
-		{"unexpected ends", s.wrongEnd},
-		{"not in the dead-letter store", s.notDead},
-		{"wake schedule mismatches", s.wakeMismatch},
-		{"send/receipt time skews", s.skew},
-		{"unsettled instants", s.unsettled},
+		{"delivered twice", s.Twice},
+		{"delivered late", s.Late},
+		{"written while asleep", s.Asleep},
+		{"missed", s.Missed},
+		{"written though not fresh", s.Stale},
+		{"stray writes", s.Stray},
+		{"unexpected ends", s.WrongEnd},
+		{"not in the dead-letter store", s.NotDead},
+		{"wake schedule mismatches", s.WakeMismatch},
+		{"send/receipt time skews", s.Skew},
+		{"unsettled instants", s.Unsettled},
 	} {
 		if c.n != 0 {
 			f = append(f, fmt.Sprintf("%s: %d", c.name, c.n))
 		}
 	}
-	if s.aborted != "" {
-		f = append(f, s.aborted)
+	if s.Aborted != "" {
+		f = append(f, s.Aborted)
 	}
-	if s.deliveredOnce != s.fresh || s.succeeded != s.fresh {
-		f = append(f, fmt.Sprintf("delivered %d and succeeded %d of %d fresh", s.deliveredOnce, s.succeeded, s.fresh))
+	if s.DeliveredOnce != s.Fresh || s.Succeeded != s.Fresh {
+		f = append(f, fmt.Sprintf("delivered %d and succeeded %d of %d fresh", s.DeliveredOnce, s.Succeeded, s.Fresh))
 	}
-	if s.superseded+s.expired+s.deliveredOnce != s.issued {
-		f = append(f, fmt.Sprintf("superseded %d + expired %d + delivered %d ≠ issued %d", s.superseded, s.expired, s.deliveredOnce, s.issued))
+	if s.Superseded+s.Expired+s.DeliveredOnce != s.Issued {
+		f = append(f, fmt.Sprintf("superseded %d + expired %d + delivered %d ≠ issued %d", s.Superseded, s.Expired, s.DeliveredOnce, s.Issued))
 	}
 	return f
 }
@@ -307,9 +308,9 @@ func (s fleetSummary) failures() []string {
 // maxExamples bounds the violation lines a summary keeps.
 const maxExamples = 10
 
-func (s *fleetSummary) example(format string, args ...any) {
-	if len(s.examples) < maxExamples {
-		s.examples = append(s.examples, fmt.Sprintf(format, args...))
+func (s *Summary) example(format string, args ...any) {
+	if len(s.Examples) < maxExamples {
+		s.Examples = append(s.Examples, fmt.Sprintf(format, args...))
 	}
 }
 
@@ -327,26 +328,26 @@ func (p *fleetPlan) attribute(d int, value float64, at time.Time) int {
 }
 
 // checkFleet compares what was observed with the plan.
-func checkFleet(p *fleetPlan, o fleetObserved) fleetSummary {
-	s := fleetSummary{devices: len(p.devices), issued: len(p.commands), unsettled: o.unsettled}
+func checkFleet(p *fleetPlan, o fleetObserved) Summary {
+	s := Summary{Devices: len(p.devices), Issued: len(p.commands), Unsettled: o.unsettled}
 	rel := func(t time.Time) string { return fmtOffset(t.Sub(p.t0)) }
 
 	writes := make([][]fleetWrite, len(p.commands))
 	for _, w := range o.writes {
 		dev := p.devices[w.device].id
 		if w.queued {
-			s.asleep++
+			s.Asleep++
 			s.example("%s: value %.1f written at %s while the node slept (the gateway queued it)", dev, w.value, rel(w.at))
 		}
 		c := p.attribute(w.device, w.value, w.at)
 		if c < 0 {
-			s.stray++
+			s.Stray++
 			s.example("%s: value %.1f written at %s, which no command asked for", dev, w.value, rel(w.at))
 			continue
 		}
 		writes[c] = append(writes[c], w)
 		if cmd := p.commands[c]; !w.at.Before(cmd.deadline) {
-			s.late++
+			s.Late++
 			s.example("%s: %s written at %s, at or past its deadline %s", dev, cmd.opID, rel(w.at), rel(cmd.deadline))
 		}
 	}
@@ -358,19 +359,19 @@ func checkFleet(p *fleetPlan, o fleetObserved) fleetSummary {
 		r, ended := o.final[cmd.opID]
 		stored, haveStored := o.stored[cmd.opID]
 		if len(ws) > 1 || (haveStored && stored.Attempts > 1) {
-			s.twice++
+			s.Twice++
 			s.example("%s: %s written %d times (Hearth counts %d attempts)", dev, cmd.opID, len(ws), stored.Attempts)
 		}
 		if e.fresh {
-			s.fresh++
+			s.Fresh++
 			if len(ws) == 1 && ws[0].at.Equal(e.at) && !ws[0].queued {
-				s.deliveredOnce++
+				s.DeliveredOnce++
 				if haveStored && !stored.LastSentAt.Equal(ws[0].at) {
-					s.skew++
+					s.Skew++
 					s.example("%s: %s sent by Hearth at %s, received by the gateway at %s", dev, cmd.opID, rel(stored.LastSentAt), rel(ws[0].at))
 				}
 			} else {
-				s.missed++
+				s.Missed++
 				at := "never"
 				if len(ws) > 0 {
 					at = "at " + rel(ws[0].at)
@@ -378,37 +379,37 @@ func checkFleet(p *fleetPlan, o fleetObserved) fleetSummary {
 				s.example("%s: %s (issued %s, TTL %s) fresh at the wake %s, written %d times, first %s", dev, cmd.opID, rel(cmd.issued), cmd.ttl, rel(e.at), len(ws), at)
 			}
 		} else if len(ws) > 0 && ws[0].at.Before(cmd.deadline) {
-			s.stale++
+			s.Stale++
 			s.example("%s: %s (issued %s, TTL %s, to end %s at %s) written at %s", dev, cmd.opID, rel(cmd.issued), cmd.ttl, e.status, rel(e.at), rel(ws[0].at))
 		}
 		switch {
 		case !ended:
-			s.wrongEnd++
+			s.WrongEnd++
 			s.example("%s: %s never ended; want %s at %s", dev, cmd.opID, e.status, rel(e.at))
 			continue
 		case r.Status != e.status || !r.At.Equal(e.at):
-			s.wrongEnd++
+			s.WrongEnd++
 			s.example("%s: %s (issued %s, TTL %s) ended %s/%s at %s; want %s at %s", dev, cmd.opID, rel(cmd.issued), cmd.ttl, r.Status, r.Reason, rel(r.At), e.status, rel(e.at))
 			continue
 		}
 		switch e.status {
 		case devices.Succeeded:
-			s.succeeded++
+			s.Succeeded++
 		case devices.Superseded, devices.Expired:
 			dead := o.dead[cmd.opID] == e.status
 			if !dead {
-				s.notDead++
+				s.NotDead++
 				s.example("%s: %s ended %s but is not in the dead-letter store", dev, cmd.opID, e.status)
 			}
 			if e.status == devices.Superseded {
-				s.superseded++
+				s.Superseded++
 				if dead {
-					s.supersededDead++
+					s.SupersededDead++
 				}
 			} else {
-				s.expired++
+				s.Expired++
 				if dead {
-					s.expiredDead++
+					s.ExpiredDead++
 				}
 			}
 		}
@@ -421,7 +422,7 @@ func checkFleet(p *fleetPlan, o fleetObserved) fleetSummary {
 				want = append(want, w)
 			}
 			if got := o.wakes[i]; !slices.EqualFunc(got, want, time.Time.Equal) {
-				s.wakeMismatch++
+				s.WakeMismatch++
 				s.example("%s: woke %d times (first %s), scheduled %d times (first %s)", p.devices[i].id, len(got), firstOf(got, rel), len(want), firstOf(want, rel))
 			}
 		}
