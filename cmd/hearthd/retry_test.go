@@ -300,10 +300,13 @@ func TestResumedCommandsAreResentWithoutSpendingTheRetryBudget(t *testing.T) {
 	// that the breaker stays closed and nothing is left to wait on the
 	// clock). The sets reach the devices of either simulator (the first
 	// one's session may still be subscribed).
+	// The clock moves only once every command's worker waits on it (its
+	// window, its backoff, its attempt's timeout): a worker still on its
+	// way to its timer would set it a step late.
 	resent := 0
 	for clock.Since(t0) < 11*time.Second {
 		ctx, cancel := context.WithTimeout(context.Background(), eventWait)
-		err := clock.BlockUntilContext(ctx, 1)
+		err := clock.BlockUntilContext(ctx, n)
 		cancel()
 		if err != nil {
 			t.Fatalf("at +%v hearthd did not wait on the clock", clock.Since(t0))
