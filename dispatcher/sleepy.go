@@ -291,6 +291,14 @@ func (q *deviceQueue) deliverAwake(ctx context.Context, t *task, gen uint64) {
 			q.release(permit, breaker.Canceled)
 			return
 		}
+		if machine.RiskyCapped(q.dev.Device, t.Command) {
+			// A risky action reaches the device at most MaxRiskyAttempts
+			// times, whatever the leases: each may unlock the door.
+			q.mu.Unlock()
+			q.release(permit, breaker.Canceled)
+			q.giveUp(t, op, retry.Decision{Reason: retry.GiveUpAttempts}, nil, MaxRiskyAttempts)
+			return
+		}
 		if t.ResumedUnsent() {
 			// Resumed after a restart with an attempt of unknown
 			// delivery, and nothing sent since: the device may have

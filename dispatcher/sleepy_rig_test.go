@@ -128,6 +128,8 @@ type sleepyOptions struct {
 	lostDedup LostDedup
 	// offline is the radiator's offline setting.
 	offline devices.Offline
+	// class is the radiator's class; "" means climate.
+	class devices.Class
 }
 
 // startSleepy starts a dispatcher with one service "zw" (2 attempts, 5 s
@@ -155,13 +157,17 @@ func startSleepy(t *testing.T, o sleepyOptions) *sleepyRig {
 	if o.awake {
 		sleep = devices.Sleep{}
 	}
+	class := o.class
+	if class == "" {
+		class = devices.Climate
+	}
 	d, err := New(Options{
 		Services: []Service{{
 			Name: "zw", Bridge: b,
 			Policy:  retry.Policy{MaxAttempts: 2, AttemptTimeout: 5 * time.Second, Backoff: retry.Backoff{Base: time.Second, Multiplier: 2, Cap: 10 * time.Second}},
 			Breaker: o.breaker,
 		}},
-		Devices:     []Device{{Device: devices.Device{ID: "radiator", Service: "zw", Class: devices.Climate, Sleep: sleep, Offline: o.offline}, TTL: time.Hour}},
+		Devices:     []Device{{Device: devices.Device{ID: "radiator", Service: "zw", Class: class, Sleep: sleep, Offline: o.offline}, TTL: time.Hour}},
 		Journal:     j,
 		Publisher:   nopPublisher{},
 		DeadLetters: r.dead,

@@ -15,6 +15,14 @@ import (
 // included, whatever the service's retry policy allows.
 const MaxRiskyAttempts = 2
 
+// RiskyCapped reports whether c is a risky action on dev (devices.Risky)
+// that may have reached the device MaxRiskyAttempts times already (its
+// recorded sends, which a restart keeps; Attempts for a record stored
+// before sends were): it is sent no more, on any path, sleepy or not.
+func RiskyCapped(dev devices.Device, c *Command) bool {
+	return devices.Risky(dev, c.Op.Target) && max(c.Op.Sends, c.Op.Attempts) >= MaxRiskyAttempts
+}
+
 // MaxResends bounds the resends of one attempt whose delivery a flapping
 // link left unknown; past it, the silence counts as the attempt's failure
 // and the retry policy decides.
@@ -225,7 +233,7 @@ func (a *Attempts) BackedOff() { a.backedOff = true }
 // shows the target already — then nothing is sent and the command
 // succeeds.
 func (a *Attempts) BeforeSend() (end Step, ok, heard bool) {
-	if sends := max(a.c.Op.Sends, a.c.Op.Attempts); a.risky && sends >= MaxRiskyAttempts {
+	if a.risky && max(a.c.Op.Sends, a.c.Op.Attempts) >= MaxRiskyAttempts {
 		return a.giveUp(a.c.Op, retry.Decision{Reason: retry.GiveUpAttempts}, MaxRiskyAttempts), false, false
 	}
 	heard, a.heardFirst = a.heardFirst, false

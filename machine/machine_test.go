@@ -87,3 +87,38 @@ func TestSupersededDetail(t *testing.T) {
 		}
 	}
 }
+
+// An attempt recorded and taken back before its send (the breaker's
+// permit went stale) leaves no unsent mark: a supersede after that takes
+// back nothing more, and the record keeps the attempts that were sent
+// ("after 1 attempt was sent", never -1 attempts).
+func TestSupersedeAfterATakenBackAttemptKeepsTheSentOnes(t *testing.T) {
+	lamp := devices.Device{ID: "lamp", Class: devices.Light}
+	on := devices.Op{OpID: "old", Device: "lamp", Target: devices.Target{"state": "ON"},
+		Status: devices.Accepted, AcceptedAt: t0, Deadline: t0.Add(time.Minute)}
+	off := devices.Op{OpID: "new", Device: "lamp", Target: devices.Target{"state": "OFF"}}
+
+	m := New(lamp)
+	c := m.Accept(on, Fresh)
+	m.Next()
+	c.RecordAttempt(false, t0) // attempt 1
+	c.Sending()                // handed to the bridge
+	prev, _ := c.RecordAttempt(false, t0)
+	c.Unsent(prev) // attempt 2 taken back: never sent
+	ended := m.Supersede(off, t0)
+	if len(ended) != 1 || ended[0].Op.Attempts != 1 || ended[0].Op.Sends != 1 ||
+		ended[0].Op.Detail != "superseded by op_id new after 1 attempt was sent" {
+		t.Fatalf("superseded %+v; want 1 attempt, 1 send, \"after 1 attempt was sent\"", ended[0].Op)
+	}
+
+	m = New(lamp)
+	c = m.Accept(on, Fresh)
+	m.Next()
+	prev, _ = c.RecordAttempt(false, t0)
+	c.Unsent(prev)
+	ended = m.Supersede(off, t0)
+	if len(ended) != 1 || ended[0].Op.Attempts != 0 || ended[0].Op.Sends != 0 ||
+		ended[0].Op.Detail != "superseded by op_id new before it was sent" {
+		t.Fatalf("superseded %+v; want 0 attempts, 0 sends, \"before it was sent\"", ended[0].Op)
+	}
+}

@@ -1,0 +1,47 @@
+package dispatcher
+
+import (
+	"testing"
+	"time"
+
+	"github.com/hearthd/hearth/devices"
+)
+
+// A risky action on a sleepy device (a battery lock asked to unlock)
+// reaches it at most MaxRiskyAttempts times in all, not twice per awake
+// lease: a lock that answers every read "still locked" and checks in
+// once a minute gets two sets of the unlock, then the command ends
+// failed, long before its TTL.
+func TestSleepyRiskyActionIsSentAtMostTwice(t *testing.T) {
+	r := startSleepy(t, sleepyOptions{class: devices.Lock})
+	issued := r.clock.Now().UTC().Format(time.RFC3339)
+	r.submit(`{"state":"UNLOCK","op_id":"unlock","ttl":"10m","issued_at":"` + issued + `"}`)
+	locked := map[string]any{"state": "LOCK", "lock_state": "locked"}
+	start := r.clock.Now()
+	sets := 0
+	var end devices.Result
+	for end.OpID == "" && r.clock.Since(start) < 10*time.Minute {
+		select {
+		case m := <-r.bridge.msgs:
+			if m.verb == "set" {
+				sets++
+			}
+			r.report(locked) // every set and read is answered: still locked
+		case res := <-r.results:
+			if res.OpID == "unlock" && res.Status.Terminal() {
+				end = res
+			}
+		case <-time.After(30 * time.Millisecond): // idle: time moves on
+			r.clock.Advance(time.Second)
+			if r.clock.Since(start)%time.Minute == 0 {
+				r.report(locked) // the lock's check-in: a lease begins
+			}
+		}
+	}
+	if sets != MaxRiskyAttempts {
+		t.Errorf("the unlock reached the lock %d times; want %d (MaxRiskyAttempts), whatever the leases", sets, MaxRiskyAttempts)
+	}
+	if end.Status != devices.Failed {
+		t.Errorf("the unlock ended %q/%s by +%s; want failed once its sends were spent, before its TTL", end.Status, end.Reason, r.clock.Since(start))
+	}
+}
