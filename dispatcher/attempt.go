@@ -68,7 +68,6 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 			if !q.sleep(ctx, t, step.Wait) {
 				return
 			}
-			a.BackedOff()
 			continue
 		}
 		if !q.attempt(ctx, t, a, step, p) {
@@ -130,15 +129,16 @@ func (q *deviceQueue) attempt(ctx context.Context, t *task, a *machine.Attempts,
 			q.release(permit, breaker.Canceled) // nothing went out
 			return !stop
 		}
-		// The read took time: the permission and the deadline are
-		// checked again at the moment of the send.
+		// The read took time: the permission and the deadline (the
+		// TTL, or a retry's policy deadline) are checked again at the
+		// moment of the send.
 		if !q.authorizedNow(t) {
 			q.release(permit, breaker.Canceled)
 			return false
 		}
-		if !d.now().Before(op.Deadline) {
+		if !d.now().Before(waitUntil) {
 			q.release(permit, breaker.Canceled)
-			return true // the next step ends it expired
+			return true // the next step ends it
 		}
 	}
 	q.mu.Lock()

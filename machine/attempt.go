@@ -68,9 +68,6 @@ type Attempts struct {
 	// replay that came during the backoff or the wait for the bridge), it
 	// is not sent.
 	heardFirst bool
-	// backedOff: the backoff of a decided retry just ended; the retry
-	// goes to its gates before anything else is decided.
-	backedOff bool
 }
 
 // NewAttempts begins the attempts of c, the current command of a device
@@ -117,7 +114,7 @@ const (
 	// attempt in flight before the restart to be confirmed; call Next
 	// again if the window passes unconfirmed.
 	StepAwaitResumed
-	// StepBackoff: wait Wait, then call BackedOff and Next.
+	// StepBackoff: wait Wait, then call Next.
 	StepBackoff
 	// StepAttempt: pass the gates (the device online, the breaker, the
 	// link, the authorization) by Until, read the state fresh first if
@@ -165,13 +162,9 @@ func (a *Attempts) Next(now time.Time, r retry.Rand) Step {
 	if nextIsRetry {
 		until = retryBy // a retry must go by the policy's deadline
 	}
-	if a.backedOff {
-		a.backedOff = false
-		return a.attempt(op, until)
-	}
 	if a.approved && nextIsRetry && !now.Before(retryBy) {
-		// A retry decided in time waited for the connection past the
-		// policy's deadline.
+		// A retry decided in time waited (for its backoff, the
+		// connection, a fresh read) past the policy's deadline.
 		return a.giveUp(op, retry.Decision{Reason: retry.GiveUpDeadline, Class: retry.Classify(a.failure)}, p.MaxAttempts)
 	}
 	if a.resolve {
@@ -221,9 +214,6 @@ func (a *Attempts) attempt(op devices.Op, until time.Time) Step {
 // which is read again before its send. That decision is the first after
 // the restart: free of the retry budget, as for any resumed command.
 func (a *Attempts) Resolved() { a.resolve, a.resumed, a.free = false, false, true }
-
-// BackedOff says the backoff Next asked for has passed.
-func (a *Attempts) BackedOff() { a.backedOff = true }
 
 // BeforeSend is the last word before the send, once the gates passed: a
 // risky action that may have reached the device MaxRiskyAttempts times

@@ -59,7 +59,6 @@ func TestRiskyActionReachesTheDeviceAtMostTwiceAcrossARestart(t *testing.T) {
 			t.Fatalf("step %+v; want the backoff, then the attempt", st)
 		}
 		now = now.Add(st.Wait)
-		a.BackedOff()
 	}
 	end, ok, _ := a.BeforeSend()
 	if ok {
@@ -67,5 +66,36 @@ func TestRiskyActionReachesTheDeviceAtMostTwiceAcrossARestart(t *testing.T) {
 	}
 	if end.Kind != StepEnd || end.Status != devices.Failed {
 		t.Errorf("end %+v; want failed", end)
+	}
+}
+
+// A retry whose backoff ends past the policy's deadline (the process
+// was held up: a busy hub, a suspended host) is not sent: it ends
+// failed/deadline_exceeded.
+func TestRetryPastThePolicyDeadlineAfterItsBackoffIsNotSent(t *testing.T) {
+	p := retry.Policy{MaxAttempts: 3, AttemptTimeout: 5 * time.Second, Deadline: 10 * time.Second,
+		Backoff: retry.Backoff{Base: time.Second, Jitter: retry.None}}
+	lamp := devices.Device{ID: "lamp", Class: devices.Light}
+	m := New(lamp)
+	c := m.Accept(devices.Op{OpID: "on", Device: "lamp", Target: devices.Target{"state": "ON"},
+		Status: devices.Accepted, AcceptedAt: t0, Deadline: t0.Add(time.Minute)}, Fresh)
+	m.Next()
+	a := NewAttempts(c, lamp, "zigbee", p, nil, t0)
+	if st := a.Next(t0, zeroRand{}); st.Kind != StepAttempt {
+		t.Fatalf("first step %+v; want the attempt", st)
+	}
+	c.RecordAttempt(false, t0)
+	c.Sending()
+	a.Sent(Sent, nil)
+	a.Unconfirmed(false) // no report within the attempt's 5 s
+	now := t0.Add(5 * time.Second)
+	if st := a.Next(now, zeroRand{}); st.Kind != StepBackoff {
+		t.Fatalf("step after the timeout %+v; want the backoff before the retry", st)
+	}
+	// The backoff was 1 s; the worker comes back at +11 s, past the
+	// policy's deadline (+10 s).
+	st := a.Next(t0.Add(11*time.Second), zeroRand{})
+	if st.Kind != StepEnd || st.Status != devices.Failed || st.Reason != devices.ReasonDeadlineExceeded {
+		t.Fatalf("step past the policy deadline %+v; want the end, failed/deadline_exceeded", st)
 	}
 }

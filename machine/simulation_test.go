@@ -49,7 +49,7 @@ var seeds = flag.Int("seeds", 5000, "seeded schedules TestSimulation runs (a fif
 //
 // A failure prints the shrunk schedule, one line per event.
 func TestSimulation(t *testing.T) {
-	if err := flag.Set("rapid.checks", strconv.Itoa(*seeds)); err != nil {
+	if err := flag.Set("rapid.checks", strconv.Itoa(*seeds)); err != nil { // rapid runs a fifth under -short
 		t.Fatal(err)
 	}
 	if err := flag.Set("rapid.steps", "60"); err != nil {
@@ -125,8 +125,12 @@ type sim struct {
 	policy retry.Policy
 	a      *Attempts
 	// sends counts, per op_id, the sends that may have reached the
-	// device.
-	sends map[string]int
+	// device; resends the resends of its current attempt after a link
+	// change.
+	sends, resends map[string]int
+	// resumedSent: resumed after a crash with an attempt recorded;
+	// resolved: read fresh since.
+	resumedSent, resolved map[string]bool
 	// reliable: every set is sent, taken and reported (draining).
 	reliable bool
 }
@@ -151,7 +155,8 @@ func newSim(t *rapid.T, w *world, id string) *sim {
 	s := &sim{
 		dev: dev, attrs: attrs, m: New(dev), w: w, policy: p,
 		store: map[string]devices.Op{}, seq: map[string]int{}, ends: map[string]int{},
-		delivered: map[string]uint64{}, sends: map[string]int{}, device: map[string]written{}, online: true,
+		delivered: map[string]uint64{}, sends: map[string]int{}, resends: map[string]int{}, device: map[string]written{}, online: true,
+		resumedSent: map[string]bool{}, resolved: map[string]bool{},
 	}
 	if rapid.Bool().Draw(t, "state_known") {
 		for _, a := range attrs {
@@ -356,7 +361,6 @@ func (s *sim) step(t *rapid.T, c *Command) {
 		t.Logf("resumed attempt of %s unconfirmed", c.Op.OpID)
 	case StepBackoff:
 		s.w.now = s.w.now.Add(st.Wait)
-		s.a.BackedOff()
 		t.Logf("backoff %s", st.Wait)
 	case StepAttempt:
 		s.attempt(t, c, st)
@@ -365,7 +369,10 @@ func (s *sim) step(t *rapid.T, c *Command) {
 
 // attempt runs a StepAttempt.
 func (s *sim) attempt(t *rapid.T, c *Command, st Step) {
-	if !s.w.now.Before(st.Until) || (!s.reliable && rapid.IntRange(0, 5).Draw(t, "gate_closed") == 0) {
+	if !s.w.now.Before(st.Until) {
+		t.Fatalf("%s: an attempt step at %s, past its deadline %s", c.Op.OpID, s.w.now, st.Until)
+	}
+	if !s.reliable && rapid.IntRange(0, 5).Draw(t, "gate_closed") == 0 {
 		s.w.now = s.w.now.Add(time.Duration(rapid.IntRange(1, 60).Draw(t, "gate_wait_s")) * time.Second)
 		t.Logf("%s: a gate stays closed", c.Op.OpID)
 		return
@@ -373,8 +380,13 @@ func (s *sim) attempt(t *rapid.T, c *Command, st Step) {
 	if s.a.Risky() && !(st.Read && st.Strict) {
 		t.Fatalf("%s: a risky attempt without a strict fresh read", c.Op.OpID)
 	}
-	if st.Read && !s.read(t, c, st) {
-		return
+	if st.Read {
+		if !s.read(t, c, st) {
+			return
+		}
+		if !s.w.now.Before(st.Until) {
+			return // the read took the time that was left: the next step ends it
+		}
 	}
 	end, ok, heard := s.a.BeforeSend()
 	if !ok {
@@ -390,6 +402,12 @@ func (s *sim) attempt(t *rapid.T, c *Command, st Step) {
 		}
 		s.done()
 		return
+	}
+	if !st.Resend {
+		s.resends[c.Op.OpID] = 0 // a new attempt
+	}
+	if s.dev.SafetyCritical() && s.resumedSent[c.Op.OpID] && !s.resolved[c.Op.OpID] {
+		t.Fatalf("%s: resumed with an attempt of unknown outcome, sent again without a fresh read", c.Op.OpID)
 	}
 	retryBy := s.policy.DeadlineFor(c.Op.AcceptedAt, c.Op.Deadline)
 	isRetry := (!st.Resend && c.Op.Attempts > 0) || (st.Resend && c.Op.Attempts > 1)
@@ -436,13 +454,22 @@ func (s *sim) attempt(t *rapid.T, c *Command, st Step) {
 		return
 	}
 	s.w.now = s.w.now.Add(s.policy.AttemptTimeout)
-	s.a.Unconfirmed(!s.reliable && rapid.IntRange(0, 3).Draw(t, "link_changed") == 0)
+	if s.a.Unconfirmed(!s.reliable && rapid.IntRange(0, 3).Draw(t, "link_changed") == 0) {
+		s.resends[c.Op.OpID]++
+		if s.resends[c.Op.OpID] > MaxResends {
+			t.Fatalf("%s: attempt %d resent %d times after link changes; at most %d", c.Op.OpID, c.Op.Attempts, s.resends[c.Op.OpID], MaxResends)
+		}
+	}
 }
 
 // read is the fresh read before an attempt: a device at the target ends
 // c succeeded with nothing sent; unknown state stops a strict read (a
 // risky action) failed. It reports whether the attempt goes on.
 func (s *sim) read(t *rapid.T, c *Command, st Step) bool {
+	if !s.reliable {
+		s.w.now = s.w.now.Add(time.Duration(rapid.IntRange(0, 5).Draw(t, "read_s")) * time.Second)
+	}
+	s.resolved[c.Op.OpID] = true
 	state := s.state()
 	if devices.Satisfied(s.dev.Class, c.Op.Target, state) {
 		s.succeed(t, c)
@@ -531,6 +558,8 @@ func (s *sim) crash(t *rapid.T) {
 	s.m = New(s.dev)
 	for _, id := range pending {
 		s.m.Accept(s.store[id], Resumed)
+		s.resumedSent[id], s.resolved[id] = s.store[id].Attempts > 0, false
+		s.resends[id] = 0
 	}
 	s.m.Restored(s.state())
 	clear(s.delivered)
@@ -592,15 +621,18 @@ func (s *sim) check(t *rapid.T) {
 func (s *sim) drain(t *rapid.T) {
 	s.reliable = true
 	t.Logf("drain")
-	for range 40 {
+	for range 400 {
 		if len(s.pending()) == 0 {
 			break
 		}
-		s.w.now = s.w.now.Add(time.Second)
+		s.w.now = s.w.now.Add(15 * time.Second)
 		s.m.NodeStatus(devices.NodeAwake, s.w.now)
 		s.m.Report(s.state(), false, s.w.now)
 		s.work(t)
 		s.check(t)
+	}
+	if ids := s.pending(); len(ids) > 0 {
+		t.Fatalf("after draining, %v still pending: never ended", ids)
 	}
 	newest := map[string]devices.Op{}
 	for id, op := range s.store {

@@ -337,6 +337,23 @@ func TestResumedCommandsAreResentWithoutSpendingTheRetryBudget(t *testing.T) {
 	}
 }
 
+// A retry whose backoff ends past the policy's deadline (the hub was
+// held up, and the clock jumped past it) is not sent: the command ends
+// failed/deadline_exceeded after its one attempt.
+func TestRetryWhoseBackoffEndsPastThePolicyDeadlineIsNotSent(t *testing.T) {
+	h := newHarness(t, harnessOptions{config: withoutBreaker(deadlineConfig), faults: simulator.Faults{Silent: []string{"plug"}}})
+	h.publish("plug", `{"state":"ON","op_id":"held-up"}`)
+	h.result("held-up")
+	h.nextSet()                      // attempt 1: the plug is silent
+	h.advanceTimeout(time.Second)    // its 1 s passes unconfirmed; the retry's 1 s backoff begins
+	h.clock.Advance(5 * time.Second) // the worker wakes at +6 s, past the policy deadline (+5 s)
+	r := h.await(func(r devices.Result) bool { return r.OpID == "held-up" && r.Status.Terminal() }, "held-up's end")
+	if r.Status != devices.Failed || r.Reason != devices.ReasonDeadlineExceeded || r.Attempts != 1 {
+		t.Errorf("held-up: %s/%s after %d attempts (%s); want failed/deadline_exceeded after 1, the retry never sent", r.Status, r.Reason, r.Attempts, r.Detail)
+	}
+	h.noSetsYet()
+}
+
 // Regression: a retry decided within the policy's deadline that then
 // finds the connection down waits for it only until that deadline, and
 // ends deadline_exceeded there, not whenever the broker comes back.
