@@ -380,6 +380,9 @@ func (s *sim) attempt(t *rapid.T, c *Command, st Step) {
 	if s.a.Risky() && !(st.Read && st.Strict) {
 		t.Fatalf("%s: a risky attempt without a strict fresh read", c.Op.OpID)
 	}
+	if s.dev.SafetyCritical() && c.Op.Attempts == 0 && !st.Read {
+		t.Fatalf("%s: the first send to a safety-critical device without a fresh read", c.Op.OpID)
+	}
 	if st.Read {
 		if !s.read(t, c, st) {
 			return
@@ -421,7 +424,7 @@ func (s *sim) attempt(t *rapid.T, c *Command, st Step) {
 		t.Fatalf("%s: attempt %d of at most %d", op.OpID, op.Attempts, s.a.Policy().MaxAttempts)
 	}
 	s.store[op.OpID] = op
-	res := SendResult(rapid.IntRange(0, 5).Draw(t, "send_result") % 4)
+	res := rapid.SampledFrom([]SendResult{Sent, Sent, Sent, Sent, NotSent, DeliveryUnknown, SendFailed}).Draw(t, "send_result")
 	if s.reliable {
 		res = Sent
 	}
@@ -454,7 +457,7 @@ func (s *sim) attempt(t *rapid.T, c *Command, st Step) {
 		return
 	}
 	s.w.now = s.w.now.Add(s.policy.AttemptTimeout)
-	if s.a.Unconfirmed(!s.reliable && rapid.IntRange(0, 3).Draw(t, "link_changed") == 0) {
+	if s.a.Unconfirmed(!s.reliable && rapid.Bool().Draw(t, "link_changed")) {
 		s.resends[c.Op.OpID]++
 		if s.resends[c.Op.OpID] > MaxResends {
 			t.Fatalf("%s: attempt %d resent %d times after link changes; at most %d", c.Op.OpID, c.Op.Attempts, s.resends[c.Op.OpID], MaxResends)
