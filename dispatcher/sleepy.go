@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"strconv"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -12,7 +11,6 @@ import (
 	"github.com/hearthd/hearth/breaker"
 	"github.com/hearthd/hearth/devices"
 	"github.com/hearthd/hearth/machine"
-	"github.com/hearthd/hearth/retry"
 )
 
 // Sleepy devices (issue 4): the rules of the awake lease, and which
@@ -224,95 +222,59 @@ func (q *deviceQueue) taskOf(c *machine.Command) *task {
 	return &task{Command: c}
 }
 
-// maxAttemptsPerWake bounds the sends of one command within one awake
-// lease: the delivery and one further attempt.
-const maxAttemptsPerWake = 2
-
-// deliverAwake attempts t within the awake lease gen: the checks, the
-// send, a wait for the confirming report, and the verifying read of the
-// state, all before the lease ends; a further attempt when the device
-// answers the read with another state. Before each attempt the lease is
-// read again: once it has ended (the bridge says the node is asleep, or it
-// ran out) nothing more is sent. It returns when t ended, ctx is done, or
-// the lease or its attempts ended without a confirmation: the caller looks
-// at which.
+// deliverAwake attempts t within the awake lease gen, as t's
+// machine.Delivery decides: the checks, the send, a wait for the
+// confirming report, and the verifying read of the state, all before the
+// lease ends; a further attempt when the device answers the read with
+// another state. It returns when t ended, ctx is done, or the lease or its
+// attempts ended without a confirmation: the caller looks at which.
 func (q *deviceQueue) deliverAwake(ctx context.Context, t *task, gen uint64) {
 	d, svc := q.d, q.svc
 	p := svc.Policy
-	for n := 0; n < maxAttemptsPerWake; n++ {
-		now := d.now()
-		awake, g, until, _, slept := q.lease(now)
-		if !awake || g != gen {
-			return
-		}
+	q.mu.Lock()
+	dl := q.m.NewDelivery(t.Command, gen, svc.Name)
+	q.mu.Unlock()
+	for {
 		q.mu.Lock()
-		op := t.Op
+		st := dl.Next(d.now())
+		op, slept := t.Op, q.slept
 		q.mu.Unlock()
-		end := until
-		if op.Deadline.Before(end) {
-			end = op.Deadline
-		}
-		if !now.Before(end) {
+		if st.Kind != machine.StepAttempt {
 			return
 		}
-		permit, ok, stop := q.admit(ctx, t, end)
+		permit, ok, stop := q.admit(ctx, t, st.Until)
 		if stop || !ok {
 			return
 		}
-		if ready, _ := q.awaitLink(ctx, t, end); !ready {
+		if ready, _ := q.awaitLink(ctx, t, st.Until); !ready {
 			q.release(permit, breaker.Canceled)
 			return
 		}
-		now = d.now()
-		if !q.recheck(t, op, now) {
+		if !q.recheck(t, op, d.now()) {
 			q.release(permit, breaker.Canceled)
 			return
 		}
-		risky := devices.Risky(q.dev.Device, op.Target)
-		if risky || (q.dev.SafetyCritical() && op.Attempts == 0) {
-			if proceed, _ := q.revalidate(ctx, t, risky, "at the wake, before attempt "+strconv.Itoa(op.Attempts+1)); !proceed {
+		if st.Read {
+			if proceed, _ := q.revalidate(ctx, t, st.Strict, st.When); !proceed {
 				q.release(permit, breaker.Canceled)
 				return
 			}
 		}
 
-		// Record the attempt before sending (see execute), if the lease
-		// still runs: the waits above (the breaker, the link, the read)
-		// may have outlasted it, or the bridge may have said the node is
-		// asleep meanwhile; then nothing is sent.
+		// Record the attempt before sending (see execute), if the
+		// delivery may still send (see machine.Delivery.BeforeSend).
 		q.mu.Lock()
-		if t.Ended() {
+		end, ok := dl.BeforeSend(d.now())
+		if !ok {
 			q.mu.Unlock()
-			q.release(permit, breaker.Canceled)
-			return
-		}
-		if l := q.m.Lease(d.now()); !l.Awake || l.Gen != gen || !d.now().Before(t.Op.Deadline) {
-			q.mu.Unlock()
-			q.release(permit, breaker.Canceled)
-			return
-		}
-		if machine.RiskyCapped(q.dev.Device, t.Command) {
-			// A risky action reaches the device at most MaxRiskyAttempts
-			// times, whatever the leases: each may unlock the door.
-			q.mu.Unlock()
-			q.release(permit, breaker.Canceled)
-			q.giveUp(t, op, retry.Decision{Reason: retry.GiveUpAttempts}, nil, MaxRiskyAttempts)
-			return
-		}
-		if t.ResumedUnsent() {
-			// Resumed after a restart with an attempt of unknown
-			// delivery, and nothing sent since: the device may have
-			// applied it at an earlier wake. A state heard since the
-			// start (the bridge's retained replay, or the report it woke
-			// with) at the target confirms it; the set is not sent
-			// again, which spares the device's battery and airtime.
-			if state, ok := q.m.HeardAt(op.Target); ok {
-				q.mu.Unlock()
-				q.release(permit, breaker.Canceled) // nothing went out
-				d.log.Info("resumed attempt confirmed by the state heard since the restart", "op_id", op.OpID, "device", op.Device, "attempt", op.Attempts)
-				q.finish(t, devices.Succeeded, "", "", state)
-				return
+			q.release(permit, breaker.Canceled) // nothing went out
+			if end.Kind == machine.StepEnd {
+				if end.Status == devices.Succeeded {
+					d.log.Info("resumed attempt confirmed by the state heard since the restart", "op_id", op.OpID, "device", op.Device, "attempt", op.Attempts)
+				}
+				q.finish(t, end.Status, end.Reason, end.Detail, end.State)
 			}
+			return
 		}
 		prev, op := q.recordAttemptLocked(t, false)
 		q.mu.Unlock()
@@ -341,43 +303,33 @@ func (q *deviceQueue) deliverAwake(ctx context.Context, t *task, gen uint64) {
 			}
 			q.release(permit, q.outcome(err, false, false))
 			d.log.Info("attempt", "op_id", op.OpID, "device", op.Device, "attempt", op.Attempts, "outcome", "send_error", "err", err)
-			if retry.Classify(err).Permanent() {
-				q.giveUp(t, op, retry.Decision{Reason: retry.GiveUpPermanent, Class: retry.Classify(err)}, err, op.Attempts)
+			if end, stop := dl.SendFailed(err); stop {
+				q.finish(t, end.Status, end.Reason, end.Detail, nil)
 				return
 			}
 			continue
 		}
-		// The lease as it stands now (reports during the waits above
-		// may have extended it) bounds the wait for the confirmation.
-		// If it ended during the send (the bridge said the node is
-		// asleep), nothing more goes to the node, not even the read:
-		// the command waits for the next lease.
-		awake, g, until, _, _ = q.lease(d.now())
-		if !awake || g != gen {
+		q.mu.Lock()
+		until, ok := dl.Sent(d.now())
+		q.mu.Unlock()
+		if !ok {
 			q.unwatch(t)
 			q.release(permit, breaker.Ignored)
 			d.log.Info("attempt sent as the lease ended; the next lease verifies it", "op_id", op.OpID, "device", op.Device, "attempt", op.Attempts)
 			return
 		}
-		end = until
-		if op.Deadline.Before(end) {
-			end = op.Deadline
-		}
 		d.log.Info("attempt", "op_id", op.OpID, "device", op.Device, "attempt", op.Attempts, "outcome", "sent", "awake_until", until)
-		switch q.verify(ctx, t, c, permit, end, p.AttemptTimeout, slept) {
+		switch q.verify(ctx, t, c, permit, until, p.AttemptTimeout, slept) {
 		case verifyConfirmed, verifyStop:
 			return
 		case verifyOtherState:
 			continue // the device answered with another state: one further attempt
 		case verifySilent:
-			// A request to the device went unanswered: it has gone back
-			// to sleep. The lease ends; the next wake delivers again.
-			// (Unless the wait ended at this command's own deadline:
-			// that says nothing of the device, whose lease goes on for
-			// its other commands.)
-			if d.now().Before(op.Deadline) {
-				q.endLease(gen)
+			q.mu.Lock()
+			if dl.Silent(d.now()) {
+				q.sleptLocked()
 			}
+			q.mu.Unlock()
 			return
 		}
 	}

@@ -131,6 +131,7 @@ type Step struct {
 	Status devices.Status
 	Reason devices.Reason
 	Detail string
+	State  map[string]any // the confirmed state, when it succeeded
 	// StepBackoff:
 	Wait time.Duration
 	// StepResolve, StepAttempt: the gates must pass by Until.

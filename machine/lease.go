@@ -170,12 +170,12 @@ func (m *Device) Announce(c *Command) (devices.Op, bool) {
 	return c.Op, true
 }
 
-// Delivery says whether a command may be delivered in a lease.
-type Delivery int
+// Turn says whether a command may be delivered in a lease now.
+type Turn int
 
 const (
 	// Deliver: c is now the command being attempted, in this lease.
-	Deliver Delivery = iota
+	Deliver Turn = iota
 	// Skip: c has ended; go on with the next.
 	Skip
 	// LeaseOver: the lease has ended; the rest wait for the next.
@@ -184,7 +184,7 @@ const (
 
 // Deliver takes c, a pending command of a sleepy device, as the one being
 // attempted in the lease gen at now, if that lease still runs.
-func (m *Device) Deliver(c *Command, gen uint64, now time.Time) Delivery {
+func (m *Device) Deliver(c *Command, gen uint64, now time.Time) Turn {
 	if c.ended {
 		return Skip
 	}
