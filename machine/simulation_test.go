@@ -124,6 +124,10 @@ type sim struct {
 	// command's attempts, on an always-listening device.
 	policy retry.Policy
 	a      *Attempts
+	// dl is the delivery in this lease of a sleepy device's current
+	// command; leaseSends counts its sends.
+	dl         *Delivery
+	leaseSends int
 	// sends counts, per op_id, the sends that may have reached the
 	// device; resends the resends of its current attempt after a link
 	// change.
@@ -138,9 +142,12 @@ type sim struct {
 func newSim(t *rapid.T, w *world, id string) *sim {
 	dev := devices.Device{ID: id, Class: devices.Climate}
 	attrs := []string{"a", "b", "c"}
-	switch kind := rapid.SampledFrom([]string{"sleepy", "listening", "guarded", "garage"}).Draw(t, "device"); kind {
+	switch kind := rapid.SampledFrom([]string{"sleepy", "listening", "guarded", "garage", "sleepy_garage"}).Draw(t, "device"); kind {
 	case "sleepy":
 		dev.Sleep = devices.Sleep{Sleepy: true, WakeInterval: time.Hour, AwakeWindow: 10 * time.Second}
+	case "sleepy_garage": // a battery garage-door controller: sleepy, its opening risky
+		dev.Class, dev.Safety, attrs = devices.Cover, devices.SafetyCritical, []string{"position"}
+		dev.Sleep = devices.Sleep{Sleepy: true, WakeInterval: time.Hour, AwakeWindow: 30 * time.Second}
 	case "guarded": // safety-critical: a fresh read before the first send
 		dev.Safety = devices.SafetyCritical
 	case "garage": // a safety-critical cover: any opening is risky
@@ -206,7 +213,8 @@ func (s *sim) accept(t *rapid.T) {
 
 // advance moves the virtual clock.
 func (s *sim) advance(t *rapid.T) {
-	d := time.Duration(rapid.IntRange(0, 20*60).Draw(t, "seconds")) * time.Second
+	// Mostly moments (within an awake lease), sometimes a long while.
+	d := time.Duration(rapid.OneOf(rapid.IntRange(0, 15), rapid.IntRange(0, 20*60)).Draw(t, "seconds")) * time.Second
 	s.w.now = s.w.now.Add(d)
 	t.Logf("advance %s", d)
 }
@@ -249,7 +257,7 @@ func (s *sim) node(t *rapid.T) {
 func (s *sim) work(t *rapid.T) {
 	if c := s.m.Current(); c != nil {
 		if s.dev.Sleep.Sleepy {
-			s.finish(t, c)
+			s.deliveryStep(t, c)
 		} else {
 			s.step(t, c)
 		}
@@ -289,28 +297,124 @@ func (s *sim) work(t *rapid.T) {
 			t.Fatalf("%s delivered twice in lease %d", c.Op.OpID, l.Gen)
 		}
 		s.delivered[c.Op.OpID] = l.Gen
-		s.send(t, c)
+		s.dl, s.leaseSends = s.m.NewDelivery(c, l.Gen, "svc"), 0
+		s.deliveryStep(t, c)
 		return
 	}
 }
 
-// send sends c's target; the device may or may not take it (a lost set).
-func (s *sim) send(t *rapid.T, c *Command) {
+// deliveryStep is one step of a sleepy device's delivery of c in its
+// lease, as c's Delivery asks: the gates, the fresh read, the send, the
+// wait for the device's word.
+func (s *sim) deliveryStep(t *rapid.T, c *Command) {
+	if c.Ended() { // superseded during its delivery
+		s.endDelivery(t, c)
+		return
+	}
+	st := s.dl.Next(s.w.now)
+	if st.Kind != StepAttempt {
+		s.endDelivery(t, c)
+		return
+	}
+	if devices.Risky(s.dev, c.Op.Target) && !(st.Read && st.Strict) {
+		t.Fatalf("%s: a risky attempt without a strict fresh read", c.Op.OpID)
+	}
+	if s.dev.SafetyCritical() && c.Op.Attempts == 0 && !st.Read {
+		t.Fatalf("%s: the first send to a safety-critical device without a fresh read", c.Op.OpID)
+	}
+	if !s.reliable && rapid.IntRange(0, 5).Draw(t, "gate_closed") == 0 {
+		s.w.now = s.w.now.Add(time.Duration(rapid.IntRange(1, 5).Draw(t, "gate_wait_s")) * time.Second)
+		t.Logf("%s: a gate stays closed in its lease", c.Op.OpID)
+		s.endDelivery(t, c)
+		return
+	}
+	if st.Read && !s.read(t, c, st) {
+		if !c.Ended() {
+			s.endDelivery(t, c)
+		}
+		return
+	}
+	end, ok := s.dl.BeforeSend(s.w.now)
+	if !ok {
+		if end.Kind == StepEnd {
+			if op, ok := s.m.End(c, end.Status, end.Reason, end.Detail, end.State, s.w.now); ok {
+				s.ended(t, op)
+			}
+		}
+		s.endDelivery(t, c)
+		return
+	}
 	if !s.w.now.Before(c.Op.Deadline) {
 		t.Fatalf("%s sent at %s, after its TTL (deadline %s)", c.Op.OpID, s.w.now, c.Op.Deadline)
 	}
+	if l := s.m.Lease(s.w.now); !l.Awake || s.m.NodeAsleep() {
+		t.Fatalf("%s sent to a node believed asleep (lease %+v)", c.Op.OpID, l)
+	}
 	prev, _ := c.RecordAttempt(false, s.w.now)
 	s.store[c.Op.OpID] = c.Op
-	if !s.reliable && rapid.IntRange(0, 5).Draw(t, "send_fails") == 0 {
-		c.Unsent(prev)
+	res := Sent
+	if !s.reliable {
+		res = rapid.SampledFrom([]SendResult{Sent, Sent, Sent, NotSent, DeliveryUnknown, SendFailed}).Draw(t, "send_result")
+	}
+	if res == NotSent || res == DeliveryUnknown {
+		c.Unsent(prev) // no attempt spent on it: the next lease tries again
 		s.store[c.Op.OpID] = c.Op
-		t.Logf("send %s: not sent (the link is down)", c.Op.OpID)
+		t.Logf("send %s: %v", c.Op.OpID, res)
+		s.endDelivery(t, c)
 		return
 	}
 	c.Sending()
 	c.SentSinceResume()
 	s.sends[c.Op.OpID]++
+	s.leaseSends++
+	switch {
+	case devices.Risky(s.dev, c.Op.Target) && s.sends[c.Op.OpID] > MaxRiskyAttempts:
+		t.Fatalf("%s: a risky action sent %d times", c.Op.OpID, s.sends[c.Op.OpID])
+	case s.leaseSends > MaxAttemptsPerWake:
+		t.Fatalf("%s: %d sends in one lease; at most %d", c.Op.OpID, s.leaseSends, MaxAttemptsPerWake)
+	}
+	if res == SendFailed {
+		err := rapid.SampledFrom([]error{retry.ErrUnavailable, retry.ErrInvalidPayload}).Draw(t, "send_error")
+		t.Logf("send %s: failed: %v", c.Op.OpID, err)
+		if end, stop := s.dl.SendFailed(err); stop {
+			if op, ok := s.m.End(c, end.Status, end.Reason, end.Detail, nil, s.w.now); ok {
+				s.ended(t, op)
+			}
+			s.endDelivery(t, c)
+		}
+		return
+	}
 	s.take(t, c)
+	if _, ok := s.dl.Sent(s.w.now); !ok {
+		s.endDelivery(t, c)
+		return
+	}
+	switch word := rapid.IntRange(0, 2).Draw(t, "device_word"); {
+	case s.reliable || word == 0: // the device reports (by itself, or to the verifying read)
+		r := s.m.Report(s.state(), false, s.w.now)
+		if devices.Satisfied(s.dev.Class, c.Op.Target, r.Mirror) {
+			if op, ok := s.m.End(c, devices.Succeeded, "", "", r.Mirror, s.w.now); ok {
+				s.ended(t, op)
+			}
+			s.endDelivery(t, c)
+		} // another state: the lease's further attempt, at the next step
+	case word == 1: // silent: it went back to sleep
+		s.w.now = s.w.now.Add(time.Duration(rapid.IntRange(1, 10).Draw(t, "verify_s")) * time.Second)
+		s.dl.Silent(s.w.now)
+		s.endDelivery(t, c)
+	default: // the bridge says the node is asleep
+		s.m.NodeStatus(devices.NodeAsleep, s.w.now)
+		s.endDelivery(t, c)
+	}
+}
+
+// endDelivery ends the delivery of c in its lease: it waits for the next,
+// or ends at its TTL.
+func (s *sim) endDelivery(t *rapid.T, c *Command) {
+	s.dl = nil
+	if s.m.Delivered(c, s.w.now) {
+		s.endAt(t, c, devices.Failed) // sent, unverified by its TTL
+	}
 }
 
 // take is the set of c reaching the device, or not (a lost set).
@@ -499,31 +603,15 @@ func (s *sim) succeed(t *rapid.T, c *Command) {
 	s.done()
 }
 
-// done ends the attempts of the current command of an always-listening
-// device.
+// done ends the attempts of the current command (ended).
 func (s *sim) done() {
 	s.m.Done()
-	s.a = nil
+	s.a, s.dl = nil, nil
 }
 
 // reliableDraw draws a coin, heads while draining.
 func (s *sim) reliableDraw(t *rapid.T, label string) bool {
 	return s.reliable || rapid.Bool().Draw(t, label)
-}
-
-// finish ends the delivery of c in a sleepy device's lease.
-func (s *sim) finish(t *rapid.T, c *Command) {
-	if !c.Ended() && (s.reliable || rapid.Bool().Draw(t, "reports")) {
-		r := s.m.Report(s.state(), false, s.w.now)
-		if r.News && devices.Satisfied(s.dev.Class, c.Op.Target, r.Mirror) {
-			if _, ok := s.m.End(c, devices.Succeeded, "", "", r.Mirror, s.w.now); ok {
-				s.ended(t, c.Op)
-			}
-		}
-	}
-	if s.m.Delivered(c, s.w.now) {
-		s.endAt(t, c, devices.Failed) // sent, unverified by its TTL
-	}
 }
 
 // endAt ends c where the worker found it: expired or failed.
