@@ -2,7 +2,6 @@ package dispatcher
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/hearthd/hearth/devices"
@@ -19,50 +18,36 @@ import (
 // be away would be lost, and its loss would fail the commands of every
 // other device of the service for a whole open period.
 
-// availabilityLocked returns whether the bridge says the device is
-// offline, since when, and a channel closed at its next availability
-// report. Called with q.mu held.
-func (q *deviceQueue) availabilityLocked() (offline bool, since time.Time, changed <-chan struct{}) {
-	offline, since = q.m.Offline()
-	return offline, since, q.availChanged
-}
-
 // awaitOnline is the offline gate before t's next attempt, which must go
-// by deadline. ok means the device is not known to be offline: go on.
-// stop means t ended (failed/device_offline, or expired while it stayed
-// offline), or ctx is done. Neither: deadline passed before the op's own
-// deadline (a retry's policy deadline), for the caller's loop to decide.
+// by deadline (machine.Device.OfflineGate). ok means the device is not
+// known to be offline: go on. stop means t ended (failed/device_offline,
+// or expired while it stayed offline), or ctx is done. Neither: deadline
+// passed before the op's own deadline (a retry's policy deadline), for
+// the caller's loop to decide.
 func (q *deviceQueue) awaitOnline(ctx context.Context, t *task, deadline time.Time) (ok, stop bool) {
 	announced := false
 	for {
+		now := q.d.now()
 		q.mu.Lock()
-		offline, since, changed := q.availabilityLocked()
-		op := t.Op
+		g := q.m.OfflineGate(t.Command, now, deadline, q.svc.Name)
+		op, changed := t.Op, q.availChanged
 		q.mu.Unlock()
-		if !offline {
+		switch g.Kind {
+		case machine.GateOpen:
 			if announced {
 				q.d.log.Info("device back online: attempting", "op_id", op.OpID, "device", op.Device)
 			}
 			return true, false
-		}
-		now := q.d.now()
-		away := fmt.Sprintf("the bridge of service %s reports %s offline since %s", q.svc.Name, q.dev.ID, since.UTC().Format(time.RFC3339))
-		if q.dev.OnOffline() == devices.OfflineFail {
-			q.finish(t, devices.Failed, devices.ReasonDeviceOffline, away+"; "+nothingMore(op.Attempts), nil)
+		case machine.GateEnd:
+			q.finish(t, g.Status, g.Reason, g.Detail, nil)
 			return false, true
-		}
-		if !now.Before(op.Deadline) {
-			q.finish(t, devices.Expired, devices.ReasonTTLElapsed, fmt.Sprintf("the TTL passed while %s; %s", away, nothingMore(op.Attempts)), nil)
-			return false, true
-		}
-		if !now.Before(deadline) {
+		case machine.GatePassed:
 			return false, false
 		}
 		if !announced {
 			announced = true
 			r := op.Result()
-			r.Status, r.Reason, r.At = devices.Queued, devices.ReasonDeviceOffline, now
-			r.Detail = fmt.Sprintf("%s; the command waits for it until %s", away, op.Deadline.UTC().Format(time.RFC3339))
+			r.Status, r.Reason, r.At, r.Detail = devices.Queued, devices.ReasonDeviceOffline, now, g.Detail
 			q.d.publishResult(r)
 			q.d.log.Info("command queued for an offline device", "op_id", op.OpID, "device", op.Device, "deadline", op.Deadline)
 		}
@@ -81,35 +66,15 @@ func (q *deviceQueue) awaitOnline(ctx context.Context, t *task, deadline time.Ti
 	}
 }
 
-// nothingMore says what was sent of a command that ends without its next
-// attempt.
-func nothingMore(sent int) string {
-	if sent == 0 {
-		return "nothing was sent"
-	}
-	return fmt.Sprintf("no attempt after attempt %d was sent", sent)
-}
-
 // endOffline ends, for a sleepy device whose offline setting is fail,
-// every waiting command that the bridge's offline report stops: failed,
-// device_offline, nothing more sent. It reports whether it ended any.
+// every waiting command that the bridge's offline report stops
+// (machine.Device.OfflineEnds). It reports whether it ended any.
 func (q *deviceQueue) endOffline(pending []*machine.Command) bool {
-	if q.dev.OnOffline() != devices.OfflineFail {
-		return false
-	}
 	q.mu.Lock()
-	offline, since, _ := q.availabilityLocked()
+	ends := q.m.OfflineEnds(pending, q.svc.Name)
 	q.mu.Unlock()
-	if !offline {
-		return false
+	for i, g := range ends {
+		q.finish(q.taskOf(pending[i]), g.Status, g.Reason, g.Detail, nil)
 	}
-	away := fmt.Sprintf("the bridge of service %s reports %s offline since %s", q.svc.Name, q.dev.ID, since.UTC().Format(time.RFC3339))
-	for _, c := range pending {
-		t := q.taskOf(c)
-		q.mu.Lock()
-		sent := t.Op.Attempts
-		q.mu.Unlock()
-		q.finish(t, devices.Failed, devices.ReasonDeviceOffline, away+"; "+nothingMore(sent), nil)
-	}
-	return len(pending) > 0
+	return len(ends) > 0
 }

@@ -122,3 +122,42 @@ func TestSupersedeAfterATakenBackAttemptKeepsTheSentOnes(t *testing.T) {
 		t.Fatalf("superseded %+v; want 0 attempts, 0 sends, \"before it was sent\"", ended[0].Op)
 	}
 }
+
+// The offline gate: a device its bridge reports offline fails a command
+// at once where its offline setting is fail, keeps it waiting (queued)
+// within its TTL where it is queue, ends it expired when the TTL passes
+// meanwhile, and hands a retry whose policy deadline passed back to the
+// attempts.
+func TestOfflineGate(t *testing.T) {
+	plug := devices.Device{ID: "plug", Class: devices.Switch}
+	queued := plug
+	queued.Offline = devices.OfflineQueue
+	on := devices.Op{OpID: "on", Device: "plug", Target: devices.Target{"state": "ON"},
+		Status: devices.Accepted, AcceptedAt: t0, Deadline: t0.Add(time.Minute)}
+	for _, c := range []struct {
+		name    string
+		dev     devices.Device
+		offline bool
+		now     time.Time
+		until   time.Time
+		want    GateKind
+		reason  devices.Reason
+	}{
+		{"online", plug, false, t0, t0.Add(time.Minute), GateOpen, ""},
+		{"offline, fail", plug, true, t0, t0.Add(time.Minute), GateEnd, devices.ReasonDeviceOffline},
+		{"offline, queue", queued, true, t0, t0.Add(time.Minute), GateWait, ""},
+		{"offline, queue, TTL passed", queued, true, t0.Add(time.Minute), t0.Add(time.Minute), GateEnd, devices.ReasonTTLElapsed},
+		{"offline, queue, retry's deadline passed", queued, true, t0.Add(30 * time.Second), t0.Add(20 * time.Second), GatePassed, ""},
+	} {
+		m := New(c.dev)
+		cmd := m.Accept(on, Fresh)
+		m.Availability(true, t0)
+		if c.offline {
+			m.Availability(false, t0)
+		}
+		g := m.OfflineGate(cmd, c.now, c.until, "zigbee")
+		if g.Kind != c.want || g.Reason != c.reason {
+			t.Errorf("%s: gate %+v; want kind %d, reason %q", c.name, g, c.want, c.reason)
+		}
+	}
+}

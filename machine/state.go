@@ -1,6 +1,7 @@
 package machine
 
 import (
+	"fmt"
 	"maps"
 	"time"
 
@@ -125,4 +126,81 @@ func (m *Device) Available() (online, known bool) {
 func (m *Device) Offline() (bool, time.Time) {
 	s := &m.seen
 	return s.available != nil && !*s.available, s.offlineSince
+}
+
+// GateKind is what the offline gate says of a command's next attempt.
+type GateKind int
+
+const (
+	// GateOpen: the device is not known to be offline; go on.
+	GateOpen GateKind = iota
+	// GateEnd: the command ends, with the gate's status, reason and
+	// detail, nothing more sent.
+	GateEnd
+	// GatePassed: the attempt's own deadline (a retry's policy deadline)
+	// passed while the device stayed offline; the attempts decide.
+	GatePassed
+	// GateWait: wait for the device to come back (its offline setting is
+	// queue), until the attempt's deadline; the queued result says
+	// Detail.
+	GateWait
+)
+
+// Gate is the offline gate's word on a command.
+type Gate struct {
+	Kind   GateKind
+	Status devices.Status
+	Reason devices.Reason
+	Detail string
+}
+
+// OfflineGate is the offline gate (issue 16) before c's next attempt at
+// now, which must go by until, on the device's service. A command for a
+// device its bridge reports offline is decided before the breaker is
+// asked: it ends at once, failed/device_offline, with nothing sent, or,
+// where the device's offline setting says queue, it waits for the bridge
+// to say the device is back, within its TTL. Either way it never takes a
+// half-open breaker's probe.
+func (m *Device) OfflineGate(c *Command, now, until time.Time, service string) Gate {
+	offline, since := m.Offline()
+	if !offline {
+		return Gate{Kind: GateOpen}
+	}
+	op := c.Op
+	away := fmt.Sprintf("the bridge of service %s reports %s offline since %s", service, m.dev.ID, since.UTC().Format(time.RFC3339))
+	switch {
+	case m.dev.OnOffline() == devices.OfflineFail:
+		return Gate{Kind: GateEnd, Status: devices.Failed, Reason: devices.ReasonDeviceOffline, Detail: away + "; " + nothingMore(op.Attempts)}
+	case !now.Before(op.Deadline):
+		return Gate{Kind: GateEnd, Status: devices.Expired, Reason: devices.ReasonTTLElapsed,
+			Detail: fmt.Sprintf("the TTL passed while %s; %s", away, nothingMore(op.Attempts))}
+	case !now.Before(until):
+		return Gate{Kind: GatePassed}
+	}
+	return Gate{Kind: GateWait, Detail: fmt.Sprintf("%s; the command waits for it until %s", away, op.Deadline.UTC().Format(time.RFC3339))}
+}
+
+// OfflineEnds returns, for a sleepy device whose offline setting is fail
+// and which its bridge reports offline, the end of each of pending: failed,
+// device_offline, nothing more sent. It is empty otherwise.
+func (m *Device) OfflineEnds(pending []*Command, service string) []Gate {
+	offline, since := m.Offline()
+	if !offline || m.dev.OnOffline() != devices.OfflineFail {
+		return nil
+	}
+	away := fmt.Sprintf("the bridge of service %s reports %s offline since %s", service, m.dev.ID, since.UTC().Format(time.RFC3339))
+	out := make([]Gate, len(pending))
+	for i, c := range pending {
+		out[i] = Gate{Kind: GateEnd, Status: devices.Failed, Reason: devices.ReasonDeviceOffline, Detail: away + "; " + nothingMore(c.Op.Attempts)}
+	}
+	return out
+}
+
+// nothingMore says what was sent of a command that ends without its next
+// attempt.
+func nothingMore(sent int) string {
+	if sent == 0 {
+		return "nothing was sent"
+	}
+	return fmt.Sprintf("no attempt after attempt %d was sent", sent)
 }
