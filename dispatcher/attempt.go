@@ -187,7 +187,7 @@ func (q *deviceQueue) attempt(ctx context.Context, t *task, a *machine.Attempts,
 	reconnect := d.nextReconnect()
 	linkUp, linkGen := svc.link.watch()
 	heard := svc.link.heard.Load()
-	c, sent, err := q.send(ctx, t)
+	c, sent, err := q.send(ctx, t, nil)
 	if sent && (err == nil || !notSent(err)) {
 		q.sentSinceResume(t)
 		q.auditSent(op, resend)
@@ -380,6 +380,22 @@ func (q *deviceQueue) sentSinceResume(t *task) {
 func (q *deviceQueue) unsent(t *task, prev devices.Op) {
 	q.mu.Lock()
 	if !t.Unsent(prev) {
+		q.mu.Unlock()
+		return
+	}
+	t.confirm = nil
+	op := t.Op
+	q.mu.Unlock()
+	if err := q.d.journal.Save(op); err != nil {
+		q.d.log.Warn("store attempt", "op_id", op.OpID, "err", err)
+	}
+}
+
+// lost takes back an attempt of t whose delivery is unknown, the send
+// kept counted (machine.Command.Lost), and stores the record.
+func (q *deviceQueue) lost(t *task, prev devices.Op) {
+	q.mu.Lock()
+	if !t.Lost(prev) {
 		q.mu.Unlock()
 		return
 	}

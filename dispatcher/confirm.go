@@ -11,13 +11,15 @@ import (
 	"github.com/hearthd/hearth/devices"
 )
 
-// send sends t's target unless t ended or ctx is done (sent is false then).
-// The last check and the start of the watch for confirming reports happen
-// together under q.mu, just before the send, so only reports after it count
-// and a command superseded before that moment is never sent again.
-func (q *deviceQueue) send(ctx context.Context, t *task) (c *confirmation, sent bool, err error) {
+// send sends t's target unless t ended, ctx is done, or still (if not
+// nil) says no (sent is false then). The last check and the start of the
+// watch for confirming reports happen together under q.mu, just before the
+// send, so only reports after it count, a command superseded before that
+// moment is never sent again, and a condition still checks (a sleepy
+// device's lease) holds at the moment of the send.
+func (q *deviceQueue) send(ctx context.Context, t *task, still func() bool) (c *confirmation, sent bool, err error) {
 	q.mu.Lock()
-	if t.Ended() || ctx.Err() != nil {
+	if t.Ended() || ctx.Err() != nil || (still != nil && !still()) {
 		q.mu.Unlock()
 		return nil, false, nil
 	}

@@ -279,15 +279,24 @@ func (q *deviceQueue) deliverAwake(ctx context.Context, t *task, gen uint64) {
 		prev, op := q.recordAttemptLocked(t, false)
 		q.mu.Unlock()
 		q.storeAttempt(op)
-		c, sent, err := q.send(ctx, t)
+		// The lease must still run as the set leaves: the bridge may
+		// have said the node is asleep while the attempt was stored.
+		awake := func() bool { return dl.Sending(d.now()) }
+		c, sent, err := q.send(ctx, t, awake)
 		if sent && (err == nil || !notSent(err)) {
 			q.sentSinceResume(t)
 			q.auditSent(op, false)
 		}
 		if !sent {
 			q.release(permit, breaker.Canceled)
-			if ctx.Err() != nil {
+			q.mu.Lock()
+			ended := t.Ended()
+			q.mu.Unlock()
+			if !ended { // shutting down, or the lease ended: nothing left Hearth
 				q.unsent(t, prev)
+				if ctx.Err() == nil {
+					d.log.Info("the lease ended as the attempt was stored; not sent", "op_id", op.OpID, "device", op.Device, "attempt", op.Attempts)
+				}
 			}
 			return
 		}
@@ -295,15 +304,23 @@ func (q *deviceQueue) deliverAwake(ctx context.Context, t *task, gen uint64) {
 			q.unwatch(t)
 			if notSent(err) || deliveryUnknown(err) {
 				// Nothing left Hearth, or the connection went: no attempt
-				// spent on it; the next lease tries again.
-				q.unsent(t, prev)
+				// spent on it; the next lease tries again. A send whose
+				// delivery is unknown may have acted: it stays counted.
+				if notSent(err) {
+					q.unsent(t, prev)
+				} else {
+					q.lost(t, prev)
+				}
 				q.release(permit, breaker.Canceled)
 				d.log.Info("attempt not sent to an awake device", "op_id", op.OpID, "device", op.Device, "err", err)
 				return
 			}
 			q.release(permit, q.outcome(err, false, false))
 			d.log.Info("attempt", "op_id", op.OpID, "device", op.Device, "attempt", op.Attempts, "outcome", "send_error", "err", err)
-			if end, stop := dl.SendFailed(err); stop {
+			q.mu.Lock()
+			end, stop := dl.SendFailed(err)
+			q.mu.Unlock()
+			if stop {
 				q.finish(t, end.Status, end.Reason, end.Detail, nil)
 				return
 			}

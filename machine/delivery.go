@@ -100,6 +100,14 @@ func (d *Delivery) BeforeSend(now time.Time) (Step, bool) {
 	return Step{}, true
 }
 
+// Sending reports, at now, the moment the set leaves, whether the lease
+// still runs: the bridge may have said the node is asleep while the
+// attempt was stored. If not, nothing is sent; the attempt is taken back.
+func (d *Delivery) Sending(now time.Time) bool {
+	l := d.m.Lease(now)
+	return l.Awake && l.Gen == d.gen
+}
+
 // SendFailed says the bridge refused the send with err: a permanent
 // failure ends the command (the step); another lets Next decide on the
 // lease's further attempt.

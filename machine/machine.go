@@ -304,6 +304,22 @@ func (c *Command) Unsent(prev devices.Op) bool {
 	return true
 }
 
+// Lost takes back an attempt whose send may have reached the device but
+// whose delivery is unknown (the connection went before the bridge's
+// broker acknowledged it), where the caller gives the attempt back (a
+// sleepy device's next lease tries again): the record goes back to
+// prev's attempts and send time, but the send stays counted
+// (devices.Op.Sends), for it may have acted. It reports false, doing
+// nothing, when c has ended.
+func (c *Command) Lost(prev devices.Op) bool {
+	if c.ended {
+		return false
+	}
+	c.unsent = false
+	c.Op.Attempts, c.Op.LastSentAt = prev.Attempts, prev.LastSentAt
+	return true
+}
+
 // SupersededBy returns op ended in favour of the op byOpID at now. Its
 // detail says whether a set of it went out first: op.Attempts counts the
 // sends made, so 0 means the device never received it.
