@@ -153,6 +153,9 @@ func newSim(t *rapid.T, w *world, id string) *sim {
 	case "garage": // a safety-critical cover: any opening is risky
 		dev.Class, dev.Safety, attrs = devices.Cover, devices.SafetyCritical, []string{"position"}
 	}
+	if !dev.Sleep.Sleepy && rapid.Bool().Draw(t, "offline_queue") {
+		dev.Offline = devices.OfflineQueue
+	}
 	p := retry.Policy{
 		MaxAttempts:    rapid.IntRange(1, 4).Draw(t, "max_attempts"),
 		AttemptTimeout: time.Duration(rapid.IntRange(1, 30).Draw(t, "attempt_timeout_s")) * time.Second,
@@ -344,20 +347,30 @@ func (s *sim) deliveryStep(t *rapid.T, c *Command) {
 		s.endDelivery(t, c)
 		return
 	}
+	prev, _ := c.RecordAttempt(false, s.w.now)
+	s.store[c.Op.OpID] = c.Op
+	if !s.reliable && rapid.IntRange(0, 7).Draw(t, "asleep_while_stored") == 0 {
+		s.m.NodeStatus(devices.NodeAsleep, s.w.now) // the bridge's word while the attempt is stored
+		t.Logf("%s: the bridge says the node is asleep as the attempt is stored", c.Op.OpID)
+	}
+	if !s.dl.Sending(s.w.now) {
+		c.Unsent(prev)
+		s.store[c.Op.OpID] = c.Op
+		s.endDelivery(t, c)
+		return
+	}
 	if !s.w.now.Before(c.Op.Deadline) {
 		t.Fatalf("%s sent at %s, after its TTL (deadline %s)", c.Op.OpID, s.w.now, c.Op.Deadline)
 	}
 	if l := s.m.Lease(s.w.now); !l.Awake || s.m.NodeAsleep() {
 		t.Fatalf("%s sent to a node believed asleep (lease %+v)", c.Op.OpID, l)
 	}
-	prev, _ := c.RecordAttempt(false, s.w.now)
-	s.store[c.Op.OpID] = c.Op
 	res := Sent
 	if !s.reliable {
 		res = rapid.SampledFrom([]SendResult{Sent, Sent, Sent, NotSent, DeliveryUnknown, SendFailed}).Draw(t, "send_result")
 	}
-	if res == NotSent || res == DeliveryUnknown {
-		c.Unsent(prev) // no attempt spent on it: the next lease tries again
+	if res == NotSent {
+		c.Unsent(prev) // nothing left Hearth: the next lease tries again
 		s.store[c.Op.OpID] = c.Op
 		t.Logf("send %s: %v", c.Op.OpID, res)
 		s.endDelivery(t, c)
@@ -367,11 +380,24 @@ func (s *sim) deliveryStep(t *rapid.T, c *Command) {
 	c.SentSinceResume()
 	s.sends[c.Op.OpID]++
 	s.leaseSends++
+	if res == DeliveryUnknown {
+		s.take(t, c) // it may have reached the device
+		c.Lost(prev) // no attempt spent on it, the send counted: the next lease tries again
+		s.store[c.Op.OpID] = c.Op
+		t.Logf("send %s: %v", c.Op.OpID, res)
+	}
 	switch {
 	case devices.Risky(s.dev, c.Op.Target) && s.sends[c.Op.OpID] > MaxRiskyAttempts:
 		t.Fatalf("%s: a risky action sent %d times", c.Op.OpID, s.sends[c.Op.OpID])
 	case s.leaseSends > MaxAttemptsPerWake:
 		t.Fatalf("%s: %d sends in one lease; at most %d", c.Op.OpID, s.leaseSends, MaxAttemptsPerWake)
+	}
+	if devices.Risky(s.dev, c.Op.Target) && s.sends[c.Op.OpID] > MaxRiskyAttempts {
+		t.Fatalf("%s: a risky action sent %d times", c.Op.OpID, s.sends[c.Op.OpID])
+	}
+	if res == DeliveryUnknown {
+		s.endDelivery(t, c)
+		return
 	}
 	if res == SendFailed {
 		err := rapid.SampledFrom([]error{retry.ErrUnavailable, retry.ErrInvalidPayload}).Draw(t, "send_error")
@@ -475,6 +501,18 @@ func (s *sim) step(t *rapid.T, c *Command) {
 func (s *sim) attempt(t *rapid.T, c *Command, st Step) {
 	if !s.w.now.Before(st.Until) {
 		t.Fatalf("%s: an attempt step at %s, past its deadline %s", c.Op.OpID, s.w.now, st.Until)
+	}
+	switch g := s.m.OfflineGate(c, s.w.now, st.Until, "svc"); g.Kind {
+	case GateEnd:
+		if op, ok := s.m.End(c, g.Status, g.Reason, g.Detail, nil, s.w.now); ok {
+			s.ended(t, op)
+		}
+		s.done()
+		return
+	case GatePassed, GateWait:
+		s.w.now = s.w.now.Add(time.Duration(rapid.IntRange(1, 60).Draw(t, "offline_wait_s")) * time.Second)
+		t.Logf("%s: waits for the device to come back", c.Op.OpID)
+		return
 	}
 	if !s.reliable && rapid.IntRange(0, 5).Draw(t, "gate_closed") == 0 {
 		s.w.now = s.w.now.Add(time.Duration(rapid.IntRange(1, 60).Draw(t, "gate_wait_s")) * time.Second)
@@ -718,6 +756,10 @@ func (s *sim) drain(t *rapid.T) {
 		}
 		s.w.now = s.w.now.Add(15 * time.Second)
 		s.m.NodeStatus(devices.NodeAwake, s.w.now)
+		if !s.online {
+			s.online = true
+			s.m.Availability(true, s.w.now)
+		}
 		s.m.Report(s.state(), false, s.w.now)
 		s.work(t)
 		s.check(t)
