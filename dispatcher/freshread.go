@@ -1,6 +1,7 @@
 package dispatcher
 
 import (
+	"cmp"
 	"context"
 	"slices"
 	"sync"
@@ -75,15 +76,7 @@ func (d *Dispatcher) freshReads(ctx context.Context) {
 	}
 	var wg sync.WaitGroup
 	for _, qs := range bySvc {
-		slices.SortFunc(qs, func(a, b *deviceQueue) int {
-			switch {
-			case a.dev.ID < b.dev.ID:
-				return -1
-			case a.dev.ID > b.dev.ID:
-				return 1
-			}
-			return 0
-		})
+		slices.SortFunc(qs, func(a, b *deviceQueue) int { return cmp.Compare(a.dev.ID, b.dev.ID) })
 		wg.Go(func() {
 			s := qs[0].svc
 			if !d.awaitBridgeUp(ctx, s) {
