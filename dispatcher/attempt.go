@@ -51,7 +51,7 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 			if !ready {
 				continue // the TTL passed, or the breaker changed: ask again
 			}
-			proceed, stop := q.revalidate(ctx, t, step.Strict, step.When)
+			proceed, stop := q.revalidate(ctx, t, step.Strict, step.When, step.Until)
 			if stop {
 				return
 			}
@@ -124,7 +124,7 @@ func (q *deviceQueue) attempt(ctx context.Context, t *task, a *machine.Attempts,
 		return false
 	}
 	if step.Read {
-		proceed, stop := q.revalidate(ctx, t, step.Strict, step.When)
+		proceed, stop := q.revalidate(ctx, t, step.Strict, step.When, waitUntil)
 		if !proceed {
 			q.release(permit, breaker.Canceled) // nothing went out
 			return !stop

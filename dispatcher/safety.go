@@ -156,10 +156,11 @@ func (q *deviceQueue) refuse(t *task, op devices.Op, err error, now time.Time, d
 //     (the safe direction) proceed.
 //
 // when says when the read happens, for the logs and results ("before
-// attempt 2"). stop means t ended (here or elsewhere) or ctx is done;
-// neither proceed nor stop means the TTL passed while waiting, for the
-// caller's loop to end it.
-func (q *deviceQueue) revalidate(ctx context.Context, t *task, strict bool, when string) (proceed, stop bool) {
+// attempt 2"); until bounds the wait for the answer (the TTL, or a
+// retry's policy deadline, if sooner). stop means t ended (here or
+// elsewhere) or ctx is done; neither proceed nor stop means until passed
+// while waiting, for the caller's loop to end it.
+func (q *deviceQueue) revalidate(ctx context.Context, t *task, strict bool, when string, until time.Time) (proceed, stop bool) {
 	d := q.d
 	chk := &stateCheck{seen: map[string]any{}, news: make(chan struct{}, 1)}
 	q.mu.Lock()
@@ -195,7 +196,10 @@ func (q *deviceQueue) revalidate(ctx context.Context, t *task, strict bool, when
 	if timeout <= 0 {
 		timeout = DefaultReadTimeout
 	}
-	timer := d.clock.NewTimer(min(timeout, op.Deadline.Sub(d.now())))
+	if op.Deadline.Before(until) {
+		until = op.Deadline
+	}
+	timer := d.clock.NewTimer(min(timeout, until.Sub(d.now())))
 	defer timer.Stop()
 	d.log.Info("reading state", "op_id", op.OpID, "device", op.Device, "when", when, "strict", strict, "timeout", timeout)
 	readCtx, cancel := context.WithTimeout(ctx, sendTimeout)
@@ -236,8 +240,8 @@ func (q *deviceQueue) revalidate(ctx context.Context, t *task, strict bool, when
 			// (a battery level, or a lock's state without lock_state):
 			// wait on.
 		case <-timer.Chan():
-			if !d.now().Before(op.Deadline) {
-				return false, false // the TTL passed: the loop ends it
+			if !d.now().Before(until) {
+				return false, false // the TTL or the policy's deadline passed: the loop ends it
 			}
 			return unknown(fmt.Sprintf("no report of the state within %s of the read %s", timeout, when), nil)
 		case <-t.cancel:

@@ -255,7 +255,7 @@ func (q *deviceQueue) deliverAwake(ctx context.Context, t *task, gen uint64) {
 			return
 		}
 		if st.Read {
-			if proceed, _ := q.revalidate(ctx, t, st.Strict, st.When); !proceed {
+			if proceed, _ := q.revalidate(ctx, t, st.Strict, st.When, op.Deadline); !proceed {
 				q.release(permit, breaker.Canceled)
 				return
 			}

@@ -130,6 +130,8 @@ type sleepyOptions struct {
 	offline devices.Offline
 	// class is the radiator's class; "" means climate.
 	class devices.Class
+	// deadline is the retry policy's deadline; 0 means none.
+	deadline time.Duration
 }
 
 // startSleepy starts a dispatcher with one service "zw" (2 attempts, 5 s
@@ -164,7 +166,7 @@ func startSleepy(t *testing.T, o sleepyOptions) *sleepyRig {
 	d, err := New(Options{
 		Services: []Service{{
 			Name: "zw", Bridge: b,
-			Policy:  retry.Policy{MaxAttempts: 2, AttemptTimeout: 5 * time.Second, Backoff: retry.Backoff{Base: time.Second, Multiplier: 2, Cap: 10 * time.Second}},
+			Policy:  retry.Policy{MaxAttempts: 2, AttemptTimeout: 5 * time.Second, Deadline: o.deadline, Backoff: retry.Backoff{Base: time.Second, Multiplier: 2, Cap: 10 * time.Second}},
 			Breaker: o.breaker,
 		}},
 		Devices:     []Device{{Device: devices.Device{ID: "radiator", Service: "zw", Class: class, Sleep: sleep, Offline: o.offline}, TTL: time.Hour}},
