@@ -56,9 +56,9 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 				return
 			}
 			if proceed {
-				a.Resolved()
+				a.Resolved() // not at the target: the policy decides on the next attempt
 			}
-			continue // the TTL passed during the read: the next step ends it
+			continue // or the TTL passed during the read: the next step ends it
 		case machine.StepAwaitResumed:
 			if ok, stop := q.awaitResumed(ctx, t, op, step.Timeout, now); ok || stop {
 				return
