@@ -91,7 +91,8 @@ type Faults struct {
 	// Silent names the Zigbee2MQTT devices that ignore every set and get
 	// and report nothing, while their availability stays online: a device
 	// that died, or left radio range, before Zigbee2MQTT's availability
-	// check noticed. SetOnline(name, true) makes one answer again,
+	// check noticed. It never reports, not even its state at the start
+	// (unlike Dead). SetOnline(name, true) makes one answer again,
 	// SetOnline(name, false) makes it offline.
 	Silent []string
 	// IgnoreGets names the devices that never answer a get (a lock whose
@@ -110,7 +111,10 @@ type Faults struct {
 	// nor gets, while their availability stays online: a bulb whose power
 	// was cut, before Zigbee2MQTT's availability check notices (by default
 	// after 10 minutes for a mains-powered device) and says it is offline.
-	// Their sets and gets are reported with ReasonDead.
+	// Their sets and gets are reported with ReasonDead. Unlike Silent, a
+	// dead device publishes its state at the start (it was alive: Hearth
+	// knows it, and may take it as a witness) and SetOnline(name, true)
+	// does not revive it.
 	Dead []string
 }
 
