@@ -377,25 +377,17 @@ func (q *deviceQueue) sentSinceResume(t *task) {
 
 // unsent takes back an attempt that never left Hearth: its record goes
 // back to prev, so that no attempt is spent on a connection that was down.
-func (q *deviceQueue) unsent(t *task, prev devices.Op) {
-	q.mu.Lock()
-	if !t.Unsent(prev) {
-		q.mu.Unlock()
-		return
-	}
-	t.confirm = nil
-	op := t.Op
-	q.mu.Unlock()
-	if err := q.d.journal.Save(op); err != nil {
-		q.d.log.Warn("store attempt", "op_id", op.OpID, "err", err)
-	}
-}
+func (q *deviceQueue) unsent(t *task, prev devices.Op) { q.takeBack(t, prev, t.Unsent) }
 
 // lost takes back an attempt of t whose delivery is unknown, the send
-// kept counted (machine.Command.Lost), and stores the record.
-func (q *deviceQueue) lost(t *task, prev devices.Op) {
+// kept counted (machine.Command.Lost).
+func (q *deviceQueue) lost(t *task, prev devices.Op) { q.takeBack(t, prev, t.Lost) }
+
+// takeBack takes back t's last attempt as back says, unless t ended, and
+// stores the record.
+func (q *deviceQueue) takeBack(t *task, prev devices.Op, back func(devices.Op) bool) {
 	q.mu.Lock()
-	if !t.Lost(prev) {
+	if !back(prev) {
 		q.mu.Unlock()
 		return
 	}

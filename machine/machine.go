@@ -312,11 +312,11 @@ func (c *Command) Unsent(prev devices.Op) bool {
 // (devices.Op.Sends), for it may have acted. It reports false, doing
 // nothing, when c has ended.
 func (c *Command) Lost(prev devices.Op) bool {
-	if c.ended {
+	sends := c.Op.Sends
+	if !c.Unsent(prev) {
 		return false
 	}
-	c.unsent = false
-	c.Op.Attempts, c.Op.LastSentAt = prev.Attempts, prev.LastSentAt
+	c.Op.Sends = sends
 	return true
 }
 
