@@ -104,10 +104,11 @@ func TestZWaveTargetModeEchoDoesNotConfirm(t *testing.T) {
 
 	h.publish("back_door", `{"state":"UNLOCK","op_id":"zw-echo"}`)
 	h.wantTraffic(pollBackDoor, unlockWritten)
-	h.advance(5 * time.Second) // attempt 1 unconfirmed
-	// The witness read goes out at the timeout; by the time it reaches
-	// the porch switch, the backoff before attempt 2 waits on the clock
-	// (advancing before the witness's get could find only its timer).
+	// Attempt 1 unconfirmed: the witness read goes out at the timeout, and
+	// the backoff before attempt 2 is set once the porch switch answers
+	// it; advanceTimeout waits for both (moving the clock before that could
+	// find only the witness's timer).
+	h.advanceTimeout(5 * time.Second)
 	if got := h.nextTraffic(); got != witnessPorch {
 		t.Fatalf("after attempt 1's timeout: %s; want the witness read %s", got, witnessPorch)
 	}
