@@ -27,6 +27,7 @@ var allowed = map[string][]string{
 	"broker":                {"topic"},
 	"acl":                   {"topic"},
 	"health":                {},
+	"homeassistant":         {"devices"},
 	"dispatcher":            {"devices", "retry", "breaker", "machine"},
 	"machine":               {"devices", "retry"},
 	"automations":           {"devices", "topic"},

@@ -208,34 +208,43 @@ func (c *Credentials) Marshal() []byte {
 	return out.Bytes()
 }
 
-// WriteCredentials writes c to path atomically with mode 0600: into a
-// temporary file in the same directory, synced, then renamed over path,
-// and the directory synced, so that a crash leaves the old file or the new
-// one, never half of either.
+// WriteCredentials writes c to path atomically with mode 0600 (see
+// WriteFileAtomic).
 func WriteCredentials(path string, c *Credentials) error {
+	if err := WriteFileAtomic(path, c.Marshal(), 0o600); err != nil {
+		return fmt.Errorf("write credentials: %w", err)
+	}
+	return nil
+}
+
+// WriteFileAtomic writes data to path with mode perm: into a temporary
+// file in the same directory, synced, then renamed over path, and the
+// directory synced, so that a crash leaves the old file or the new one,
+// never half of either.
+func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
 	dir := filepath.Dir(path)
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
 	if err != nil {
-		return fmt.Errorf("write credentials: %w", err)
+		return err
 	}
 	defer os.Remove(tmp.Name()) // after a successful rename there is nothing left to remove
-	if err := tmp.Chmod(0o600); err != nil {
+	if err := tmp.Chmod(perm); err != nil {
 		tmp.Close()
-		return fmt.Errorf("write credentials: %w", err)
+		return err
 	}
-	if _, err := tmp.Write(c.Marshal()); err != nil {
+	if _, err := tmp.Write(data); err != nil {
 		tmp.Close()
-		return fmt.Errorf("write credentials: %w", err)
+		return err
 	}
 	if err := tmp.Sync(); err != nil {
 		tmp.Close()
-		return fmt.Errorf("write credentials: %w", err)
+		return err
 	}
 	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("write credentials: %w", err)
+		return err
 	}
 	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("write credentials: %w", err)
+		return err
 	}
 	if d, err := os.Open(dir); err == nil {
 		d.Sync()

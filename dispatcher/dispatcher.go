@@ -117,6 +117,16 @@ type Options struct {
 	// which is logged). It runs on whichever goroutine produced the
 	// result and must not block.
 	OnResult func(devices.Result)
+	// OnState, if set, is called with a device's state each time the
+	// dispatcher mirrors it on <prefix>/<device> (a report, retained or
+	// live, merged into what was known), after it is queued for
+	// publishing. It runs on the reporting goroutine and must not block.
+	OnState func(device string, state map[string]any)
+	// OnAvailability, if set, is called with each availability of a
+	// device its bridge reports, as the dispatcher mirrors it on
+	// <prefix>/<device>/availability. It runs on the reporting goroutine
+	// and must not block.
+	OnAvailability func(device string, online bool)
 	// OnFreshRead, if set, is called with each device just before its
 	// fresh read after the start is sent (see FreshReadBurst). It runs
 	// on the reading goroutine and must not block.
@@ -204,6 +214,10 @@ type Dispatcher struct {
 	dead      DeadLetters // nil: no dead-letter store
 	onBreaker func(BreakerChange)
 	onResult  func(devices.Result)
+	// onState and onAvailability: Options.OnState and OnAvailability, or
+	// nil.
+	onState        func(string, map[string]any)
+	onAvailability func(string, bool)
 	// onFreshRead and onFreshState are Options.OnFreshRead and
 	// OnFreshState, or nil.
 	onFreshRead, onFreshState func(devices.Device)
@@ -263,6 +277,7 @@ func New(opts Options) (*Dispatcher, error) {
 	d.onBreaker = opts.OnBreakerChange
 	d.authz, d.auditLog, d.dead = opts.Authorizer, opts.Audit, opts.DeadLetters
 	d.onResult = opts.OnResult
+	d.onState, d.onAvailability = opts.OnState, opts.OnAvailability
 	d.onFreshRead, d.onFreshState = opts.OnFreshRead, opts.OnFreshState
 	d.lostDedup = opts.LostDedup
 	d.republishRate = opts.RepublishRate

@@ -315,6 +315,9 @@ func (q *deviceQueue) report(state map[string]any, retained bool) {
 	q.d.out.push(q.d.topic(q.dev.ID, ""), r.Mirror, true)
 	q.mu.Unlock()
 	q.d.saver.mark(q.dev.ID, r.Mirror, now)
+	if q.d.onState != nil {
+		q.d.onState(q.dev.ID, r.Mirror)
+	}
 	if r.Answered && q.d.onFreshState != nil {
 		q.d.onFreshState(q.dev.Device)
 	}
@@ -323,13 +326,16 @@ func (q *deviceQueue) report(state map[string]any, retained bool) {
 // availability mirrors the device's availability as the bridge reports it.
 func (q *deviceQueue) availability(online bool) {
 	q.mu.Lock()
-	defer q.mu.Unlock()
 	if q.m.Availability(online, q.d.now()) {
 		q.wokeLocked() // back from offline: a wake signal
 	}
 	close(q.availChanged)
 	q.availChanged = make(chan struct{})
 	q.d.out.pushRaw(q.d.topic(q.dev.ID, "availability"), []byte(onlineWord(online)), true)
+	q.mu.Unlock()
+	if q.d.onAvailability != nil {
+		q.d.onAvailability(q.dev.ID, online)
+	}
 }
 
 // republishMirror pushes the device's current state (availability false)

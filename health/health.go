@@ -1,4 +1,4 @@
-// Package health makes Hearth's own condition visible, in three ways:
+// Package health makes Hearth's own condition visible, in two ways:
 //
 //   - Checker: GET /healthz (the process serves HTTP) and GET /readyz,
 //     which runs named readiness checks (the MQTT connection, the store)
@@ -11,13 +11,11 @@
 //   - Metrics: Prometheus metrics in a private registry, served at
 //     GET /metrics, starting with each service's breaker state and
 //     transitions; other parts add their collectors to Registry.
-//   - Discovery: Home Assistant MQTT discovery configs for Hearth's own
-//     entities (a "problem" binary_sensor per service), built as topic
-//     and payload.
+//
+// (Home Assistant's MQTT discovery is package homeassistant.)
 //
 // It never decides what is healthy (main registers the checks and reports
-// the states), never holds a breaker, and never talks MQTT: it builds what
-// the caller publishes. It imports nothing of Hearth's.
+// the states), never holds a breaker, and never talks MQTT. It imports nothing of Hearth's.
 package health
 
 import (

@@ -78,6 +78,8 @@ type daemon struct {
 	storeQ *storeQuarantine
 	engine *automations.Engine
 	authz  *authorizer
+	// ha is Home Assistant's MQTT discovery.
+	ha *homeAssistant
 	// onReload are what else a SIGHUP reload of principals updates (the
 	// broker's users, the HTTP API's tokens).
 	onReload []func(*config.Config)
@@ -123,6 +125,7 @@ type daemon struct {
 	failed     chan error
 	engineDone chan struct{}
 	pruneDone  chan struct{}
+	haDone     chan struct{}
 	httpDone   chan struct{}
 	stopOnce   sync.Once
 }
@@ -305,7 +308,7 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 			if disp != nil {
 				disp.Reconnected()
 			}
-			go d.announce(ctx) // its publishes wait for acknowledgements
+			go d.ha.announce(ctx) // its publishes wait for acknowledgements
 			go d.storeQ.publish(ctx)
 		},
 		Clock:  dp.clock,
@@ -316,6 +319,7 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 		dp.connOptions(&connOpts)
 	}
 	d.conn = newLink(d.broker, connOpts)
+	d.ha = newHomeAssistant(cfg, d.conn, log.With("component", "homeassistant"), version())
 
 	breakerRand := dp.rand // stateless in tests
 	if breakerRand == nil {
@@ -429,9 +433,14 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 				d.engine.BreakerState(c.Service, c.To.String(), c.Replay)
 			}
 		},
-		OnResult:     d.results.Notify,
-		OnFreshRead:  dp.onFreshRead,
-		OnFreshState: dp.onFreshState,
+		OnResult: func(r devices.Result) {
+			d.results.Notify(r)
+			d.ha.result(r)
+		},
+		OnState:        d.ha.state,
+		OnAvailability: d.ha.availability,
+		OnFreshRead:    dp.onFreshRead,
+		OnFreshState:   dp.onFreshState,
 		// op_ids the quarantined store held are lost: commands issued
 		// before the quarantine are refused for the dedup window.
 		LostDedup: d.storeQ.lostDedup(),
@@ -476,6 +485,9 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 		restored[id] = s.State
 	}
 	disp.Restore(restored)
+	for id, s := range restored {
+		d.ha.state(id, s) // what a lock or cover shows until it reports
+	}
 
 	// Subscriptions are registered before the first connect, which makes
 	// them: the intake's (with an external broker), then every bridge.
@@ -512,15 +524,8 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 			return nil, err
 		}
 	}
-	if cfg.HomeAssistant.Discovery {
-		if err := d.conn.Subscribe(context.Background(), d.discovery().StatusTopic(), 1, func(m mqtt.Message) {
-			if !m.Retained && health.IsBirth(m.Payload) {
-				d.log.Info("home assistant is online; announcing discovery again")
-				go d.announce(context.Background())
-			}
-		}); err != nil {
-			return nil, err
-		}
+	if err := d.ha.subscribe(context.Background()); err != nil {
+		return nil, err
 	}
 
 	d.health.Add("mqtt", func() error {
@@ -574,6 +579,11 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 	go func() {
 		defer close(d.pruneDone)
 		d.prune(dispCtx, dp.clock)
+	}()
+	d.haDone = make(chan struct{})
+	go func() {
+		defer close(d.haDone)
+		d.ha.run(dispCtx)
 	}()
 	mux := http.NewServeMux()
 	d.health.Register(mux)
@@ -633,6 +643,7 @@ func (d *daemon) stop() {
 			d.stopDisp()
 			<-d.dispDone
 			<-d.pruneDone
+			<-d.haDone
 			if d.engineDone != nil {
 				<-d.engineDone
 			}

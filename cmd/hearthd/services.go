@@ -1,14 +1,11 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"runtime/debug"
-	"strings"
 
 	"github.com/hearthd/hearth/config"
 	"github.com/hearthd/hearth/dispatcher"
-	"github.com/hearthd/hearth/health"
 	"github.com/hearthd/hearth/protocols/mqtt"
 	"github.com/hearthd/hearth/protocols/webhook"
 	"github.com/hearthd/hearth/retry"
@@ -72,31 +69,3 @@ func version() string {
 	return "devel"
 }
 
-// discovery is the Home Assistant discovery of this instance. Its node
-// ID is the topic prefix, so that two instances on one broker (prefixes
-// differ) announce distinct entities.
-func (d *daemon) discovery() health.Discovery {
-	return health.Discovery{
-		Prefix:      d.cfg.HomeAssistant.DiscoveryPrefix,
-		NodeID:      strings.ReplaceAll(d.cfg.Prefix, "/", "_"),
-		TopicPrefix: d.cfg.Prefix,
-		Version:     version(),
-	}
-}
-
-// announce publishes, retained, the Home Assistant discovery entity of
-// every service's breaker. It runs after every connect and whenever Home
-// Assistant's birth message says it restarted.
-func (d *daemon) announce(ctx context.Context) {
-	if !d.cfg.HomeAssistant.Discovery || d.disp == nil {
-		return
-	}
-	disc := d.discovery()
-	for _, b := range d.disp.Breakers() {
-		topic, payload := disc.ServiceEntity(b.Service)
-		if err := d.conn.Publish(ctx, topic, 1, true, payload); err != nil {
-			d.log.Warn("home assistant discovery not published; it is sent again at the next connect", "topic", topic, "err", err)
-			return
-		}
-	}
-}

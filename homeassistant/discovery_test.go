@@ -1,4 +1,4 @@
-package health
+package homeassistant
 
 import (
 	"encoding/json"

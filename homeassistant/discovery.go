@@ -1,4 +1,4 @@
-package health
+package homeassistant
 
 import (
 	"bytes"
@@ -6,14 +6,8 @@ import (
 	"strings"
 )
 
-// Discovery builds Home Assistant MQTT discovery messages for Hearth's
-// own entities, following Home Assistant's documented MQTT discovery:
-// each entity's config is published retained on
-// <Prefix>/<component>/<NodeID>/<object_id>/config, an empty retained
-// payload there removes the entity, and Home Assistant's birth message
-// "online" on <Prefix>/status means it restarted and every config must
-// be published again. Discovery only builds topics and payloads; the
-// caller publishes them (QoS 1, retained). The zero value uses every
+// Discovery builds the Home Assistant MQTT discovery messages of one
+// Hearth instance (see the package doc). The zero value uses every
 // default.
 type Discovery struct {
 	// Prefix is Home Assistant's discovery prefix; "" means "homeassistant".
@@ -68,7 +62,7 @@ func (d Discovery) ServiceStateTopic(service string) string {
 // character is replaced by "_" rather than producing a topic Home
 // Assistant ignores.
 func (d Discovery) ServiceTopic(service string) string {
-	return d.prefix() + "/binary_sensor/" + d.node() + "/service_" + objectID(service) + "/config"
+	return d.configTopic("binary_sensor", "service_"+objectID(service))
 }
 
 // ServiceEntity returns the discovery config of a binary_sensor with
@@ -106,7 +100,7 @@ func (d Discovery) ServiceEntity(service string) (topic string, payload []byte) 
 			Model:        "hearthd",
 			SWVersion:    d.Version,
 		},
-		Origin: origin{Name: "Hearth", SWVersion: d.Version},
+		Origin: d.origin(),
 	}
 	b, err := json.Marshal(cfg)
 	if err != nil {
@@ -138,20 +132,26 @@ type availability struct {
 	Topic               string `json:"topic"`
 	PayloadAvailable    string `json:"payload_available"`
 	PayloadNotAvailable string `json:"payload_not_available"`
+	ValueTemplate       string `json:"value_template,omitempty"`
 }
 
 type device struct {
-	Identifiers  []string `json:"identifiers"`
-	Name         string   `json:"name"`
-	Manufacturer string   `json:"manufacturer"`
-	Model        string   `json:"model"`
-	SWVersion    string   `json:"sw_version,omitempty"`
+	Identifiers  []string    `json:"identifiers,omitempty"`
+	Connections  [][2]string `json:"connections,omitempty"`
+	Name         string      `json:"name"`
+	Manufacturer string      `json:"manufacturer,omitempty"`
+	Model        string      `json:"model,omitempty"`
+	SWVersion    string      `json:"sw_version,omitempty"`
 }
 
 type origin struct {
-	Name      string `json:"name"`
-	SWVersion string `json:"sw_version,omitempty"`
+	Name       string `json:"name"`
+	SWVersion  string `json:"sw_version,omitempty"`
+	SupportURL string `json:"support_url,omitempty"`
 }
+
+// origin is the origin block of every config: Hearth, at its version.
+func (d Discovery) origin() origin { return origin{Name: "Hearth", SWVersion: d.Version} }
 
 // objectID maps s onto [a-zA-Z0-9_-], what Home Assistant accepts as a
 // node_id or object_id in a discovery topic, replacing any other

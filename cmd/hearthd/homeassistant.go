@@ -1,0 +1,273 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/hearthd/hearth/config"
+	"github.com/hearthd/hearth/devices"
+	"github.com/hearthd/hearth/homeassistant"
+	"github.com/hearthd/hearth/protocols/mqtt"
+)
+
+// haRecordFile is the file in the data directory that records the topics
+// of the discovery configs Hearth announced, so that a later start removes
+// those the config no longer has. The broker's retained store cannot say:
+// the embedded broker keeps none across a restart, while Home Assistant
+// keeps every entity it ever discovered until its config is emptied.
+const haRecordFile = "homeassistant.json"
+
+// haRecord is haRecordFile's content.
+type haRecord struct {
+	// Announced are config topics announced, or still to be removed.
+	Announced []string `json:"announced"`
+}
+
+// homeAssistant wires Home Assistant's MQTT discovery (package
+// homeassistant): it publishes the configs of every service and device at
+// each connect and at Home Assistant's birth, removes those of earlier
+// runs that the config no longer has (all of them when discovery is off),
+// and publishes the state locks and covers show while a command is under
+// way.
+type homeAssistant struct {
+	disc    homeassistant.Discovery
+	on      bool
+	conn    link
+	log     *slog.Logger
+	view    *homeassistant.View
+	devices []homeassistant.Device
+	// breakers are the services with a breaker, whose problem entity is
+	// announced.
+	breakers []string
+	// current are the topics of this run's configs.
+	current map[string]bool
+	record  string // the path of haRecordFile
+
+	mu sync.Mutex // serialises announcements, and guards removals
+	// removals are the configs of earlier runs still to be removed.
+	removals []homeassistant.Config
+
+	// states are the ha_state messages not yet published, newest per
+	// topic; kick wakes run.
+	statesMu sync.Mutex
+	states   map[string][]byte
+	kick     chan struct{}
+}
+
+// newHomeAssistant returns the discovery of cfg and reads what earlier
+// runs announced. A record that cannot be read is logged and taken as
+// empty: at worst an entity removed from the config stays in Home
+// Assistant, to be deleted there by hand.
+func newHomeAssistant(cfg *config.Config, conn link, log *slog.Logger, version string) *homeAssistant {
+	h := &homeAssistant{
+		disc: homeassistant.Discovery{
+			Prefix:      cfg.HomeAssistant.DiscoveryPrefix,
+			NodeID:      strings.ReplaceAll(cfg.Prefix, "/", "_"),
+			TopicPrefix: cfg.Prefix,
+			Version:     version,
+		},
+		on: cfg.HomeAssistant.Discovery, conn: conn, log: log,
+		record: filepath.Join(cfg.DataDir, haRecordFile),
+		states: map[string][]byte{}, kick: make(chan struct{}, 1),
+	}
+	breaker := map[string]bool{}
+	for _, s := range cfg.Services {
+		if s.Breaker.Enabled {
+			breaker[s.Name] = true
+			h.breakers = append(h.breakers, s.Name)
+		}
+	}
+	var devs []devices.Device
+	for _, c := range cfg.Devices {
+		devs = append(devs, c.Device)
+		h.devices = append(h.devices, homeassistant.Device{Device: c.Device, Breaker: breaker[c.Service]})
+	}
+	h.view = h.disc.NewView(devs)
+	h.current = map[string]bool{}
+	if h.on {
+		h.current = homeassistant.Topics(h.disc.Configs(h.breakers, h.devices))
+	}
+	prev, err := h.readRecord()
+	if err != nil {
+		log.Warn("home assistant discovery: the record of earlier announcements is unreadable; entities removed from the config may stay in Home Assistant", "file", h.record, "err", err)
+	}
+	h.removals = h.disc.Removals(prev, h.current)
+	// Recorded before anything is published: a crash from here on still
+	// knows what to remove.
+	if err := h.writeRecord(); err != nil {
+		log.Warn("home assistant discovery: announcements not recorded", "file", h.record, "err", err)
+	}
+	return h
+}
+
+func (h *homeAssistant) readRecord() ([]string, error) {
+	b, err := os.ReadFile(h.record)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var r haRecord
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("%s: %w", h.record, err)
+	}
+	return r.Announced, nil
+}
+
+// writeRecord records the current topics and the removals still to do.
+// Called with h.mu held, or before h is shared.
+func (h *homeAssistant) writeRecord() error {
+	var r haRecord
+	for topic := range h.current {
+		r.Announced = append(r.Announced, topic)
+	}
+	for _, c := range h.removals {
+		r.Announced = append(r.Announced, c.Topic)
+	}
+	slices.Sort(r.Announced)
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	return config.WriteFileAtomic(h.record, append(b, '\n'), 0o644)
+}
+
+// subscribe subscribes to Home Assistant's birth message, when discovery
+// is on.
+func (h *homeAssistant) subscribe(ctx context.Context) error {
+	if !h.on {
+		return nil
+	}
+	return h.conn.Subscribe(ctx, h.disc.StatusTopic(), 1, func(m mqtt.Message) {
+		if !m.Retained && homeassistant.IsBirth(m.Payload) {
+			h.log.Info("home assistant is online; announcing discovery again")
+			go h.announce(context.Background())
+		}
+	})
+}
+
+// announce removes the entities of earlier runs no longer configured, then
+// publishes, retained, every config: each service's problem entity and
+// each device's entities. It runs after every connect and whenever Home
+// Assistant's birth message says it restarted.
+func (h *homeAssistant) announce(ctx context.Context) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.removals) > 0 {
+		for _, c := range h.removals {
+			h.log.Info("home assistant discovery: removing an entity no longer configured", "topic", c.Topic)
+		}
+		if !h.publish(ctx, h.removals) {
+			return
+		}
+		h.removals = nil
+		if err := h.writeRecord(); err != nil {
+			h.log.Warn("home assistant discovery: announcements not recorded", "file", h.record, "err", err)
+		}
+	}
+	if h.on {
+		h.publish(ctx, h.disc.Configs(h.breakers, h.withAvailability()))
+	}
+}
+
+// announceDevice publishes device's configs again: its bridge was first
+// heard reporting its availability.
+func (h *homeAssistant) announceDevice(ctx context.Context, device string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, dev := range h.withAvailability() {
+		if dev.ID == device {
+			h.publish(ctx, h.disc.DeviceConfigs(dev))
+		}
+	}
+}
+
+func (h *homeAssistant) withAvailability() []homeassistant.Device {
+	out := slices.Clone(h.devices)
+	for i := range out {
+		out[i].Availability = h.view.Available(out[i].ID)
+	}
+	return out
+}
+
+// publish publishes configs, retained, and reports whether all went out.
+func (h *homeAssistant) publish(ctx context.Context, configs []homeassistant.Config) bool {
+	for _, c := range configs {
+		if err := h.conn.Publish(ctx, c.Topic, 1, true, c.Payload); err != nil {
+			h.log.Warn("home assistant discovery not published; it is sent again at the next connect", "topic", c.Topic, "err", err)
+			return false
+		}
+	}
+	return true
+}
+
+// result, state and availability take what the dispatcher publishes (its
+// OnResult, OnState and OnAvailability hooks). They never block.
+func (h *homeAssistant) result(r devices.Result) {
+	if h.on {
+		h.queue(func() *homeassistant.Config { return h.view.Result(r) })
+	}
+}
+
+func (h *homeAssistant) state(device string, state map[string]any) {
+	if h.on {
+		h.queue(func() *homeassistant.Config { return h.view.State(device, state) })
+	}
+}
+
+func (h *homeAssistant) availability(device string, _ bool) {
+	if h.on && h.view.Availability(device) {
+		go h.announceDevice(context.Background(), device)
+	}
+}
+
+// queue queues the ha_state that view returns, if any, for run to
+// publish, replacing an older one of the same device not yet out. The
+// view decides under statesMu, so the queue holds its decisions in the
+// order it made them.
+func (h *homeAssistant) queue(view func() *homeassistant.Config) {
+	h.statesMu.Lock()
+	c := view()
+	if c != nil {
+		h.states[c.Topic] = c.Payload
+	}
+	h.statesMu.Unlock()
+	if c == nil {
+		return
+	}
+	select {
+	case h.kick <- struct{}{}:
+	default:
+	}
+}
+
+// run publishes the queued ha_states, retained, until ctx ends. A publish
+// that fails is logged; the next change of the device publishes again.
+func (h *homeAssistant) run(ctx context.Context) {
+	for {
+		select {
+		case <-h.kick:
+		case <-ctx.Done():
+			return
+		}
+		h.statesMu.Lock()
+		batch := h.states
+		h.states = map[string][]byte{}
+		h.statesMu.Unlock()
+		for topic, payload := range batch {
+			if err := h.conn.Publish(ctx, topic, 1, true, payload); err != nil && ctx.Err() == nil {
+				h.log.Warn("home assistant state not published", "topic", topic, "err", err)
+			}
+		}
+	}
+}

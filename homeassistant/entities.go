@@ -1,0 +1,350 @@
+package homeassistant
+
+import (
+	"encoding/json"
+	"strings"
+
+	"github.com/hearthd/hearth/devices"
+)
+
+// Config is one discovery message: publish Payload retained on Topic, QoS
+// 1. An empty Payload removes the entity from Home Assistant.
+type Config struct {
+	Topic   string
+	Payload []byte
+}
+
+// Device is what discovery needs to know of one configured device.
+type Device struct {
+	devices.Device
+	// Name is what Home Assistant shows; "" means the device's ID.
+	Name string
+	// Breaker says the device's service has a circuit breaker, whose
+	// retained state (<prefix>/services/<service>/state) then takes part
+	// in the entities' availability: an open breaker makes them
+	// unavailable.
+	Breaker bool
+	// Availability says Hearth mirrors the device's availability
+	// (<prefix>/<device>/availability) because its bridge reports it:
+	// it then takes part in the entities' availability. Zigbee2MQTT
+	// reports availability only when its availability feature is on (off
+	// by default), so a device whose mirror was never published must not
+	// depend on it, or its entities would stay unavailable for ever.
+	Availability bool
+	// Bridge is the bridge's own description of the device, if known;
+	// the zero value leaves Hearth's defaults of the class.
+	Bridge Bridge
+}
+
+// Bridge is what the device's bridge says of it, for the device block and
+// for the entity's features.
+type Bridge struct {
+	// Identifiers and Connections are those of the device as the bridge
+	// announces it to Home Assistant itself (Zigbee2MQTT:
+	// "zigbee2mqtt_<ieee_address>", its lib/extension/homeassistant.ts),
+	// so that Home Assistant shows one device, with Hearth's entities
+	// beside the bridge's, not two.
+	Identifiers []string
+	Connections [][2]string
+	// Manufacturer and Model name the device (Zigbee2MQTT's definition
+	// vendor and model).
+	Manufacturer, Model string
+
+	// ColorModes are a light's supported color modes in Home Assistant's
+	// words ("color_temp", "xy", "hs", "rgb", "brightness", "onoff");
+	// nil means "brightness".
+	ColorModes []string
+	// MinMireds and MaxMireds bound a light's color temperature; zero
+	// leaves Home Assistant's defaults.
+	MinMireds, MaxMireds int
+	// Effects are a light's effects; nil offers none.
+	Effects []string
+
+	// Modes are a climate device's system modes ("off", "heat", "auto",
+	// …); nil means off, heat and auto.
+	Modes []string
+	// Presets are its presets; nil offers none.
+	Presets []string
+	// Setpoint is the attribute of its target temperature; "" means
+	// current_heating_setpoint (a radiator valve's, in Zigbee2MQTT).
+	Setpoint string
+	// MinTemp, MaxTemp and TempStep bound it, in °C; zero means 5, 35 and
+	// 0.5.
+	MinTemp, MaxTemp, TempStep float64
+
+	// Tilt says a cover takes a tilt (0–100).
+	Tilt bool
+}
+
+// EventTypes are the event types of a device's command event entity: the
+// terminal statuses of a command (DESIGN.md).
+var EventTypes = []string{
+	string(devices.Succeeded), string(devices.Failed), string(devices.Expired),
+	string(devices.Rejected), string(devices.Superseded),
+}
+
+// opIDTemplate renders, in a Home Assistant command template, a fresh
+// op_id for each command: "ha-" and the time in microseconds, then a
+// random number below 100000 (the largest range Jinja2's sandbox, and so
+// Home Assistant, allows), so that two presses never share one (a repeated
+// delivery of one MQTT message keeps its op_id, and Hearth runs it once).
+const opIDTemplate = `ha-{{ (now().timestamp() * 1000000) | int }}-{{ range(100000) | random }}`
+
+// DeviceConfigs returns the discovery configs of dev: the entity of its
+// class, when Home Assistant has one and the class takes commands, and
+// its command event entity. A device of a class that takes no commands
+// (a sensor) gets none yet.
+func (d Discovery) DeviceConfigs(dev Device) []Config {
+	main := d.classEntity(dev)
+	if main == nil {
+		return nil
+	}
+	return []Config{d.encode(dev, main), d.encode(dev, d.eventEntity(dev))}
+}
+
+// entity is one entity's config: the component it is, its object ID and
+// its keys, before the keys every entity shares.
+type entity struct {
+	component string
+	object    string
+	keys      map[string]any
+}
+
+func (d Discovery) classEntity(dev Device) *entity {
+	set := d.topic(dev.ID, "set")
+	mirror := d.topic(dev.ID, "")
+	b := dev.Bridge
+	switch dev.Class {
+	case devices.Light:
+		modes := b.ColorModes
+		if len(modes) == 0 {
+			modes = []string{"brightness"}
+		}
+		keys := map[string]any{
+			"schema":                "json",
+			"command_topic":         set,
+			"state_topic":           mirror,
+			"supported_color_modes": modes,
+			// Zigbee2MQTT's brightness runs 0–254: Home Assistant
+			// scales its own 0–255 to it.
+			"brightness":       hasBrightness(modes),
+			"brightness_scale": 254,
+			"flash":            false,
+		}
+		if b.MinMireds > 0 && b.MaxMireds > b.MinMireds {
+			keys["min_mireds"], keys["max_mireds"] = b.MinMireds, b.MaxMireds
+		}
+		if len(b.Effects) > 0 {
+			keys["effect"], keys["effect_list"] = true, b.Effects
+		}
+		return &entity{"light", "light", keys}
+	case devices.Switch:
+		return &entity{"switch", "switch", map[string]any{
+			"command_topic":    set,
+			"command_template": commandTemplate(`"state":"{{ value }}"`),
+			"payload_on":       "ON",
+			"payload_off":      "OFF",
+			"state_topic":      mirror,
+			"value_template":   "{{ value_json.state }}",
+			"state_on":         "ON",
+			"state_off":        "OFF",
+		}}
+	case devices.Lock:
+		return &entity{"lock", "lock", map[string]any{
+			"command_topic":    set,
+			"command_template": commandTemplate(`"state":"{{ value }}"`),
+			"payload_lock":     "LOCK",
+			"payload_unlock":   "UNLOCK",
+			// The state a lock shows, the action under way included:
+			// see View.
+			"state_topic":     d.topic(dev.ID, "ha_state"),
+			"state_locked":    LockLocked,
+			"state_unlocked":  LockUnlocked,
+			"state_locking":   LockLocking,
+			"state_unlocking": LockUnlocking,
+			"state_jammed":    LockJammed,
+		}}
+	case devices.Cover:
+		keys := map[string]any{
+			// Home Assistant's cover sends these payloads as they are:
+			// Hearth gives each its op_id.
+			"command_topic":         set,
+			"payload_open":          `{"state":"OPEN"}`,
+			"payload_close":         `{"state":"CLOSE"}`,
+			"payload_stop":          `{"state":"STOP"}`,
+			"state_topic":           d.topic(dev.ID, "ha_state"),
+			"state_open":            CoverOpen,
+			"state_opening":         CoverOpening,
+			"state_closed":          CoverClosed,
+			"state_closing":         CoverClosing,
+			"state_stopped":         CoverStopped,
+			"set_position_topic":    set,
+			"set_position_template": commandTemplate(`"position":{{ position }}`),
+			"position_topic":        mirror,
+			"position_template":     "{{ value_json.position }}",
+			"position_open":         100,
+			"position_closed":       0,
+		}
+		if dev.SafetyCritical() {
+			keys["device_class"] = "garage"
+		}
+		if b.Tilt {
+			keys["tilt_command_topic"] = set
+			keys["tilt_command_template"] = commandTemplate(`"tilt":{{ tilt_position }}`)
+			keys["tilt_status_topic"] = mirror
+			keys["tilt_status_template"] = "{{ value_json.tilt }}"
+		}
+		return &entity{"cover", "cover", keys}
+	case devices.Climate:
+		modes := b.Modes
+		if len(modes) == 0 {
+			modes = []string{"off", "heat", "auto"}
+		}
+		setpoint := or(b.Setpoint, "current_heating_setpoint")
+		minT, maxT, step := b.MinTemp, b.MaxTemp, b.TempStep
+		if minT == 0 && maxT == 0 {
+			minT, maxT = 5, 35
+		}
+		if step == 0 {
+			step = 0.5
+		}
+		keys := map[string]any{
+			"modes":                        modes,
+			"mode_command_topic":           set,
+			"mode_command_template":        commandTemplate(`"system_mode":"{{ value }}"`),
+			"mode_state_topic":             mirror,
+			"mode_state_template":          "{{ value_json.system_mode }}",
+			"temperature_command_topic":    set,
+			"temperature_command_template": commandTemplate(`"` + setpoint + `":{{ value }}`),
+			"temperature_state_topic":      mirror,
+			"temperature_state_template":   "{{ value_json." + setpoint + " }}",
+			"current_temperature_topic":    mirror,
+			"current_temperature_template": "{{ value_json.local_temperature }}",
+			"min_temp":                     minT,
+			"max_temp":                     maxT,
+			"temp_step":                    step,
+			"precision":                    step,
+			"temperature_unit":             "C",
+		}
+		if len(b.Presets) > 0 {
+			keys["preset_modes"] = b.Presets
+			keys["preset_mode_command_topic"] = set
+			keys["preset_mode_command_template"] = commandTemplate(`"preset":"{{ value }}"`)
+			keys["preset_mode_state_topic"] = mirror
+			keys["preset_mode_value_template"] = "{{ value_json.preset }}"
+		}
+		return &entity{"climate", "climate", keys}
+	}
+	return nil
+}
+
+// commandTemplate returns a command template that publishes the JSON
+// object with fields, and a fresh op_id.
+func commandTemplate(fields string) string {
+	return `{` + fields + `,"op_id":"` + opIDTemplate + `"}`
+}
+
+func hasBrightness(modes []string) bool {
+	for _, m := range modes {
+		if m != "onoff" {
+			return true
+		}
+	}
+	return false
+}
+
+// eventEntity is dev's command event entity: it fires on each terminal
+// result on <prefix>/<device>/result, with the result's fields (op_id,
+// status, reason, detail, attempts, target, state, at) as its attributes.
+// Interim results (accepted, queued) render empty, which Home Assistant's
+// event entity ignores.
+func (d Discovery) eventEntity(dev Device) *entity {
+	return &entity{"event", "command", map[string]any{
+		"name":        "Command",
+		"state_topic": d.topic(dev.ID, "result"),
+		"event_types": EventTypes,
+		"value_template": "{% if value_json.status in " + jinjaList(EventTypes) + " %}" +
+			"{{ dict(value_json, event_type=value_json.status) | tojson }}{% endif %}",
+	}}
+}
+
+func jinjaList(words []string) string {
+	return "['" + strings.Join(words, "','") + "']"
+}
+
+// encode completes e with what every entity of dev shares (its ids,
+// availability, device and origin) and encodes it.
+func (d Discovery) encode(dev Device, e *entity) Config {
+	node := d.node()
+	id := objectID(dev.ID)
+	keys := e.keys
+	keys["unique_id"] = "hearth_" + node + "_" + id + "_" + e.object
+	keys["default_entity_id"] = e.component + "." + entityID(dev.ID)
+	if e.object == "command" {
+		keys["default_entity_id"] = e.component + "." + entityID(dev.ID+"_command")
+	}
+	if _, named := keys["name"]; !named {
+		keys["name"] = nil // the entity takes the device's name
+	}
+	keys["qos"] = 1
+	keys["availability"] = d.availability(dev)
+	keys["availability_mode"] = "all"
+	keys["device"] = d.deviceBlock(dev)
+	keys["origin"] = d.origin()
+	b, err := json.Marshal(keys)
+	if err != nil {
+		panic("homeassistant: encoding a discovery config: " + err.Error()) // strings, numbers and lists: cannot fail
+	}
+	return Config{Topic: d.configTopic(e.component, id+"_"+e.object), Payload: b}
+}
+
+// availability lists what makes dev's entities available, all of them
+// at once (availability_mode all): Hearth is online; the device's service
+// has no open breaker, if it has one; the bridge says the device is
+// online, if it says so at all (see Device.Availability).
+func (d Discovery) availability(dev Device) []availability {
+	out := []availability{{Topic: d.BridgeStateTopic(), PayloadAvailable: "online", PayloadNotAvailable: "offline"}}
+	if dev.Breaker {
+		out = append(out, availability{
+			Topic:               d.ServiceStateTopic(dev.Service),
+			PayloadAvailable:    "online",
+			PayloadNotAvailable: "offline",
+			ValueTemplate:       "{{ 'offline' if value_json.state == 'open' else 'online' }}",
+		})
+	}
+	if dev.Availability {
+		out = append(out, availability{Topic: d.topic(dev.ID, "availability"), PayloadAvailable: "online", PayloadNotAvailable: "offline"})
+	}
+	return out
+}
+
+// deviceBlock is dev's device in Home Assistant: the bridge's own
+// identifiers when known (one device in Home Assistant, the bridge's
+// entities and Hearth's together), else Hearth's.
+func (d Discovery) deviceBlock(dev Device) device {
+	b := dev.Bridge
+	out := device{
+		Identifiers:  b.Identifiers,
+		Connections:  b.Connections,
+		Name:         or(dev.Name, dev.ID),
+		Manufacturer: b.Manufacturer,
+		Model:        b.Model,
+	}
+	if len(out.Identifiers) == 0 && len(out.Connections) == 0 {
+		out.Identifiers = []string{"hearth_" + d.node() + "_" + objectID(dev.ID)}
+	}
+	return out
+}
+
+// topic is <TopicPrefix>/<device>[/<suffix>].
+func (d Discovery) topic(device, suffix string) string {
+	if suffix == "" {
+		return d.topics() + "/" + device
+	}
+	return d.topics() + "/" + device + "/" + suffix
+}
+
+// configTopic is <Prefix>/<component>/<NodeID>/<object>/config.
+func (d Discovery) configTopic(component, object string) string {
+	return d.prefix() + "/" + component + "/" + d.node() + "/" + object + "/config"
+}
