@@ -52,6 +52,16 @@ func (d *Dispatcher) Capabilities(device string, caps *devices.Capabilities) {
 	q.mu.Unlock()
 }
 
+// DeviceCapabilities returns the capabilities the device's bridge last
+// gave for it, nil while unknown or for an unknown device. Safe for
+// concurrent use; O(1).
+func (d *Dispatcher) DeviceCapabilities(device string) *devices.Capabilities {
+	if q, ok := d.devices[device]; ok {
+		return q.caps.Load()
+	}
+	return nil
+}
+
 // NodeStatus takes what a bridge that knows its nodes' sleep (Z-Wave JS
 // UI) says of a device: alive and awake mean online (awake also begins an
 // awake lease of a sleepy device), dead means offline, asleep ends the
