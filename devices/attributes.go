@@ -154,13 +154,22 @@ func ValidateFor(c Class, caps *Capabilities, raw map[string]any) (Target, error
 	if c == Light && out["state"] == "ON" && out["brightness"] == 0.0 {
 		return nil, reject(ReasonInvalidValue, "brightness 0 turns a light off, which contradicts state ON; send state OFF, or a brightness of 1 or more")
 	}
-	if _, both := out["position"]; both && c == Cover && out["state"] != nil {
-		// Zigbee2MQTT runs them as two cover commands, the later
-		// overriding the earlier, and state OPEN is confirmed only by
-		// position 100: the pair could never be confirmed.
-		return nil, reject(ReasonInvalidValue, "state %s and position %s both say where the cover goes and contradict each other; send one of them", show(out["state"]), show(out["position"]))
-	}
 	return out, nil
+}
+
+// Coherent checks that the attributes of a valid target t of class c do
+// not contradict each other, and returns an *Error (invalid_value) when
+// they do: a cover's state with a position. Zigbee2MQTT runs those as two
+// cover commands, the later overriding the earlier, and a state OPEN is
+// confirmed only at position 100, so the pair could never be confirmed and
+// would always time out. It is separate from ValidateFor so that the
+// intake asks it after the sender's permission: a principal that may not
+// send the target learns that first.
+func Coherent(c Class, t Target) error {
+	if _, both := t["position"]; both && c == Cover && t["state"] != nil {
+		return reject(ReasonInvalidValue, "state %s and position %s both say where the cover goes and contradict each other; send one of them", show(t["state"]), show(t["position"]))
+	}
+	return nil
 }
 
 // attrFor returns the rules for attribute k of a device of class c: the

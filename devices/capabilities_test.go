@@ -45,13 +45,34 @@ func TestValidateRefusals(t *testing.T) {
 		{"an effect no Zigbee2MQTT light has", Light, `{"state":"ON","effect":"disco"}`, ReasonInvalidValue, "blink"},
 		{"color_mode is reported only", Light, `{"color_mode":"xy"}`, ReasonUnknownAttribute, "reported by the light"},
 		{"a system_mode Zigbee2MQTT does not name", Climate, `{"system_mode":"warm"}`, ReasonInvalidValue, "heat"},
-		{"cover state and position contradict", Cover, `{"state":"OPEN","position":50}`, ReasonInvalidValue, "contradict"},
-		{"cover STOP with a position contradicts", Cover, `{"state":"STOP","position":50}`, ReasonInvalidValue, "contradict"},
 	}
 	for _, tc := range tests {
 		_, err := ParseCommand(tc.class, []byte(tc.payload))
 		if err == nil || ReasonOf(err) != tc.reason || !strings.Contains(err.(*Error).Detail, tc.detail) {
 			t.Errorf("%s: ParseCommand(%s, %s) = %v, want %s mentioning %q", tc.name, tc.class, tc.payload, err, tc.reason, tc.detail)
+		}
+	}
+}
+
+// A cover's state with a position is refused as contradictory: it could
+// never be confirmed. Tilt with a state is not.
+func TestCoherentRefusesACoversStateWithAPosition(t *testing.T) {
+	for _, p := range []string{`{"state":"OPEN","position":50}`, `{"state":"STOP","position":50}`, `{"state":"CLOSE","position":0}`} {
+		cmd, err := ParseCommand(Cover, []byte(p))
+		if err != nil {
+			t.Fatalf("ParseCommand(%s) error %v", p, err)
+		}
+		err = Coherent(Cover, cmd.Target)
+		if ReasonOf(err) != ReasonInvalidValue || err == nil || !strings.Contains(err.Error(), "contradict") {
+			t.Errorf("Coherent(%s) = %v; want invalid_value saying they contradict", p, err)
+		}
+	}
+	for _, tc := range []struct {
+		c Class
+		t Target
+	}{{Cover, Target{"state": "OPEN", "tilt": 50.0}}, {Cover, Target{"position": 50.0}}, {Light, Target{"state": "ON", "brightness": 3.0}}} {
+		if err := Coherent(tc.c, tc.t); err != nil {
+			t.Errorf("Coherent(%s, %v) = %v; want nil", tc.c, tc.t, err)
 		}
 	}
 }

@@ -285,7 +285,8 @@ const MaxClockSkew = 5 * time.Minute
 // order: the device exists, the message is not retained, the op_id is new
 // (a known op_id is answered from the store whatever the payload says),
 // then the payload itself (for the device's capabilities when known),
-// the sender's permission, and, for a risky
+// the sender's permission, that the target does not contradict itself
+// (devices.Coherent), and, for a risky
 // action from a transport's backlog, that it carries issued_at.
 func (d *Dispatcher) validate(req Request, now time.Time) (devices.Op, *deviceQueue, *devices.Result) {
 	opID := peekOpID(req.Payload)
@@ -338,6 +339,9 @@ func (d *Dispatcher) validate(req Request, now time.Time) (devices.Op, *deviceQu
 	}
 	if err := d.authorize(q.dev.Device, req.Principal, cmd.Target); err != nil {
 		return fail(devices.ReasonUnauthorized, err.Error())
+	}
+	if err := devices.Coherent(q.dev.Class, cmd.Target); err != nil {
+		return fail(devices.ReasonOf(err), err.(*devices.Error).Detail)
 	}
 	if req.Backlog && cmd.IssuedAt.IsZero() && devices.Risky(q.dev.Device, cmd.Target) {
 		// Its TTL would count from now, and it may be minutes old: an

@@ -39,3 +39,19 @@ func TestBridgeDevicesRangesAndRoundingHonouredEndToEnd(t *testing.T) {
 	}
 	h.noSetsYet()
 }
+
+// A cover's state with a position is rejected as contradictory, nothing
+// sent: accepted, it would always time out (state OPEN is confirmed only
+// at position 100).
+func TestCoverStateWithPositionIsRejectedAsContradictory(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	h.publish("blinds", `{"state":"OPEN","position":50,"op_id":"both1"}`)
+	r := h.result("both1")
+	if r.Status != devices.Rejected || r.Reason != devices.ReasonInvalidValue || !strings.Contains(r.Detail, "contradict") {
+		t.Fatalf("result %s/%s %q; want rejected invalid_value saying they contradict", r.Status, r.Reason, r.Detail)
+	}
+	h.publish("blinds", `{"position":50,"op_id":"pos1"}`)
+	if e := h.nextSet(); string(e.Payload) != `{"position":50}` {
+		t.Errorf("first set to reach a device %s; want only the position alone", e.Payload)
+	}
+}
