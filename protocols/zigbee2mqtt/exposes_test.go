@@ -397,3 +397,51 @@ func FuzzParseBridgeDevices(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseCommandForGoldenDevices checks the intake with real devices'
+// capabilities: no panic, a rejection is a *devices.Error, and an accepted
+// target names only what the device can set, within its range (brightness
+// 255 aside, which Zigbee2MQTT clamps), and re-validates to itself.
+func FuzzParseCommandForGoldenDevices(f *testing.F) {
+	golden, _ := loadGolden(f)
+	f.Add(uint8(0), []byte(`{"state":"ON","brightness":255,"color":{"h":10,"s":20},"effect":"candle"}`))
+	f.Add(uint8(10), []byte(`{"occupied_heating_setpoint":4.5,"system_mode":"heat"}`))
+	f.Add(uint8(24), []byte(`{"state_l1":"on","state_l2":"OFF"}`))
+	f.Add(uint8(14), []byte(`{"state":"unlock"}`))
+	f.Add(uint8(16), []byte(`{"position":101}`))
+	f.Fuzz(func(t *testing.T, which uint8, payload []byte) {
+		d := golden[int(which)%len(golden)]
+		caps := d.Definition.Capabilities()
+		cmd, err := devices.ParseCommandFor(d.Class, caps, payload)
+		if err != nil {
+			if _, ok := err.(*devices.Error); !ok {
+				t.Fatalf("error %v is a %T, want *devices.Error", err, err)
+			}
+			return
+		}
+		for k, v := range cmd.Target {
+			p, ok := caps.Property(k)
+			if !ok {
+				if k == "transition" {
+					continue
+				}
+				t.Fatalf("%s: accepted %q, which it does not have", d.Definition.Model, k)
+			}
+			if !p.Access.Has(devices.AccessSet) {
+				t.Fatalf("%s: accepted %q, which it cannot set", d.Definition.Model, k)
+			}
+			if n, isNum := v.(float64); isNum && p.HasMin && p.HasMax && (n < p.Min || n > p.Max) && !(p.Base == "brightness" && n == 255) {
+				t.Fatalf("%s: accepted %s %g outside %g–%g", d.Definition.Model, k, n, p.Min, p.Max)
+			}
+		}
+		again, err := devices.ValidateFor(d.Class, caps, map[string]any(cmd.Target))
+		if err != nil {
+			t.Fatalf("%s: accepted %v does not re-validate: %v", d.Definition.Model, cmd.Target, err)
+		}
+		a, _ := json.Marshal(again)
+		b, _ := json.Marshal(cmd.Target)
+		if string(a) != string(b) {
+			t.Fatalf("%s: %s re-validated to %s", d.Definition.Model, b, a)
+		}
+	})
+}
