@@ -105,7 +105,8 @@ func Validate(c Class, raw map[string]any) (Target, error) { return ValidateFor(
 // rules of its base attribute. Parameters the bridge takes for any device
 // (transition) need no capability. The device's description wins over the
 // class's ranges, even where it is wider (a TRV whose setpoint goes down to
-// 4 °C).
+// 4 °C). Config sets no ranges today; should it ever, config's would win
+// over the bridge's, as an operator's override of a device's own word.
 func ValidateFor(c Class, caps *Capabilities, raw map[string]any) (Target, error) {
 	schema, ok := schemas[c]
 	if !ok {
@@ -175,7 +176,7 @@ func Coherent(c Class, t Target) error {
 // attrFor returns the rules for attribute k of a device of class c: the
 // class's, narrowed by the device's property when caps are known.
 func attrFor(c Class, schema map[string]attr, caps *Capabilities, k string) (attr, *Error) {
-	if caps == nil || (isParameter(k) && k == "transition") {
+	if caps == nil || k == "transition" { // the bridge takes transition for every light, exposed or not
 		a, ok := schema[k]
 		if !ok {
 			if why, ok := reportedOnly[k]; ok {
