@@ -544,6 +544,9 @@ func (c *Config) checkAutomations(w *walker) {
 				continue // an unknown class is reported at the device
 			}
 			t, err := devices.Validate(d.Class, cmd.Target)
+			if err == nil {
+				err = devices.Coherent(d.Class, t)
+			}
 			if err != nil {
 				var de *devices.Error
 				if errors.As(err, &de) {

@@ -26,7 +26,10 @@ const (
 
 // Target is the state a command asks for: attribute name → value, in the
 // bridge's own attribute names (Zigbee2MQTT's for now). Values are strings
-// (enums, canonical upper case) or float64 (numbers).
+// (enums, in the bridge's spelling: "ON", "heat"), float64 (numbers), or,
+// for a light's color, a map[string]any of one color form (numbers as
+// float64, hex as a string; see ValidateFor), which round-trips through
+// JSON unchanged.
 type Target map[string]any
 
 // Attributes returns the state attributes t names, sorted, leaving out
@@ -114,8 +117,13 @@ const (
 //
 // The target is validated for the class. Any failure is an *Error whose
 // Reason says which rule was broken; a partially valid payload is never
-// returned.
-func ParseCommand(c Class, payload []byte) (Command, error) {
+// returned. It is ParseCommandFor without the device's capabilities.
+func ParseCommand(c Class, payload []byte) (Command, error) { return ParseCommandFor(c, nil, payload) }
+
+// ParseCommandFor parses a command payload as ParseCommand does, for a
+// device of class c whose capabilities are caps (nil: unknown), validating
+// the target with ValidateFor.
+func ParseCommandFor(c Class, caps *Capabilities, payload []byte) (Command, error) {
 	if len(payload) > MaxPayloadBytes {
 		return Command{}, reject(ReasonPayloadTooLarge, "payload is %d bytes; the limit is %d", len(payload), MaxPayloadBytes)
 	}
@@ -184,7 +192,7 @@ func ParseCommand(c Class, payload []byte) (Command, error) {
 		cmd.IssuedAt = t
 		delete(raw, KeyIssuedAt)
 	}
-	if cmd.Target, err = Validate(c, raw); err != nil {
+	if cmd.Target, err = ValidateFor(c, caps, raw); err != nil {
 		return Command{}, err
 	}
 	return cmd, nil

@@ -262,7 +262,7 @@ func TestParseCommandAttributes(t *testing.T) {
 		{name: "brightness 0", payload: `{"brightness":0}`, want: Command{Target: Target{"brightness": 0.0}}},
 		{name: "brightness 254", payload: `{"brightness":254}`, want: Command{Target: Target{"brightness": 254.0}}},
 		{name: "brightness -1", payload: `{"brightness":-1}`, reason: ReasonOutOfRange},
-		{name: "brightness 255", payload: `{"brightness":255}`, reason: ReasonOutOfRange},
+		{name: "brightness 256 (255 is Home Assistant's top, taken)", payload: `{"brightness":256}`, reason: ReasonOutOfRange},
 		{name: "brightness written 1.28e2", payload: `{"brightness":1.28e2}`, want: Command{Target: Target{"brightness": 128.0}}},
 		{name: "brightness 128.0 is whole", payload: `{"brightness":128.0}`, want: Command{Target: Target{"brightness": 128.0}}},
 		{name: "brightness fractional", payload: `{"brightness":12.5}`, reason: ReasonInvalidValue},

@@ -31,6 +31,13 @@ func FuzzParseCommand(f *testing.F) {
 		{Lock, "LOCK"},
 		{Lock, `{"state":"unlock","ttl":2592000}`},
 		{Cover, `{"position":100,"tilt":0,"state":"stop"}`},
+		{Cover, `{"position":50,"tilt":0}`},
+		{Light, `{"color":{"x":0.3,"y":0.3},"effect":"blink"}`},
+		{Light, `{"color":{"h":120,"s":100}}`},
+		{Light, `{"color":{"hue":120,"saturation":100},"brightness":255}`},
+		{Light, `{"color":{"r":255,"g":0,"b":0}}`},
+		{Light, `{"color":{"hex":"#FF8800"},"state":"ON"}`},
+		{Climate, `{"system_mode":"HEAT","preset":"eco","occupied_heating_setpoint":21.5}`},
 		{Sensor, "ON"},
 	}
 	for _, s := range seeds {
@@ -62,10 +69,29 @@ func FuzzParseCommand(f *testing.F) {
 			t.Fatalf("ParseCommand(%q, %q) accepted a target without state attributes: %v", c, payload, cmd.Target)
 		}
 		for k, v := range cmd.Target {
-			switch v.(type) {
+			switch v := v.(type) {
 			case string, float64:
+			case map[string]any:
+				// Only a light's color is an object, of numbers or its hex string.
+				if c != Light || k != "color" {
+					t.Fatalf("ParseCommand(%q, %q) target %s is an object; only a light's color is", c, payload, k)
+				}
+				if _, _, ok := ColorXY(v); !ok {
+					t.Fatalf("ParseCommand(%q, %q) color %v has no xy", c, payload, v)
+				}
+				for ck, cv := range v {
+					switch cv.(type) {
+					case float64:
+					case string:
+						if ck != "hex" {
+							t.Fatalf("ParseCommand(%q, %q) color %s is a string", c, payload, ck)
+						}
+					default:
+						t.Fatalf("ParseCommand(%q, %q) color %s is a %T, want float64", c, payload, ck, cv)
+					}
+				}
 			default:
-				t.Fatalf("ParseCommand(%q, %q) target %s is a %T, want string or float64", c, payload, k, v)
+				t.Fatalf("ParseCommand(%q, %q) target %s is a %T, want string, float64 or a light's color object", c, payload, k, v)
 			}
 		}
 		again, err := Validate(c, map[string]any(cmd.Target))

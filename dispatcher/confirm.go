@@ -170,9 +170,10 @@ func (q *deviceQueue) feedLocked(c *confirmation, state map[string]any) {
 	}
 }
 
-// satisfied reports whether the reports seen since a send show target (a
-// lock by its lock_state only, never by an echo of state: see
-// devices.Satisfied).
+// satisfied reports whether the reports seen since a send show target,
+// after the device's own clamping and rounding when its capabilities are
+// known (a lock by its lock_state only, never by an echo of state: see
+// devices.SatisfiedBy).
 func (q *deviceQueue) satisfied(target devices.Target, seen map[string]any) bool {
-	return devices.Satisfied(q.dev.Class, target, seen)
+	return devices.SatisfiedBy(q.dev.Class, q.caps.Load(), target, seen)
 }

@@ -3,6 +3,7 @@ package dispatcher
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hearthd/hearth/breaker"
@@ -20,6 +21,10 @@ type deviceQueue struct {
 	d   *Dispatcher
 	dev Device
 	svc *Service
+
+	// caps are the device's capabilities from its bridge, nil while
+	// unknown: read without q.mu at intake (see Dispatcher.Capabilities).
+	caps atomic.Pointer[devices.Capabilities]
 
 	mu sync.Mutex
 	m  *machine.Device

@@ -284,7 +284,9 @@ const MaxClockSkew = 5 * time.Minute
 // rejection, or the stored result of a known op_id. The checks run in this
 // order: the device exists, the message is not retained, the op_id is new
 // (a known op_id is answered from the store whatever the payload says),
-// then the payload itself, the sender's permission, and, for a risky
+// then the payload itself (for the device's capabilities when known),
+// the sender's permission, that the target does not contradict itself
+// (devices.Coherent), and, for a risky
 // action from a transport's backlog, that it carries issued_at.
 func (d *Dispatcher) validate(req Request, now time.Time) (devices.Op, *deviceQueue, *devices.Result) {
 	opID := peekOpID(req.Payload)
@@ -319,7 +321,9 @@ func (d *Dispatcher) validate(req Request, now time.Time) (devices.Op, *deviceQu
 			return devices.Op{}, nil, &r
 		}
 	}
-	cmd, err := devices.ParseCommand(q.dev.Class, req.Payload)
+	// The device's capabilities, when its bridge has described it,
+	// narrow the class's rules (devices.ValidateFor).
+	cmd, err := devices.ParseCommandFor(q.dev.Class, q.caps.Load(), req.Payload)
 	if err != nil {
 		var detail string
 		if e, ok := err.(*devices.Error); ok {
@@ -335,6 +339,9 @@ func (d *Dispatcher) validate(req Request, now time.Time) (devices.Op, *deviceQu
 	}
 	if err := d.authorize(q.dev.Device, req.Principal, cmd.Target); err != nil {
 		return fail(devices.ReasonUnauthorized, err.Error())
+	}
+	if err := devices.Coherent(q.dev.Class, cmd.Target); err != nil {
+		return fail(devices.ReasonOf(err), err.(*devices.Error).Detail)
 	}
 	if req.Backlog && cmd.IssuedAt.IsZero() && devices.Risky(q.dev.Device, cmd.Target) {
 		// Its TTL would count from now, and it may be minutes old: an

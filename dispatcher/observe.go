@@ -35,6 +35,33 @@ func (d *Dispatcher) Availability(device string, online bool) {
 	}
 }
 
+// Capabilities takes what a device's bridge says the device can do
+// (Zigbee2MQTT's bridge/devices exposes), or nil when it no longer says:
+// from then on, intake validates its commands for them and confirmation
+// accepts a report after the device's own clamping and rounding
+// (devices.ValidateFor, devices.SatisfiedBy). A command already accepted
+// keeps its target. Unknown devices are ignored.
+func (d *Dispatcher) Capabilities(device string, caps *devices.Capabilities) {
+	q, ok := d.devices[device]
+	if !ok {
+		return
+	}
+	q.caps.Store(caps)
+	q.mu.Lock()
+	q.m.SetCapabilities(caps)
+	q.mu.Unlock()
+}
+
+// DeviceCapabilities returns the capabilities the device's bridge last
+// gave for it, nil while unknown or for an unknown device. Safe for
+// concurrent use; O(1).
+func (d *Dispatcher) DeviceCapabilities(device string) *devices.Capabilities {
+	if q, ok := d.devices[device]; ok {
+		return q.caps.Load()
+	}
+	return nil
+}
+
 // NodeStatus takes what a bridge that knows its nodes' sleep (Z-Wave JS
 // UI) says of a device: alive and awake mean online (awake also begins an
 // awake lease of a sleepy device), dead means offline, asleep ends the

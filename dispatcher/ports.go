@@ -106,3 +106,18 @@ type AuditLog interface {
 type Publisher interface {
 	Publish(ctx context.Context, topic string, qos byte, retained bool, payload []byte) error
 }
+
+// Reports are the bridge callbacks the dispatcher implements: each
+// protocol adapter declares its own Sink, a subset of these, and the
+// dispatcher (or a wrapper of it) is passed to it.
+type Reports interface {
+	Report(device string, state map[string]any, retained bool)
+	Availability(device string, online bool)
+	BridgeState(service string, online, retained bool)
+	NodeStatus(device string, status devices.NodeStatus, retained bool)
+	// Capabilities takes a device's capabilities as its bridge describes
+	// them, nil for unknown.
+	Capabilities(device string, caps *devices.Capabilities)
+}
+
+var _ Reports = (*Dispatcher)(nil)

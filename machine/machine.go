@@ -41,6 +41,9 @@ type Device struct {
 
 	lease lease
 	seen  seen
+	// caps are the device's capabilities as its bridge describes them,
+	// nil while unknown (see SetCapabilities).
+	caps *devices.Capabilities
 }
 
 // Command is one accepted command in its device's machine. Op is the

@@ -79,12 +79,16 @@ func (m *Device) State() map[string]any {
 	return maps.Clone(m.seen.state)
 }
 
+// SetCapabilities takes what the device's bridge says it can do (nil:
+// unknown); the state heard is judged by them (devices.SatisfiedBy).
+func (m *Device) SetCapabilities(caps *devices.Capabilities) { m.caps = caps }
+
 // HeardAt reports whether the state heard since the start shows target,
-// without a device fault (devices.Satisfied, devices.Fault), and returns
-// a copy of it.
+// without a device fault (devices.SatisfiedBy with the device's
+// capabilities, devices.Fault), and returns a copy of it.
 func (m *Device) HeardAt(target devices.Target) (map[string]any, bool) {
 	h := m.seen.heard
-	if h == nil || !devices.Satisfied(m.dev.Class, target, h) {
+	if h == nil || !devices.SatisfiedBy(m.dev.Class, m.caps, target, h) {
 		return nil, false
 	}
 	if _, bad := devices.Fault(m.dev.Class, h); bad {

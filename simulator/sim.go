@@ -55,6 +55,11 @@ type Device struct {
 	// LinkQuality, if above 0, is reported as "linkquality" (0–255) with
 	// every state, as Z2M does. 0 omits it.
 	LinkQuality int
+	// MinLevel, for a Zigbee2MQTT light, is its dimmer's lowest level
+	// above off (its ZCL Level Control MinLevel): a set of a brightness
+	// from 1 to MinLevel is reported as MinLevel, as bulbs whose dimmer
+	// goes no lower report 2 or 3 for 1. 0 means 1 (none); at most 254.
+	MinLevel int
 	// Protocol is ProtocolZigbee2MQTT ("" means it) or ProtocolZWaveJS.
 	// For a Z-Wave node, Name is its address in the gateway's topics,
 	// "<node name>" or "<location>/<node name>", BaseTopic the gateway's
@@ -376,6 +381,9 @@ func New(opts Options) (*Sim, error) {
 		}
 		if !knownClass(d.Class) {
 			return nil, fmt.Errorf("simulator: Devices[%d] %q: unknown class %q (want light, switch, lock or cover)", i, d.Name, d.Class)
+		}
+		if d.MinLevel < 0 || d.MinLevel > maxBrightness || (d.MinLevel > 0 && d.Class != ClassLight) {
+			return nil, fmt.Errorf("simulator: Devices[%d] %q: MinLevel %d is for a light, within 0–%d", i, d.Name, d.MinLevel, maxBrightness)
 		}
 		if d.LinkQuality < 0 || d.LinkQuality > 255 {
 			return nil, fmt.Errorf("simulator: Devices[%d] %q: LinkQuality %d is not within 0–255", i, d.Name, d.LinkQuality)
@@ -807,6 +815,9 @@ func (s *Sim) announce(ctx context.Context, b *bridge, client mqtt.Client) error
 	if err := await(ctx, client.Subscribe(b.base+"/#", 1, s.handler(b))); err != nil {
 		return fmt.Errorf("subscribe %s/#: %w", b.base, err)
 	}
+	if err := await(ctx, client.Publish(b.base+"/bridge/devices", 1, true, bridgeDevices(b.order))); err != nil {
+		return fmt.Errorf("publish bridge/devices: %w", err)
+	}
 	s.mu.Lock()
 	state := availabilityPayload(!b.announced)
 	s.mu.Unlock()
@@ -875,7 +886,7 @@ func (s *Sim) set(d *device, topic string, payload []byte, retained bool) {
 			st = maps.Clone(d.state) // the device does not move
 		}
 		var valid int
-		valid, problems = apply(d.Class, st, attrs)
+		valid, problems = applyWith(d.Class, d.MinLevel, st, attrs)
 		if valid == 0 {
 			ev.Reason = ReasonNoValidAttribute
 			break

@@ -111,7 +111,13 @@ func initialState(class string) map[string]any {
 // valid and a sorted list of problems (unknown attributes, invalid values),
 // which Z2M would log as errors and otherwise ignore. attrs is not modified.
 func apply(class string, st, attrs map[string]any) (valid int, problems []string) {
-	a := applier{st: st, attrs: attrs, seen: map[string]bool{}}
+	return applyWith(class, 0, st, attrs)
+}
+
+// applyWith is apply for a light whose lowest level above off is minLevel
+// (0 means 1; see Device.MinLevel).
+func applyWith(class string, minLevel int, st, attrs map[string]any) (valid int, problems []string) {
+	a := applier{st: st, attrs: attrs, seen: map[string]bool{}, minLevel: max(minLevel, 1)}
 	switch class {
 	case ClassLight:
 		a.light()
@@ -137,6 +143,7 @@ type applier struct {
 	seen      map[string]bool
 	valid     int
 	problems  []string
+	minLevel  int // a light's lowest level above off
 }
 
 // str returns attribute k as an upper-case string.
@@ -214,7 +221,7 @@ func (a *applier) light() {
 		if n == 0 {
 			a.st["state"] = "OFF" // the bulb keeps its last level
 		} else {
-			a.st["brightness"] = n
+			a.st["brightness"] = max(n, a.minLevel) // its dimmer goes no lower
 			a.st["state"] = "ON"
 		}
 	}
@@ -325,4 +332,71 @@ func checkFriendlyName(s string) error {
 		return fmt.Errorf("must not end with %q", "/"+levels[len(levels)-1])
 	}
 	return nil
+}
+
+// bridgeDevices encodes the retained <base>/bridge/devices message of a
+// bridge's devices, as Zigbee2MQTT publishes it at start ("MQTT Topics and
+// Messages", zigbee2mqtt/bridge/devices): one entry per device with its
+// definition's exposes, as zigbee-herdsman-converters writes a light
+// (state, brightness 0–254, color_temp 150–500 mired), a switch (state), a
+// lock (state LOCK/UNLOCK, lock_state published only) and a cover (state
+// OPEN/CLOSE/STOP, position and tilt 0–100 %). Access bits: 1 published,
+// 2 set, 4 get. Exposes give no value_step for brightness: a device whose
+// dimmer rounds (Device.MinLevel) says nothing of it, as real ones do not.
+func bridgeDevices(devs []*device) []byte {
+	type entry struct {
+		IEEEAddress  string         `json:"ieee_address"`
+		FriendlyName string         `json:"friendly_name"`
+		Type         string         `json:"type"`
+		Supported    bool           `json:"supported"`
+		Definition   map[string]any `json:"definition"`
+	}
+	binary := func(prop, on, off string) map[string]any {
+		return map[string]any{"type": "binary", "name": prop, "property": prop, "access": 7, "value_on": on, "value_off": off}
+	}
+	numeric := func(prop string, lo, hi int, unit string) map[string]any {
+		e := map[string]any{"type": "numeric", "name": prop, "property": prop, "access": 7, "value_min": lo, "value_max": hi}
+		if unit != "" {
+			e["unit"] = unit
+		}
+		return e
+	}
+	list := []entry{{IEEEAddress: "0x00124b0000000000", FriendlyName: "Coordinator", Type: "Coordinator"}}
+	for i, d := range devs {
+		var features []map[string]any
+		typ := d.Class
+		switch d.Class {
+		case ClassLight:
+			features = []map[string]any{binary("state", "ON", "OFF"), numeric("brightness", 0, maxBrightness, ""), numeric("color_temp", minColorTemp, maxColorTemp, "mired")}
+		case ClassSwitch:
+			features = []map[string]any{binary("state", "ON", "OFF")}
+		case ClassLock:
+			features = []map[string]any{binary("state", "LOCK", "UNLOCK"),
+				{"type": "enum", "name": "lock_state", "property": "lock_state", "access": 1, "values": []string{"not_fully_locked", "locked", "unlocked"}}}
+		case ClassCover:
+			features = []map[string]any{{"type": "enum", "name": "state", "property": "state", "access": 3, "values": []string{"OPEN", "CLOSE", "STOP"}},
+				numeric("position", 0, maxPercent, "%"), numeric("tilt", 0, maxPercent, "%")}
+		}
+		zigbeeType := "Router"
+		if d.WakeInterval > 0 {
+			zigbeeType = "EndDevice"
+		}
+		list = append(list, entry{
+			IEEEAddress:  fmt.Sprintf("0x00158d00%08x", i+1),
+			FriendlyName: d.Name,
+			Type:         zigbeeType,
+			Supported:    true,
+			Definition: map[string]any{
+				"model":       "SIM-" + strings.ToUpper(d.Class),
+				"vendor":      "Hearth simulator",
+				"description": "Simulated " + d.Class,
+				"exposes":     []map[string]any{{"type": typ, "features": features}},
+			},
+		})
+	}
+	b, err := json.Marshal(list)
+	if err != nil {
+		panic(err) // maps of strings and numbers always encode
+	}
+	return b
 }

@@ -137,7 +137,7 @@ func TestBadInputIsRejected(t *testing.T) {
 		{"unknown device", "ghost", `{"state":"ON"}`, devices.ReasonUnknownDevice},
 		{"unknown attribute", "hall_light", `{"state":"ON","colour":"red"}`, devices.ReasonUnknownAttribute},
 		{"lock has no brightness", "front_door", `{"brightness":10}`, devices.ReasonUnknownAttribute},
-		{"brightness out of range", "hall_light", `{"brightness":255}`, devices.ReasonOutOfRange},
+		{"brightness out of range", "hall_light", `{"brightness":256}`, devices.ReasonOutOfRange},
 		{"position out of range", "blinds", `{"position":-1}`, devices.ReasonOutOfRange},
 		{"brightness of wrong type", "hall_light", `{"brightness":"high"}`, devices.ReasonInvalidValue},
 		{"fractional brightness", "hall_light", `{"brightness":12.5}`, devices.ReasonInvalidValue},

@@ -228,6 +228,9 @@ type harnessOptions struct {
 	httpLimits httpLimits
 	// logger is hearthd's log; nil: testLogger.
 	logger *slog.Logger
+	// simDevice, if set, adjusts each simulated device before the
+	// simulator starts (a light's MinLevel).
+	simDevice func(*simulator.Device)
 }
 
 // login is an MQTT username and password.
@@ -337,6 +340,11 @@ func (h *harness) startSim(o harnessOptions) {
 	}
 	if o.simOnFakeClock {
 		simOpts.Clock = o.clock
+	}
+	if o.simDevice != nil {
+		for i := range simOpts.Devices {
+			o.simDevice(&simOpts.Devices[i])
+		}
 	}
 	var err error
 	h.sim, err = simulator.New(simOpts)

@@ -70,8 +70,9 @@ var seq atomic.Int64
 
 // call is one call the adapter made on its Sink.
 type call struct {
-	kind     string // "report", "availability" or "bridge"
+	kind     string // "report", "availability", "bridge" or "capabilities"
 	name     string // device ID, or service for "bridge"
+	caps     *devices.Capabilities
 	state    map[string]any
 	online   bool
 	retained bool
@@ -92,6 +93,10 @@ func (s *sink) Availability(device string, online bool) {
 
 func (s *sink) BridgeState(service string, online, _ bool) {
 	s.calls <- call{kind: "bridge", name: service, online: online}
+}
+
+func (s *sink) Capabilities(device string, caps *devices.Capabilities) {
+	s.calls <- call{kind: "capabilities", name: device, caps: caps}
 }
 
 func (s *sink) next(t *testing.T) call {

@@ -10,6 +10,7 @@
 //	<base_topic>/<friendly_name>               device → all: JSON state
 //	<base_topic>/<friendly_name>/availability  "online"/"offline", or {"state":"online"}
 //	<base_topic>/bridge/state                  "online"/"offline", or {"state":"online"}
+//	<base_topic>/bridge/devices                retained JSON array: every device's definition and exposes
 //
 // Friendly names may contain '/', so the adapter subscribes to
 // <base_topic>/# and matches exact configured names. It never decides
@@ -23,6 +24,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/hearthd/hearth/devices"
@@ -56,6 +58,11 @@ type Sink interface {
 	// true when the broker replayed it from its retained store (the state
 	// Zigbee2MQTT last announced, perhaps long ago).
 	BridgeState(service string, online, retained bool)
+	// Capabilities passes what the bridge says device can do (from
+	// bridge/devices), or nil when the bridge no longer describes it
+	// (unknown: its class's rules apply). Called for every configured
+	// device of the service each time the bridge publishes its list.
+	Capabilities(device string, caps *devices.Capabilities)
 }
 
 // Conn is the part of the MQTT connection the adapter uses; *mqtt.Conn
@@ -95,6 +102,9 @@ type Adapter struct {
 	service string
 	base    string
 	byName  map[string]string // friendly_name → device ID
+	ids     []string          // the device IDs, in configuration order
+	defsMu  sync.Mutex
+	defs    map[string]string // device ID → its definition last passed, encoded; "" for none
 	sink    Sink
 	log     *slog.Logger
 	conn    Conn
@@ -108,6 +118,7 @@ func New(conn Conn, opts Options) *Adapter {
 		service: opts.Service,
 		base:    opts.BaseTopic,
 		byName:  make(map[string]string, len(opts.Devices)),
+		defs:    make(map[string]string, len(opts.Devices)),
 		log:     opts.Logger,
 		conn:    conn,
 	}
@@ -124,6 +135,7 @@ func New(conn Conn, opts Options) *Adapter {
 			name = d.ID
 		}
 		a.byName[name] = d.ID
+		a.ids = append(a.ids, d.ID)
 	}
 	return a
 }
@@ -197,6 +209,12 @@ func (a *Adapter) handle(m mqtt.Message) {
 		a.sink.BridgeState(a.service, online, m.Retained)
 		return
 	}
+	if rest == "bridge/devices" {
+		if a.trust.Trusted(m) {
+			a.bridgeDevices(m)
+		}
+		return
+	}
 	if name, ok := strings.CutSuffix(rest, "/availability"); ok {
 		if id, known := a.byName[name]; known {
 			if !a.trust.Trusted(m) {
@@ -224,6 +242,40 @@ func (a *Adapter) handle(m mqtt.Message) {
 		return
 	}
 	a.sink.Report(id, state, m.Retained)
+}
+
+// bridgeDevices passes each configured device's capabilities from a
+// bridge/devices message (retained or not: the list is retained by design
+// and is as current as the bridge's last word) when they differ from
+// those last passed (none at first): nil for a device the list does not
+// describe. An unreadable list changes nothing.
+func (a *Adapter) bridgeDevices(m mqtt.Message) {
+	list, err := ParseBridgeDevices(m.Payload)
+	if err != nil {
+		a.log.Warn("zigbee2mqtt: unreadable bridge/devices", "topic", m.Topic, "err", err, "payload", truncate(m.Payload))
+		return
+	}
+	described := make(map[string]*Definition, len(a.byName))
+	for i := range list {
+		if id, ok := a.byName[list[i].FriendlyName]; ok && list[i].Definition != nil {
+			described[id] = list[i].Definition
+		}
+	}
+	a.defsMu.Lock()
+	defer a.defsMu.Unlock()
+	for _, id := range a.ids {
+		def := described[id]
+		key := ""
+		if def != nil {
+			b, _ := json.Marshal(def) // a decoded Definition always encodes
+			key = string(b)
+		}
+		if key == a.defs[id] {
+			continue // Zigbee2MQTT republishes the list at every join, rename and interview
+		}
+		a.defs[id] = key
+		a.sink.Capabilities(id, def.Capabilities())
+	}
 }
 
 // parseOnline reads Zigbee2MQTT's availability and bridge state, in the
