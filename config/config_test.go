@@ -71,6 +71,7 @@ func TestSampleLoads(t *testing.T) {
 				return d
 			}(),
 			dev("living_blinds", devices.Cover, "living_blinds", time.Minute),
+			dev("bedroom_trv", devices.Climate, "bedroom_trv", time.Minute),
 		},
 	}
 	if !reflect.DeepEqual(got, want) {

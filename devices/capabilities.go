@@ -93,6 +93,9 @@ type Property struct {
 type Capabilities struct {
 	// Model, Vendor and Description name the device's definition.
 	Model, Vendor, Description string
+	// IEEEAddress is the device's IEEE (EUI-64) address as its bridge
+	// writes it ("0x00158d0001a2b3c4"), "" when not known.
+	IEEEAddress string
 	props                      map[string]Property
 	names                      []string
 }

@@ -2,6 +2,7 @@ package homeassistant
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 
 	"github.com/hearthd/hearth/devices"
@@ -347,4 +348,80 @@ func (d Discovery) topic(device, suffix string) string {
 // configTopic is <Prefix>/<component>/<NodeID>/<object>/config.
 func (d Discovery) configTopic(component, object string) string {
 	return d.prefix() + "/" + component + "/" + d.node() + "/" + object + "/config"
+}
+
+// BridgeOf returns what Zigbee2MQTT's description of a device (its
+// bridge/devices entry, as devices.Capabilities) gives its entities: the
+// device block Zigbee2MQTT itself announces to Home Assistant
+// (identifiers "zigbee2mqtt_<ieee_address>", model "<description>
+// (<model>)", manufacturer the vendor, as its
+// lib/extension/homeassistant.ts writes them), a light's color modes,
+// color temperature range and effects, a climate device's modes, presets
+// and setpoint range, and a cover's tilt. nil gives the zero Bridge.
+func BridgeOf(class devices.Class, caps *devices.Capabilities) Bridge {
+	var b Bridge
+	if caps == nil {
+		return b
+	}
+	if caps.IEEEAddress != "" {
+		b.Identifiers = []string{"zigbee2mqtt_" + caps.IEEEAddress}
+	}
+	b.Manufacturer = caps.Vendor
+	if caps.Model != "" {
+		b.Model = caps.Model
+		if caps.Description != "" {
+			b.Model = caps.Description + " (" + caps.Model + ")"
+		}
+	}
+	settable := func(name string) (devices.Property, bool) {
+		p, ok := caps.Property(name)
+		return p, ok && p.Access&devices.AccessSet != 0
+	}
+	switch class {
+	case devices.Light:
+		if p, ok := settable("color_temp"); ok {
+			b.ColorModes = append(b.ColorModes, "color_temp")
+			if p.HasMin && p.HasMax {
+				b.MinMireds, b.MaxMireds = int(p.Min), int(p.Max)
+			}
+		}
+		if p, ok := settable("color"); ok {
+			if slices.Contains(p.Features, "hue") || slices.Contains(p.Features, "h") {
+				b.ColorModes = append(b.ColorModes, "hs")
+			}
+			if slices.Contains(p.Features, "x") {
+				b.ColorModes = append(b.ColorModes, "xy")
+			}
+		}
+		if len(b.ColorModes) == 0 {
+			if _, ok := settable("brightness"); ok {
+				b.ColorModes = []string{"brightness"}
+			} else {
+				b.ColorModes = []string{"onoff"}
+			}
+		}
+		if p, ok := settable("effect"); ok {
+			b.Effects = p.Values
+		}
+	case devices.Climate:
+		if p, ok := settable("system_mode"); ok {
+			b.Modes = p.Values
+		}
+		if p, ok := settable("preset"); ok {
+			b.Presets = p.Values
+		}
+		for _, name := range []string{"current_heating_setpoint", "occupied_heating_setpoint"} {
+			if p, ok := settable(name); ok {
+				b.Setpoint = name
+				if p.HasMin && p.HasMax {
+					b.MinTemp, b.MaxTemp = p.Min, p.Max
+				}
+				b.TempStep = p.Step
+				break
+			}
+		}
+	case devices.Cover:
+		_, b.Tilt = settable("tilt")
+	}
+	return b
 }

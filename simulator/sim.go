@@ -47,7 +47,8 @@ type Device struct {
 	// unique within the sim, must not start with the level "bridge" nor end
 	// with the level "set", "get" or "availability".
 	Name string
-	// Class is ClassLight, ClassSwitch, ClassLock or ClassCover.
+	// Class is ClassLight, ClassSwitch, ClassLock, ClassCover or
+	// ClassClimate.
 	Class string
 	// BaseTopic is the Z2M base topic; "" means DefaultBaseTopic. Devices
 	// with the same base topic share one bridge and one MQTT connection.
@@ -63,8 +64,9 @@ type Device struct {
 	// Protocol is ProtocolZigbee2MQTT ("" means it) or ProtocolZWaveJS.
 	// For a Z-Wave node, Name is its address in the gateway's topics,
 	// "<node name>" or "<location>/<node name>", BaseTopic the gateway's
-	// MQTT prefix ("" means DefaultZWavePrefix), and Class may also be
-	// ClassClimate. See zwave.go's documentation in the package doc.
+	// MQTT prefix ("" means DefaultZWavePrefix). ClassClimate is a
+	// radiator valve (TRV) on Zigbee2MQTT, a thermostat on Z-Wave. See
+	// zwave.go's documentation in the package doc.
 	Protocol string
 	// NodeID is a Z-Wave node's numeric ID (1–4000), unique per gateway;
 	// required for a Z-Wave node, unused otherwise.
@@ -380,7 +382,7 @@ func New(opts Options) (*Sim, error) {
 			return nil, fmt.Errorf("simulator: Devices[%d]: friendly name %q is used twice", i, d.Name)
 		}
 		if !knownClass(d.Class) {
-			return nil, fmt.Errorf("simulator: Devices[%d] %q: unknown class %q (want light, switch, lock or cover)", i, d.Name, d.Class)
+			return nil, fmt.Errorf("simulator: Devices[%d] %q: unknown class %q (want light, switch, lock, cover or climate)", i, d.Name, d.Class)
 		}
 		if d.MinLevel < 0 || d.MinLevel > maxBrightness || (d.MinLevel > 0 && d.Class != ClassLight) {
 			return nil, fmt.Errorf("simulator: Devices[%d] %q: MinLevel %d is for a light, within 0–%d", i, d.Name, d.MinLevel, maxBrightness)

@@ -27,6 +27,8 @@ const (
 	minColorTemp  = 150
 	maxColorTemp  = 500
 	maxPercent    = 100
+	// climateMin and climateMax bound a simulated TRV's setpoint, °C.
+	climateMin, climateMax = 5.0, 30.0
 	// initialColorTemp is a neutral white, reported until a set changes it.
 	initialColorTemp = 250
 )
@@ -84,14 +86,15 @@ func parsePayload(p []byte) (map[string]any, error) {
 // knownClass reports whether class is one the simulator plays.
 func knownClass(class string) bool {
 	switch class {
-	case ClassLight, ClassSwitch, ClassLock, ClassCover:
+	case ClassLight, ClassSwitch, ClassLock, ClassCover, ClassClimate:
 		return true
 	}
 	return false
 }
 
 // initialState is a device's state when the simulator starts: lights and
-// switches off, locks locked, covers closed.
+// switches off, locks locked, covers closed, thermostats (a radiator
+// valve, TRV) off at 20 °C.
 func initialState(class string) map[string]any {
 	switch class {
 	case ClassLight:
@@ -102,6 +105,8 @@ func initialState(class string) map[string]any {
 		return map[string]any{"state": "LOCK", "lock_state": "locked"}
 	case ClassCover:
 		return map[string]any{"state": "CLOSE", "position": 0, "tilt": 0}
+	case ClassClimate:
+		return map[string]any{"system_mode": "off", "current_heating_setpoint": 20.0, "local_temperature": 19.5, "preset": "manual"}
 	}
 	return map[string]any{}
 }
@@ -127,6 +132,8 @@ func applyWith(class string, minLevel int, st, attrs map[string]any) (valid int,
 		a.lock()
 	case ClassCover:
 		a.cover()
+	case ClassClimate:
+		a.climate()
 	}
 	for k := range attrs {
 		if !a.seen[k] {
@@ -229,6 +236,21 @@ func (a *applier) light() {
 		a.valid++
 		a.st["color_temp"] = n
 	}
+	if v, ok := a.attrs["color"]; ok {
+		a.seen["color"] = true
+		c, _ := v.(map[string]any)
+		x, okx := c["x"].(float64)
+		y, oky := c["y"].(float64)
+		if okx && oky && x >= 0 && x <= 1 && y >= 0 && y <= 1 {
+			// The bulb takes CIE xy and reports it as it stores it:
+			// to 4 decimals (ZCL CurrentX/CurrentY are x·65536).
+			a.st["color"] = map[string]any{"x": math.Round(x*10000) / 10000, "y": math.Round(y*10000) / 10000}
+			a.st["color_mode"] = "xy"
+			a.valid++
+		} else {
+			a.invalid("color", v) // this simulated bulb takes xy only
+		}
+	}
 	a.onOff(func() {
 		if a.st["brightness"] == 0 {
 			a.st["brightness"] = maxBrightness
@@ -280,6 +302,40 @@ func (a *applier) cover() {
 	if n, ok := a.num("tilt", 0, maxPercent); ok {
 		a.valid++
 		a.st["tilt"] = n
+	}
+}
+
+// climate applies a radiator valve's (TRV's) system_mode, preset and
+// heating setpoint, which it rounds to its 0.5 °C step and clamps to
+// 5–30 °C as real ones do.
+func (a *applier) climate() {
+	if s, ok := a.str("system_mode"); ok {
+		switch strings.ToLower(s) {
+		case "off", "heat", "auto":
+			a.st["system_mode"] = strings.ToLower(s)
+			a.valid++
+		default:
+			a.invalid("system_mode", a.attrs["system_mode"])
+		}
+	}
+	if s, ok := a.str("preset"); ok {
+		switch strings.ToLower(s) {
+		case "manual", "eco", "comfort", "boost":
+			a.st["preset"] = strings.ToLower(s)
+			a.valid++
+		default:
+			a.invalid("preset", a.attrs["preset"])
+		}
+	}
+	if v, ok := a.attrs["current_heating_setpoint"]; ok {
+		a.seen["current_heating_setpoint"] = true
+		f, ok := v.(float64)
+		if !ok {
+			a.invalid("current_heating_setpoint", v)
+			return
+		}
+		a.st["current_heating_setpoint"] = min(max(math.Round(f*2)/2, climateMin), climateMax)
+		a.valid++
 	}
 }
 
@@ -367,7 +423,9 @@ func bridgeDevices(devs []*device) []byte {
 		typ := d.Class
 		switch d.Class {
 		case ClassLight:
-			features = []map[string]any{binary("state", "ON", "OFF"), numeric("brightness", 0, maxBrightness, ""), numeric("color_temp", minColorTemp, maxColorTemp, "mired")}
+			features = []map[string]any{binary("state", "ON", "OFF"), numeric("brightness", 0, maxBrightness, ""), numeric("color_temp", minColorTemp, maxColorTemp, "mired"),
+				{"type": "composite", "name": "color_xy", "property": "color", "access": 7, "features": []map[string]any{
+					{"type": "numeric", "name": "x", "property": "x", "access": 7}, {"type": "numeric", "name": "y", "property": "y", "access": 7}}}}
 		case ClassSwitch:
 			features = []map[string]any{binary("state", "ON", "OFF")}
 		case ClassLock:
@@ -376,6 +434,13 @@ func bridgeDevices(devs []*device) []byte {
 		case ClassCover:
 			features = []map[string]any{{"type": "enum", "name": "state", "property": "state", "access": 3, "values": []string{"OPEN", "CLOSE", "STOP"}},
 				numeric("position", 0, maxPercent, "%"), numeric("tilt", 0, maxPercent, "%")}
+		case ClassClimate:
+			setpoint := numeric("current_heating_setpoint", int(climateMin), int(climateMax), "°C")
+			setpoint["value_step"] = 0.5
+			features = []map[string]any{setpoint,
+				{"type": "numeric", "name": "local_temperature", "property": "local_temperature", "access": 5, "unit": "°C"},
+				{"type": "enum", "name": "system_mode", "property": "system_mode", "access": 7, "values": []string{"off", "heat", "auto"}},
+				{"type": "enum", "name": "preset", "property": "preset", "access": 7, "values": []string{"manual", "eco", "comfort", "boost"}}}
 		}
 		zigbeeType := "Router"
 		if d.WakeInterval > 0 {

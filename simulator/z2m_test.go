@@ -3,6 +3,7 @@ package simulator
 import (
 	"errors"
 	"maps"
+	"reflect"
 	"testing"
 )
 
@@ -70,6 +71,16 @@ func TestApply(t *testing.T) {
 		{"light bad values and unknown keys", ClassLight, nil,
 			map[string]any{"state": "DIM", "brightness": "50", "transition": 2.0},
 			map[string]any{"state": "OFF", "brightness": 0, "color_temp": 250}, 0, 3},
+		{"light takes xy color, to 4 decimals", ClassLight, nil, map[string]any{"color": map[string]any{"x": 0.70061, "y": 0.29934}},
+			map[string]any{"state": "OFF", "brightness": 0, "color_temp": 250, "color": map[string]any{"x": 0.7006, "y": 0.2993}, "color_mode": "xy"}, 1, 0},
+		{"light refuses a color it cannot take", ClassLight, nil, map[string]any{"color": map[string]any{"r": 255.0, "g": 0.0, "b": 0.0}},
+			map[string]any{"state": "OFF", "brightness": 0, "color_temp": 250}, 0, 1},
+		{"trv rounds its setpoint to 0.5 and clamps it", ClassClimate, nil, map[string]any{"current_heating_setpoint": 21.3, "system_mode": "heat"},
+			map[string]any{"system_mode": "heat", "current_heating_setpoint": 21.5, "local_temperature": 19.5, "preset": "manual"}, 2, 0},
+		{"trv clamps", ClassClimate, nil, map[string]any{"current_heating_setpoint": 40.0, "preset": "eco"},
+			map[string]any{"system_mode": "off", "current_heating_setpoint": 30.0, "local_temperature": 19.5, "preset": "eco"}, 2, 0},
+		{"trv refuses an unknown mode", ClassClimate, nil, map[string]any{"system_mode": "cool"},
+			map[string]any{"system_mode": "off", "current_heating_setpoint": 20.0, "local_temperature": 19.5, "preset": "manual"}, 0, 1},
 		{"switch on", ClassSwitch, nil, map[string]any{"state": "On"}, map[string]any{"state": "ON"}, 1, 0},
 		{"switch ignores brightness", ClassSwitch, nil, map[string]any{"state": "ON", "brightness": 9.0},
 			map[string]any{"state": "ON"}, 1, 1},
@@ -107,7 +118,7 @@ func TestApply(t *testing.T) {
 			st = maps.Clone(st)
 			set := maps.Clone(tt.set)
 			valid, problems := apply(tt.class, st, tt.set)
-			if !maps.Equal(st, tt.want) {
+			if !reflect.DeepEqual(st, tt.want) {
 				t.Errorf("state = %v, want %v", st, tt.want)
 			}
 			if valid != tt.wantValid {
@@ -116,7 +127,7 @@ func TestApply(t *testing.T) {
 			if len(problems) != tt.problems {
 				t.Errorf("problems = %q, want %d of them", problems, tt.problems)
 			}
-			if !maps.Equal(set, tt.set) {
+			if !reflect.DeepEqual(set, tt.set) {
 				t.Errorf("apply modified the set: %v", tt.set)
 			}
 		})

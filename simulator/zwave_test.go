@@ -346,7 +346,6 @@ func TestZWaveNewRejectsBadNodes(t *testing.T) {
 		{Name: "a", Class: "fan", Protocol: ProtocolZWaveJS, NodeID: 2},
 		{Name: "a/b/c", Class: ClassLock, Protocol: ProtocolZWaveJS, NodeID: 2},
 		{Name: "a", Class: ClassLock, Protocol: "matter"},
-		{Name: "a", Class: ClassClimate},
 		{Name: "a", Class: ClassSwitch, WakeInterval: time.Minute},
 		{Name: "a", Class: ClassSwitch, WakeInterval: time.Minute, AwakeWindow: time.Minute},
 	} {

@@ -51,10 +51,17 @@ func (a actuator) Notify(_ context.Context, n automations.Notification) error {
 }
 
 // reports passes a bridge's reports to the dispatcher and, so that
-// automations see every device's state, to the automations engine.
+// automations see every device's state, to the automations engine; a
+// bridge's description of a device also to Home Assistant's discovery.
 type reports struct {
 	*dispatcher.Dispatcher
 	engine *automations.Engine
+	ha     *homeAssistant
+}
+
+func (r reports) Capabilities(device string, caps *devices.Capabilities) {
+	r.Dispatcher.Capabilities(device, caps)
+	r.ha.capabilities(device, caps)
 }
 
 func (r reports) Report(device string, state map[string]any, retained bool) {

@@ -506,7 +506,7 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 			return nil, err
 		}
 	}
-	sink := reports{Dispatcher: disp, engine: d.engine}
+	sink := reports{Dispatcher: disp, engine: d.engine, ha: d.ha}
 	for _, start := range adapters {
 		if err := start(context.Background(), sink); err != nil {
 			return nil, err

@@ -237,10 +237,10 @@ func printUntilFinal(ctx context.Context, out io.Writer, results <-chan devices.
 
 // simulated are the device classes the simulator plays; the others
 // (a motion sensor, say) are left to whoever publishes their reports.
-var simulated = map[devices.Class]bool{devices.Light: true, devices.Switch: true, devices.Lock: true, devices.Cover: true}
+var simulated = map[devices.Class]bool{devices.Light: true, devices.Switch: true, devices.Lock: true, devices.Cover: true, devices.Climate: true}
 
 // simDevices lists the configured Zigbee2MQTT devices and Z-Wave JS UI
-// nodes of the classes the simulator plays (climate: Z-Wave only). A node
+// nodes of the classes the simulator plays. A node
 // whose address does not end in its number gets an ID from 100 up.
 func simDevices(cfg *config.Config) []simulator.Device {
 	var out []simulator.Device
@@ -253,7 +253,7 @@ func simDevices(cfg *config.Config) []simulator.Device {
 		sd := simulator.Device{Name: address(cfg, dev.ID), Class: string(dev.Class), BaseTopic: svc.BaseTopic}
 		switch {
 		case svc.Protocol == config.ProtocolZigbee2MQTT && simulated[dev.Class]:
-		case svc.Protocol == config.ProtocolZWaveJS && (simulated[dev.Class] || dev.Class == devices.Climate):
+		case svc.Protocol == config.ProtocolZWaveJS && simulated[dev.Class]:
 			sd.Protocol, sd.GatewayName = simulator.ProtocolZWaveJS, svc.GatewayName
 			node := sd.Name[strings.LastIndexByte(sd.Name, '/')+1:]
 			if n, err := strconv.Atoi(node); err == nil && n > 0 {

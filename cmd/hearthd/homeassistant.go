@@ -225,6 +225,23 @@ func (h *homeAssistant) state(device string, state map[string]any) {
 	}
 }
 
+// capabilities takes the bridge's description of device: its entities
+// are announced again with what it gives (homeassistant.BridgeOf).
+func (h *homeAssistant) capabilities(device string, caps *devices.Capabilities) {
+	h.mu.Lock()
+	changed := false
+	for i := range h.devices {
+		if dev := &h.devices[i]; dev.ID == device {
+			dev.Bridge = homeassistant.BridgeOf(dev.Class, caps)
+			changed = true
+		}
+	}
+	h.mu.Unlock()
+	if changed && h.on {
+		go h.announceDevice(context.Background(), device)
+	}
+}
+
 func (h *homeAssistant) availability(device string, _ bool) {
 	if h.on && h.view.Availability(device) {
 		go h.announceDevice(context.Background(), device)

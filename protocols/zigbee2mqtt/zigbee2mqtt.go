@@ -255,26 +255,29 @@ func (a *Adapter) bridgeDevices(m mqtt.Message) {
 		a.log.Warn("zigbee2mqtt: unreadable bridge/devices", "topic", m.Topic, "err", err, "payload", truncate(m.Payload))
 		return
 	}
-	described := make(map[string]*Definition, len(a.byName))
+	described := make(map[string]*BridgeDevice, len(a.byName))
 	for i := range list {
 		if id, ok := a.byName[list[i].FriendlyName]; ok && list[i].Definition != nil {
-			described[id] = list[i].Definition
+			described[id] = &list[i]
 		}
 	}
 	a.defsMu.Lock()
 	defer a.defsMu.Unlock()
 	for _, id := range a.ids {
-		def := described[id]
+		dev := described[id]
 		key := ""
-		if def != nil {
-			b, _ := json.Marshal(def) // a decoded Definition always encodes
+		var caps *devices.Capabilities
+		if dev != nil {
+			b, _ := json.Marshal(dev) // a decoded BridgeDevice always encodes
 			key = string(b)
+			caps = dev.Definition.Capabilities()
+			caps.IEEEAddress = dev.IEEEAddress
 		}
 		if key == a.defs[id] {
 			continue // Zigbee2MQTT republishes the list at every join, rename and interview
 		}
 		a.defs[id] = key
-		a.sink.Capabilities(id, def.Capabilities())
+		a.sink.Capabilities(id, caps)
 	}
 }
 
