@@ -96,8 +96,8 @@ type Capabilities struct {
 	// IEEEAddress is the device's IEEE (EUI-64) address as its bridge
 	// writes it ("0x00158d0001a2b3c4"), "" when not known.
 	IEEEAddress string
-	props                      map[string]Property
-	names                      []string
+	props       map[string]Property
+	names       []string
 }
 
 // NewCapabilities returns the capabilities made of props. Two properties

@@ -203,7 +203,9 @@ func TestHomeAssistantCommandsEveryClassThroughHearth(t *testing.T) {
 	awaitPayload(t, coverShown, "open")
 
 	trv := c.await("homeassistant/climate/hearth/bedroom_trv_climate/config", "the valve's modes",
-		func(cfg map[string]any) bool { return cfg["temp_step"] == 0.5 && len(asStrings(cfg["preset_modes"])) > 0 })
+		func(cfg map[string]any) bool {
+			return cfg["temp_step"] == 0.5 && len(asStrings(cfg["preset_modes"])) > 0
+		})
 	mustToken(t, h.client.Publish(trv["mode_command_topic"].(string), 1, false, haRender(t, trv["mode_command_template"].(string), map[string]any{"value": "heat"})))
 	if e := h.awaitSetTo("bedroom_trv"); e.Attrs["system_mode"] != "heat" {
 		t.Errorf("the valve got %s; want system_mode heat", e.Payload)

@@ -68,4 +68,3 @@ func version() string {
 	}
 	return "devel"
 }
-
