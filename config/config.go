@@ -234,10 +234,12 @@ type ServerCert struct {
 
 // HomeAssistant is how Hearth shows itself to Home Assistant.
 type HomeAssistant struct {
-	// Discovery announces each service's breaker as a Home Assistant
-	// binary_sensor (device class problem) by MQTT discovery, retained,
-	// again whenever Home Assistant's birth message says online.
-	// Default true.
+	// Discovery announces every device as the Home Assistant entity of
+	// its class, with a command event entity, and each service's breaker
+	// as a binary_sensor (device class problem), by MQTT discovery,
+	// retained, again whenever Home Assistant's birth message says
+	// online; false removes the entities an earlier run announced
+	// (package homeassistant). Default true.
 	Discovery bool
 	// DiscoveryPrefix is Home Assistant's discovery prefix, whose
 	// <prefix>/status carries its birth message. Default "homeassistant".

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -231,6 +232,9 @@ type harnessOptions struct {
 	// simDevice, if set, adjusts each simulated device before the
 	// simulator starts (a light's MinLevel).
 	simDevice func(*simulator.Device)
+	// notSimulated are friendly names of configured devices the simulator
+	// does not play: the test plays them itself.
+	notSimulated []string
 }
 
 // login is an MQTT username and password.
@@ -326,7 +330,7 @@ func (h *harness) startSim(o harnessOptions) {
 		Username: o.simLogin.username,
 		Password: o.simLogin.password,
 		Logins:   bridgeLogins(cfg),
-		Devices:  simDevices(cfg),
+		Devices:  slices.DeleteFunc(simDevices(cfg), func(d simulator.Device) bool { return slices.Contains(o.notSimulated, d.Name) }),
 		Faults:   o.faults,
 		OnSet: func(e simulator.SetEvent) {
 			h.sets <- e

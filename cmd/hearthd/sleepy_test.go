@@ -16,9 +16,9 @@ import (
 )
 
 // sleepyConfig is testConfig with a sleepy radiator thermostat that wakes
-// every 48 h and listens 10 s. No simulated device plays it: the test's
-// fakeSleepy does, so that the test decides when it wakes and what it
-// answers.
+// every 48 h and listens 10 s. No simulated device plays it (its
+// harnesses say notSimulated): the test's fakeSleepy does, so that the
+// test decides when it wakes and what it answers.
 var sleepyConfig = testConfig + `  radiator:
     class: climate
     sleepy: true
@@ -113,7 +113,7 @@ func (f *fakeSleepy) none() {
 // 18 expired at its TTL, and at the wake 48 h later neither is delivered:
 // the first set the radiator ever receives is a later command's.
 func TestSleepyStaleCommandsAreNeverDelivered(t *testing.T) {
-	h := newHarness(t, harnessOptions{config: sleepyConfig})
+	h := newHarness(t, harnessOptions{config: sleepyConfig, notSimulated: []string{"radiator"}})
 	dev := newFakeSleepy(h)
 
 	h.publish("radiator", `{"current_heating_setpoint":21,"op_id":"t21","ttl":"1h"}`)
@@ -163,7 +163,7 @@ func TestSleepyStaleCommandsAreNeverDelivered(t *testing.T) {
 // Within the TTL only the newest setpoint is delivered: once, at the next
 // wake, and confirmed by the radiator's report.
 func TestSleepyOnlyTheNewestIsDeliveredAtTheWake(t *testing.T) {
-	h := newHarness(t, harnessOptions{config: sleepyConfig})
+	h := newHarness(t, harnessOptions{config: sleepyConfig, notSimulated: []string{"radiator"}})
 	dev := newFakeSleepy(h)
 
 	h.publish("radiator", `{"current_heating_setpoint":21,"op_id":"t21","ttl":"1h"}`)
@@ -197,7 +197,7 @@ func TestSleepyOnlyTheNewestIsDeliveredAtTheWake(t *testing.T) {
 // within the same awake window: the set, then the get, both before the
 // window ends, and the answer confirms.
 func TestSleepySetAndItsVerifyingReadFitOneAwakeWindow(t *testing.T) {
-	h := newHarness(t, harnessOptions{config: sleepyConfig})
+	h := newHarness(t, harnessOptions{config: sleepyConfig, notSimulated: []string{"radiator"}})
 	dev := newFakeSleepy(h)
 	dev.report = false // applies, says nothing until asked
 	dev.mu.Lock()
@@ -230,7 +230,7 @@ func TestSleepySetAndItsVerifyingReadFitOneAwakeWindow(t *testing.T) {
 // (no application retry stacked on the radio's); the next wake delivers
 // it, and it is confirmed.
 func TestSleepyUnansweredRequestWaitsForTheNextWake(t *testing.T) {
-	h := newHarness(t, harnessOptions{config: sleepyConfig})
+	h := newHarness(t, harnessOptions{config: sleepyConfig, notSimulated: []string{"radiator"}})
 	dev := newFakeSleepy(h)
 	dev.report, dev.answer = false, false
 
@@ -279,7 +279,7 @@ func TestSleepyResumedCommandIsNotAnnouncedQueuedAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { b.Close() })
-	h := newHarness(t, harnessOptions{dataDir: dir, config: sleepyConfig, brokerURL: b.URL()})
+	h := newHarness(t, harnessOptions{dataDir: dir, config: sleepyConfig, notSimulated: []string{"radiator"}, brokerURL: b.URL()})
 	h.publish("radiator", `{"current_heating_setpoint":21,"op_id":"t21","ttl":"1h"}`)
 	if r := h.result("t21"); r.Status != devices.Accepted {
 		t.Fatalf("t21: %s/%s; want accepted", r.Status, r.Reason)
@@ -290,7 +290,7 @@ func TestSleepyResumedCommandIsNotAnnouncedQueuedAgain(t *testing.T) {
 	clock := h.clock
 	h.stopHearth()
 
-	h2 := newHarness(t, harnessOptions{dataDir: dir, clock: clock, config: sleepyConfig, brokerURL: b.URL(), automation: h})
+	h2 := newHarness(t, harnessOptions{dataDir: dir, clock: clock, config: sleepyConfig, notSimulated: []string{"radiator"}, brokerURL: b.URL(), automation: h})
 	// Another attribute, so that t21 is not superseded. Its queued result
 	// comes from the same device worker, after any of t21's.
 	h2.publish("radiator", `{"occupied_heating_setpoint":19,"op_id":"o19","ttl":"1h"}`)
