@@ -222,7 +222,7 @@ type Options struct {
 type Adapter struct {
 	service string
 	base    string
-	client  string // <base>/_CLIENTS/ZWAVE_GATEWAY-<name>
+	client  string                            // <base>/_CLIENTS/ZWAVE_GATEWAY-<name>
 	nodes   map[string]map[int]devices.Device // node levels → endpoint → device
 	names   bool                              // Options.NodeNames
 	sink    Sink
@@ -253,7 +253,7 @@ const (
 type scale int8
 
 const (
-	celsius    scale = iota // also: no unit seen
+	celsius scale = iota // also: no unit seen
 	fahrenheit
 )
 
@@ -267,8 +267,8 @@ type written struct {
 // New returns an adapter that speaks over conn.
 func New(conn Conn, opts Options) *Adapter {
 	a := &Adapter{
-		service: opts.Service,
-		base:    opts.BaseTopic,
+		service:   opts.Service,
+		base:      opts.BaseTopic,
 		nodes:     make(map[string]map[int]devices.Device, len(opts.Devices)),
 		names:     opts.NodeNames,
 		log:       opts.Logger,
