@@ -228,6 +228,9 @@ type harnessOptions struct {
 	httpLimits httpLimits
 	// logger is hearthd's log; nil: testLogger.
 	logger *slog.Logger
+	// simDevice, if set, changes each simulated device before the
+	// simulator starts (a Fahrenheit thermostat, say).
+	simDevice func(*simulator.Device)
 }
 
 // login is an MQTT username and password.
@@ -323,7 +326,7 @@ func (h *harness) startSim(o harnessOptions) {
 		Username: o.simLogin.username,
 		Password: o.simLogin.password,
 		Logins:   bridgeLogins(cfg),
-		Devices:  simDevices(cfg),
+		Devices:  simDevicesFor(cfg, o.simDevice),
 		Faults:   o.faults,
 		OnSet: func(e simulator.SetEvent) {
 			h.sets <- e
@@ -697,4 +700,15 @@ func bridgeLogins(cfg *config.Config) map[string]simulator.Login {
 		}
 	}
 	return logins
+}
+
+// simDevicesFor is simDevices(cfg), each changed by change if it is set.
+func simDevicesFor(cfg *config.Config, change func(*simulator.Device)) []simulator.Device {
+	ds := simDevices(cfg)
+	if change != nil {
+		for i := range ds {
+			change(&ds[i])
+		}
+	}
+	return ds
 }
