@@ -102,6 +102,9 @@ func TestSampleZWaveJSExample(t *testing.T) {
 	if d, _ := c.Device("radiator"); d.Address != "14" || d.Class != "climate" {
 		t.Errorf("radiator = %+v", d)
 	}
+	if d, _ := c.Device("kitchen_right"); d.Address != "kitchen_double/2" || !s.NodeNames {
+		t.Errorf("kitchen_right = %+v, node_names %v; want endpoint 2 of kitchen_double with node_names", d, s.NodeNames)
+	}
 }
 
 // Endpoints and raw names: with node_names, kitchen_double/1 and /2 are

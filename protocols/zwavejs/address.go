@@ -33,10 +33,12 @@ type Address struct {
 	Endpoint int
 }
 
-// String returns the address as ParseAddress reads it back:
-// "<node>/<endpoint>" beyond endpoint 0, "<node>" at it.
+// String returns the address in a form ParseAddress reads back the same
+// (with the nodeNames it was read with): "<node>" for endpoint 0 of a node
+// without a location, else "<node>/<endpoint>" ("hall/7/0": "hall/7" alone
+// could read as node hall's endpoint 7, and "0/0" as node 0's endpoint 0).
 func (a Address) String() string {
-	if a.Endpoint == 0 {
+	if a.Endpoint == 0 && !strings.Contains(a.Node, "/") {
 		return a.Node
 	}
 	return a.Node + "/" + strconv.Itoa(a.Endpoint)

@@ -10,17 +10,23 @@
 // Topic layout as documented by Z-Wave JS UI ("Using MQTT" and the gateway
 // settings of its setup guide), for the gateway type "ValueID topics":
 //
-//	<prefix>/<address>/<cc>/<endpoint>/<property>[/<propertyKey>]      gateway → all: a value
-//	<prefix>/<address>/<cc>/<endpoint>/<property>[/<propertyKey>]/set  Hearth → gateway: {"value": …}
-//	<prefix>/<address>/status                                          gateway → all: the node's status
+//	<prefix>/<node>/<cc>/<endpoint>/<property>[/<propertyKey>]         gateway → all: a value
+//	<prefix>/<node>/<cc>/<endpoint>/<property>[/<propertyKey>]/set     Hearth → gateway: {"value": …}
+//	<prefix>/<node>/status                                             gateway → all: the node's status
 //	<prefix>/_CLIENTS/ZWAVE_GATEWAY-<gateway_name>/status              gateway → all: the gateway's MQTT status
+//	<prefix>/driver/status                                             gateway → all: true|false, its driver ready
 //	<prefix>/_CLIENTS/ZWAVE_GATEWAY-<gateway_name>/api/pollValue/set   Hearth → gateway: {"args":[<valueId>]}
 //
 // <prefix> defaults to "zwave" (DefaultBaseTopic) and <gateway_name> to
-// "zwave-js-ui" (DefaultGatewayName). A device's address is its node as the
-// gateway names it in topics: "<location>/<node>" or "<node>", where <node>
-// is the node's name (with "Use nodes name instead of numeric nodeIDs") or
-// its numeric node ID. Value payloads are accepted in the gateway's JSON
+// "zwave-js-ui" (DefaultGatewayName). <node> is the node as the gateway
+// names it in topics: "<location>/<node>" or "<node>", where the node
+// level is the node's name (with "Use nodes name instead of numeric
+// nodeIDs") or its numeric node ID, each sanitised (SanitizeTopic: "Living
+// Room" is Living_Room). A device's address is [<location>/]<node>[/<endpoint>]
+// (ParseAddress): the node, raw names accepted, and the Multi Channel
+// endpoint whose values are the device, 0 (the root) by default; the two
+// relays of a double switch are kitchen_double/1 and kitchen_double/2.
+// Value payloads are accepted in the gateway's JSON
 // time-value form ({"time":1548683523859,"value":255}), in its "entire
 // ValueId object" form (an object with a "value" key, the same to Hearth)
 // and as the plain value ("Just value": 255, true, 21.5).
@@ -65,10 +71,20 @@
 //     the position Hearth last wrote as L, else 100 for 99 and
 //     round(L·100/99) below. STOP and tilt are not supported.
 //   - climate: Thermostat Setpoint CC (67), property setpoint, propertyKey
-//     1 (Heating), in °C as the device reports it. Writes
-//     current_heating_setpoint (or occupied_heating_setpoint, the same
-//     setpoint) as the value; the setpoint value reports
-//     {"current_heating_setpoint":V,"occupied_heating_setpoint":V}.
+//     1 (Heating). Writes current_heating_setpoint (or
+//     occupied_heating_setpoint, the same setpoint) as the value; the
+//     setpoint value reports {"current_heating_setpoint":V,
+//     "occupied_heating_setpoint":V}, V in °C. The device's scale is the
+//     unit of its setpoint value ("°F" or "°C"), which the gateway sends
+//     with the payload type "entire ValueId object" (ZUIValueId.unit of
+//     api/lib/ZwaveClient.ts), and is kept until another unit arrives;
+//     without a unit ever seen it is °C. In °F a target C is written as
+//     round(C·9/5+32), a whole °F (halves away from zero: 21 → 70, 22.5 →
+//     73), and a report of F reads as C when Hearth last wrote F for C,
+//     else round((F−32)·5/9) to 0.1 °C (71 → 21.7). So a setpoint Hearth
+//     asked for confirms the exact °C asked, as levels do. The Multilevel
+//     Sensor CC (49) "Air temperature" reports {"local_temperature":T},
+//     T in °C, converted (to 0.1 °C) when its unit is °F.
 //
 // Any other value of a configured node (a battery level, a meter, an
 // unreadable value) and its lastActive topic are passed on as an empty
@@ -96,9 +112,22 @@
 // The node status payload is {"time":…,"value":true|false,"status":
 // "Alive"|"Awake"|"Asleep"|"Dead","nodeId":N} (JSON) or the plain
 // true/false; its status word goes to Sink.NodeStatus (devices.NodeAlive,
-// NodeAwake, NodeAsleep, NodeDead). A plain true is alive, false dead. The
-// gateway's own status ({"time":…,"value":true|false}, or the plain
-// word) goes to Sink.BridgeState.
+// NodeAwake, NodeAsleep, NodeDead). A plain true is alive, false dead; a
+// node's status reaches the device of each of its endpoints.
+//
+// The gateway is online when its MQTT client says so AND its Z-Wave
+// driver (the controller) has not said it is gone: Sink.BridgeState gets
+// false once either says no, true when the client says yes and the driver
+// did not say no. The client's status ({"time":…,"value":true|false}, its
+// will {"value":false}; MqttClient.ts, updateClientStatus) is on
+// _CLIENTS/ZWAVE_GATEWAY-<name>/status; the driver's is the plain JSON
+// true or false on <prefix>/driver/status (DriverStatusTopic; Gateway.ts,
+// _onDriverStatus), published when the driver gets ready or closes, not on
+// reconnect, retained with the gateway's MQTT "retain" setting (default
+// on). A driver never heard from does not hold the service down (with
+// retain off Hearth may only hear it at its next change), and a driver's
+// true heard before any client status is not passed on: it says nothing
+// of the client.
 package zwavejs
 
 import (
