@@ -15,7 +15,9 @@ const ProtocolZigbee2MQTT = "zigbee2mqtt"
 // ProtocolZWaveJS is the protocol of a service that is Z-Wave JS UI's MQTT
 // gateway, reached over MQTT under its prefix (base_topic) and, for its
 // API, its MQTT name (gateway_name). A device's address on it is the node
-// as the gateway names it in topics: "<node>" or "<location>/<node>".
+// as the gateway names it in topics, "<node>" or "<location>/<node>" (raw
+// names are sanitised as the gateway does), with "/<endpoint>" for a
+// Multi Channel endpoint beyond 0 (see Service.NodeNames).
 const ProtocolZWaveJS = "zwavejs"
 
 // ProtocolStatusTopic is the protocol of a service that Hearth does not
@@ -285,6 +287,14 @@ type Service struct {
 	// API): one topic level. zwavejs only. Default "zwave-js-ui", Z-Wave
 	// JS UI's default.
 	GatewayName string
+	// NodeNames says a zwavejs gateway names its nodes in topics (its
+	// "Use nodes name instead of numeric nodeIDs"): a device address
+	// <node>/<n> with n a number is then endpoint n of that node
+	// ("kitchen_double/2"). false (the default) reads it as node ID n at
+	// location <node> ("bed/7"), as before endpoints could be addressed;
+	// "12/2" (both numbers) and <location>/<node>/<endpoint> are an
+	// endpoint either way. zwavejs only.
+	NodeNames bool
 	// StatusTopic is the MQTT topic (no wildcards) on which a status_topic
 	// service says whether it is up. Required for status_topic, and only
 	// for it.

@@ -161,6 +161,7 @@ func walkService(w *walker, name string, n *yaml.Node, key string) Service {
 		value("protocol", &s.Protocol, knownProtocol),
 		value("base_topic", &s.BaseTopic, topicRoot),
 		value("gateway_name", &s.GatewayName, topicLevel),
+		value("node_names", &s.NodeNames),
 		value("status_topic", &s.StatusTopic, topicLevels),
 		value("online_payload", &s.OnlinePayload, notEmpty),
 		value("offline_payload", &s.OfflinePayload, notEmpty),
@@ -318,8 +319,10 @@ func (w *walker) checkProtocolKeys(key string, s Service) {
 	if k := join(key, "read_timeout"); !s.Commands() && w.lines[k] != 0 && !w.reported[k] {
 		w.reportf(w.lines[k], k, "only for services that take commands (zigbee2mqtt, zwavejs), not %s: Hearth reads no device through it", s.Protocol)
 	}
-	if k := join(key, "gateway_name"); s.Protocol != ProtocolZWaveJS && w.lines[k] != 0 && !w.reported[k] {
-		w.reportf(w.lines[k], k, "only for protocol zwavejs, not %s", s.Protocol)
+	for _, name := range []string{"gateway_name", "node_names"} {
+		if k := join(key, name); s.Protocol != ProtocolZWaveJS && w.lines[k] != 0 && !w.reported[k] {
+			w.reportf(w.lines[k], k, "only for protocol zwavejs, not %s", s.Protocol)
+		}
 	}
 	if s.Protocol == ProtocolWebhook {
 		for _, name := range []string{"mqtt_username", "mqtt_password", "client_id"} {
@@ -523,11 +526,16 @@ func (c *Config) checkDevices(w *walker) {
 		} else if s.Protocol == ProtocolZigbee2MQTT && hasCommandLevel(d.Address) {
 			w.reportf(line, join(key, "address"), "%q has a level \"set\" or \"get\", which Zigbee2MQTT reads as a command topic", d.Address)
 			continue
-		} else if s.Protocol == ProtocolZWaveJS && (strings.Count(d.Address, "/") > 1 || strings.HasPrefix(d.Address, "_")) {
-			w.reportf(line, join(key, "address"), "%q is not a Z-Wave JS UI node: write <node> or <location>/<node>, as the gateway names the node in its topics", d.Address)
-			continue
 		}
 		k := [2]string{d.Service, d.Address}
+		if s, _ := c.Service(d.Service); s.Protocol == ProtocolZWaveJS {
+			node, err := zwaveAddress(d.Address, s.NodeNames)
+			if err != nil {
+				w.reportf(line, join(key, "address"), "%s", err)
+				continue
+			}
+			k[1] = node
+		}
 		if o, taken := addresses[k]; taken {
 			w.reportf(line, join(key, "address"), "%q is already the address of %s (line %d) on service %s", d.Address, o.key, o.line, d.Service)
 			continue

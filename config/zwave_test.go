@@ -57,7 +57,21 @@ func TestZWaveJSErrors(t *testing.T) {
 		{"gateway name with a wildcard", zw + "    gateway_name: hub+\n",
 			`hearth.yaml:4: services.zwave.gateway_name: "hub+" contains '+', an MQTT wildcard`},
 		{"address of three levels", zw + "devices:\n  door:\n    class: lock\n    address: a/b/c\n",
-			`hearth.yaml:7: devices.door.address: "a/b/c" is not a Z-Wave JS UI node: write <node> or <location>/<node>, as the gateway names the node in its topics`},
+			`hearth.yaml:7: devices.door.address: "a/b/c": the third level "c" is not an endpoint (0–127); write <location>/<node>/<endpoint>`},
+		{"address of four levels", zw + "devices:\n  door:\n    class: lock\n    address: a/b/c/1\n",
+			`hearth.yaml:7: devices.door.address: "a/b/c/1" is not a Z-Wave JS UI address: write <node>, <location>/<node> or either with /<endpoint>, as the gateway names the node in its topics`},
+		{"endpoint above 127", zw + "devices:\n  sw:\n    class: switch\n    address: 12/128\n",
+			`hearth.yaml:7: devices.sw.address: "12/128": endpoint 128 is above 127`},
+		{"a name the gateway would empty", zw + "devices:\n  sw:\n    class: switch\n    address: \"hall/(!)\"\n",
+			`hearth.yaml:7: devices.sw.address: "hall/(!)": level "(!)" keeps no character once sanitised as Z-Wave JS UI does for topics (letters, digits, '-', '_', Latin-1 letters)`},
+		{"a node named driver", zw + "devices:\n  sw:\n    class: switch\n    address: driver\n",
+			`hearth.yaml:7: devices.sw.address: "driver": a node named driver would publish its status on the gateway's driver/status topic`},
+		{"a raw name and its sanitised form", zw + "devices:\n  a:\n    class: switch\n    address: Hall Light\n  b:\n    class: switch\n    address: Hall_Light\n",
+			`hearth.yaml:10: devices.b.address: "Hall_Light" is already the address of devices.a (line 5) on service zwave`},
+		{"endpoint 0 written and not", zw + "devices:\n  a:\n    class: switch\n    address: \"12\"\n  b:\n    class: switch\n    address: 12/0\n",
+			`hearth.yaml:10: devices.b.address: "12/0" is already the address of devices.a (line 5) on service zwave`},
+		{"node_names on zigbee2mqtt", "services:\n  zigbee:\n    protocol: zigbee2mqtt\n    node_names: true\n",
+			`hearth.yaml:4: services.zigbee.node_names: only for protocol zwavejs, not zigbee2mqtt`},
 		{"address on the gateway's own topics", zw + "devices:\n  door:\n    class: lock\n    address: _CLIENTS/x\n",
 			`hearth.yaml:7: devices.door.address: "_CLIENTS/x" is not a Z-Wave JS UI node: write <node> or <location>/<node>, as the gateway names the node in its topics`},
 		{"two services on one prefix", zw + "  other:\n    protocol: zwavejs\n",
@@ -87,5 +101,46 @@ func TestSampleZWaveJSExample(t *testing.T) {
 	}
 	if d, _ := c.Device("radiator"); d.Address != "14" || d.Class != "climate" {
 		t.Errorf("radiator = %+v", d)
+	}
+	if d, _ := c.Device("kitchen_right"); d.Address != "kitchen_double/2" || !s.NodeNames {
+		t.Errorf("kitchen_right = %+v, node_names %v; want endpoint 2 of kitchen_double with node_names", d, s.NodeNames)
+	}
+}
+
+// Endpoints and raw names: with node_names, kitchen_double/1 and /2 are
+// two devices of one node; a raw name with spaces is taken as written
+// (the adapter sanitises it); endpoint forms without node_names are
+// 12/2 and <location>/<node>/<endpoint>.
+func TestZWaveJSEndpointAddresses(t *testing.T) {
+	c, err := Parse("hearth.yaml", []byte(`
+services:
+  zwave:
+    protocol: zwavejs
+    node_names: true
+  ids:
+    protocol: zwavejs
+    base_topic: zwave-ids
+    gateway_name: ids
+devices:
+  left:  {service: zwave, class: switch, address: kitchen_double/1}
+  right: {service: zwave, class: switch, address: kitchen_double/2}
+  hall:  {service: zwave, class: light, address: Living Room/Ceiling Lamp}
+  relay: {service: ids, class: switch, address: 12/2}
+  blind: {service: ids, class: cover, address: bed/7}
+  far:   {service: ids, class: switch, address: bed/7/1}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := c.Service("zwave"); !s.NodeNames {
+		t.Errorf("zwave node_names = false, want true")
+	}
+	if s, _ := c.Service("ids"); s.NodeNames {
+		t.Errorf("ids node_names = true, want the default false")
+	}
+	for id, want := range map[string]string{"left": "kitchen_double/1", "right": "kitchen_double/2", "hall": "Living Room/Ceiling Lamp", "relay": "12/2", "far": "bed/7/1"} {
+		if d, _ := c.Device(id); d.Address != want {
+			t.Errorf("%s address = %q, want %q", id, d.Address, want)
+		}
 	}
 }

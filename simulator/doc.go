@@ -78,6 +78,7 @@
 // UI's "Using MQTT" guide and gateway settings:
 //
 //	<prefix>/_CLIENTS/ZWAVE_GATEWAY-<name>/status          {"time","value":true}; false as will and on stop; retained
+//	<prefix>/driver/status                                 the plain true/false: the Z-Wave driver ready; retained
 //	<prefix>/<node>/status                                 {"time","value","status":"Alive"|"Awake"|"Asleep"|"Dead","nodeId"}; retained
 //	<prefix>/<node>/<cc>/<endpoint>/<property>[/<key>]     a value; retained
 //	.../set                                                 a write: {"value":…} or the plain JSON value
@@ -94,6 +95,16 @@
 // reports 113/0/Access_Control/Lock_state 11 (Lock jammed) and does not
 // move; an EchoOnly node echoes the target and never moves. An API call is
 // answered on its topic without /set with {"success","message","origin"}.
+//
+// A node's Name may be written raw: its topics use it as the gateway
+// sanitises names (whitespace to '_', only ASCII letters, digits, '-', '_',
+// '/' and Latin-1 letters kept), while events and State use Name. A node
+// with Endpoints n has its class's values on endpoints 0 to n, each
+// written and reported on its own. A Fahrenheit thermostat keeps its
+// setpoint in °F and publishes it as the entire ValueId object with unit
+// "°F". SetDriverReady(false) takes the gateway's driver away while its
+// MQTT client stays connected: driver/status false, writes and API calls
+// dropped as ReasonBridgeOffline, pending values lost; true brings it back.
 //
 // # Sleepy devices
 //

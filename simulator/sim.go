@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -79,6 +80,15 @@ type Device struct {
 	// start, it wakes every WakeInterval (on Options.Clock) and stays
 	// awake for AwakeWindow, which must be above 0 and below it.
 	WakeInterval, AwakeWindow time.Duration
+	// Endpoints, for a Z-Wave node, is how many Multi Channel endpoints it
+	// has beyond its root (a double switch: 2): its class's values are on
+	// endpoints 0 to Endpoints, each written and reported on its own
+	// (<prefix>/<node>/37/2/currentValue). 0 (the default): the root only.
+	Endpoints int
+	// Fahrenheit, for a Z-Wave thermostat, keeps its setpoint in °F (68 at
+	// start) and publishes it as the entire ValueId object, with its unit
+	// "°F", as the gateway's payload type "ValueId object" does.
+	Fahrenheit bool
 }
 
 // Faults are the misbehaviours the sim injects; the zero value injects none.
@@ -613,7 +623,11 @@ func (s *Sim) State(name string) map[string]any {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		st := maps.Clone(n.values)
-		delete(st, "last_level")
+		for k := range st {
+			if strings.HasPrefix(k, "last_level") {
+				delete(st, k)
+			}
+		}
 		return st
 	}
 	d := s.devices[name]

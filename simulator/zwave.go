@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 
 	mqtt "github.com/eclipse/paho.mqtt.golang"
 )
@@ -68,11 +69,29 @@ type gateway struct {
 	// Guarded by Sim.mu.
 	initialQueued   bool
 	down, announced bool
+	// driverDown: the Z-Wave driver (the controller) is gone while the
+	// MQTT client stays connected (SetDriverReady); driverUntold: its
+	// driver/status changed while the gateway was disconnected.
+	driverDown, driverUntold, initialDriver bool
 }
+
+// driverPayload is the driver status payload: the plain JSON true or false
+// (Gateway.ts publishes the boolean itself, not a time-value object).
+func driverPayload(ready bool) []byte {
+	if ready {
+		return []byte("true")
+	}
+	return []byte("false")
+}
+
+// unreachable reports whether the gateway cannot reach its nodes: an
+// outage (SetBridgeOnline) or its driver gone. Call with Sim.mu.
+func (gw *gateway) unreachable() bool { return gw.down || gw.driverDown }
 
 // node is one simulated Z-Wave node.
 type node struct {
 	Device
+	path string // Name as the gateway writes it in topics (zwaveTopicName)
 	gw   *gateway
 	out  outbox
 	kick chan struct{} // Wake
@@ -86,7 +105,7 @@ type node struct {
 }
 
 func (gw *gateway) topic(n *node, rest string) string {
-	return gw.prefix + "/" + n.Name + "/" + rest
+	return gw.prefix + "/" + n.path + "/" + rest
 }
 
 // status returns n's status word as Z-Wave JS names it. Call with Sim.mu.
@@ -113,20 +132,60 @@ func timeValue(now time.Time, v any) []byte {
 	return p
 }
 
-// initialValues are a node's values at start: locks secured, switches and
-// levels off, thermostats at 20 °C.
-func initialValues(class string) map[string]any {
-	switch class {
-	case ClassLock:
-		return map[string]any{"98/0/targetMode": lockModeSecured, "98/0/currentMode": lockModeSecured}
-	case ClassSwitch:
-		return map[string]any{"37/0/targetValue": false, "37/0/currentValue": false}
-	case ClassLight, ClassCover:
-		return map[string]any{"38/0/targetValue": 0, "38/0/currentValue": 0}
-	case ClassClimate:
-		return map[string]any{"67/0/setpoint/1": 20.0}
+// valuePayload is the payload of n's value key: the time-value form, or
+// for a Fahrenheit thermostat's setpoint the entire ValueId object form
+// with its unit "°F", as the gateway publishes a value with its metadata.
+func (n *node) valuePayload(now time.Time, key string, v any) []byte {
+	if n.Fahrenheit && strings.HasPrefix(key, "67/") {
+		p, _ := json.Marshal(map[string]any{"id": strings.ReplaceAll(key, "/", "-"), "nodeId": n.NodeID, "commandClass": 67,
+			"property": "setpoint", "propertyKey": 1, "type": "number", "unit": "°F", "lastUpdate": now.UnixMilli(), "value": v})
+		return p
 	}
-	return map[string]any{}
+	return timeValue(now, v)
+}
+
+// zwaveTopicName writes a node name as Z-Wave JS UI does in its topics
+// (api/lib/utils.ts, sanitizeTopic): whitespace becomes '_', and only
+// ASCII letters and digits, '-', '_', '/' and the Latin-1 letters
+// U+00C0–U+00FF but for × (U+00D7) and ÷ (U+00F7) stay.
+func zwaveTopicName(name string) string {
+	out := make([]rune, 0, len(name))
+	for _, r := range name {
+		if unicode.IsSpace(r) && r != 0x85 || r == 0xFEFF {
+			out = append(out, '_')
+			continue
+		}
+		keep := r < 0x80 && (unicode.IsLetter(r) || unicode.IsDigit(r) || strings.ContainsRune("-_/", r)) ||
+			r >= 0xC0 && r <= 0xFF && r != 0xD7 && r != 0xF7
+		if keep {
+			out = append(out, r)
+		}
+	}
+	return string(out)
+}
+
+// initialValues are a node's values at start, on endpoint 0 and on each of
+// endpoints 1…endpoints: locks secured, switches and levels off,
+// thermostats at 20 °C (68 °F).
+func initialValues(class string, endpoints int, fahrenheit bool) map[string]any {
+	out := map[string]any{}
+	for ep := 0; ep <= endpoints; ep++ {
+		e := "/" + strconv.Itoa(ep) + "/"
+		switch class {
+		case ClassLock:
+			out["98"+e+"targetMode"], out["98"+e+"currentMode"] = lockModeSecured, lockModeSecured
+		case ClassSwitch:
+			out["37"+e+"targetValue"], out["37"+e+"currentValue"] = false, false
+		case ClassLight, ClassCover:
+			out["38"+e+"targetValue"], out["38"+e+"currentValue"] = 0, 0
+		case ClassClimate:
+			out["67"+e+"setpoint/1"] = 20.0
+			if fahrenheit {
+				out["67"+e+"setpoint/1"] = 68.0
+			}
+		}
+	}
+	return out
 }
 
 // newNode validates a Z-Wave device of Options.Devices and adds it to its
@@ -169,10 +228,19 @@ func (s *Sim) newNode(i int, d Device, byGateway map[string]*gateway) error {
 		byGateway[key] = gw
 		s.gateways = append(s.gateways, gw)
 	}
+	path := zwaveTopicName(d.Name)
+	for _, o := range gw.order {
+		if o.path == path {
+			return fmt.Errorf("simulator: Devices[%d] %q: its topic name %q is that of %q", i, d.Name, path, o.Name)
+		}
+	}
+	if d.Endpoints < 0 || d.Endpoints > 127 {
+		return fmt.Errorf("simulator: Devices[%d] %q: Endpoints %d is not 0–127", i, d.Name, d.Endpoints)
+	}
 	if _, dup := gw.byID[d.NodeID]; dup {
 		return fmt.Errorf("simulator: Devices[%d] %q: node ID %d is used twice on gateway %s", i, d.Name, d.NodeID, gw.client)
 	}
-	n := &node{Device: d, gw: gw, values: initialValues(d.Class), faulty: faulty{online: true}, asleep: d.WakeInterval > 0, kick: make(chan struct{}, 1)}
+	n := &node{Device: d, path: path, gw: gw, values: initialValues(d.Class, d.Endpoints, d.Fahrenheit), faulty: faulty{online: true}, asleep: d.WakeInterval > 0, kick: make(chan struct{}, 1)}
 	n.out.init()
 	gw.nodes[d.Name] = n
 	gw.byID[d.NodeID] = n
@@ -213,11 +281,25 @@ func (s *Sim) announceGateway(ctx context.Context, gw *gateway, client mqtt.Clie
 		gw.initialQueued = true
 		for _, n := range gw.order {
 			for _, k := range slices.Sorted(maps.Keys(n.values)) {
-				n.out.push(report{topic: gw.topic(n, k), payload: timeValue(now, n.values[k]), due: now})
+				n.out.push(report{topic: gw.topic(n, k), payload: n.valuePayload(now, k, n.values[k]), due: now})
 			}
 		}
 	}
+	// The driver's status: published when the driver gets ready (at the
+	// first connection) and when it changes, retained as the gateway's
+	// default "retain" setting publishes it (Gateway.ts, _onDriverStatus).
+	var driver *bool
+	if !gw.initialDriver || gw.driverUntold {
+		gw.initialDriver, gw.driverUntold = true, false
+		ready := !gw.driverDown
+		driver = &ready
+	}
 	s.mu.Unlock()
+	if driver != nil {
+		if err := await(ctx, client.Publish(gw.prefix+"/driver/status", 1, true, driverPayload(*driver))); err != nil {
+			return fmt.Errorf("publish driver status: %w", err)
+		}
+	}
 	for _, t := range toks {
 		if err := await(ctx, t); err != nil {
 			return fmt.Errorf("publish node status: %w", err)
@@ -267,7 +349,7 @@ func (s *Sim) gatewayHandler(gw *gateway) mqtt.MessageHandler {
 			return
 		}
 		for _, n := range gw.order {
-			if value, ok := strings.CutPrefix(rest, n.Name+"/"); ok {
+			if value, ok := strings.CutPrefix(rest, n.path+"/"); ok {
 				s.write(n, topic, value, m.Payload(), m.Retained())
 				return
 			}
@@ -307,7 +389,7 @@ func (s *Sim) write(n *node, topic, value string, payload []byte, retained bool)
 	switch {
 	case perr != nil:
 		ev.Reason = ReasonMalformed
-	case n.gw.down:
+	case n.gw.unreachable():
 		ev.Reason = ReasonBridgeOffline
 	case !n.online:
 		ev.Reason = ReasonOffline
@@ -322,7 +404,7 @@ func (s *Sim) write(n *node, topic, value string, payload []byte, retained bool)
 			// The gateway publishes the target as soon as it takes the
 			// write, whether or not the node heard it.
 			n.values[echo] = v
-			n.out.push(report{topic: n.gw.topic(n, echo), payload: timeValue(now, v), due: now})
+			n.out.push(report{topic: n.gw.topic(n, echo), payload: n.valuePayload(now, echo, v), due: now})
 		}
 		if n.asleep {
 			ev.Queued = true
@@ -347,8 +429,23 @@ func (s *Sim) write(n *node, topic, value string, payload []byte, retained bool)
 func (s *Sim) zwaveApply(n *node, value string, v any) (apply func(now time.Time), echo string, err error) {
 	emit := func(now time.Time, key string, val any) {
 		n.values[key] = val
-		n.out.push(report{topic: n.gw.topic(n, key), payload: timeValue(now, val), due: now.Add(s.faults.Latency)})
+		n.out.push(report{topic: n.gw.topic(n, key), payload: n.valuePayload(now, key, val), due: now.Add(s.faults.Latency)})
 	}
+	// The value's endpoint: value is <cc>/<endpoint>/<property>…; the
+	// cases below match it at endpoint 0 and emit at its own.
+	parts := strings.SplitN(value, "/", 3)
+	if len(parts) < 3 {
+		return nil, "", fmt.Errorf("the node has no writable value %s", value)
+	}
+	ep := parts[1]
+	if _, ok := n.values[parts[0]+"/"+ep+"/"+map[string]string{"98": "currentMode", "37": "currentValue", "38": "currentValue", "67": "setpoint/1"}[parts[0]]]; !ok {
+		return nil, "", fmt.Errorf("the node has no writable value %s (no such endpoint)", value)
+	}
+	at := func(key string) string { // key at endpoint 0 → at ep
+		c, rest, _ := strings.Cut(key, "/0/")
+		return c + "/" + ep + "/" + rest
+	}
+	value = parts[0] + "/0/" + parts[2]
 	num := func() (int, bool) {
 		f, ok := v.(float64)
 		return int(f), ok && f == math.Trunc(f)
@@ -362,12 +459,12 @@ func (s *Sim) zwaveApply(n *node, value string, v any) (apply func(now time.Time
 		return func(now time.Time) {
 			switch {
 			case n.jammed:
-				emit(now, "113/0/Access_Control/Lock_state", 11) // Lock jammed; the bolt does not move
+				emit(now, at("113/0/Access_Control/Lock_state"), 11) // Lock jammed; the bolt does not move
 			case n.echoOnly:
 			default:
-				emit(now, "98/0/currentMode", mode)
+				emit(now, at("98/0/currentMode"), mode)
 			}
-		}, "98/0/targetMode", nil
+		}, at("98/0/targetMode"), nil
 	case n.Class == ClassSwitch && (value == "37/0/targetValue" || value == "37/0/currentValue"):
 		on, ok := v.(bool)
 		if !ok {
@@ -375,9 +472,9 @@ func (s *Sim) zwaveApply(n *node, value string, v any) (apply func(now time.Time
 		}
 		return func(now time.Time) {
 			if !n.echoOnly {
-				emit(now, "37/0/currentValue", on)
+				emit(now, at("37/0/currentValue"), on)
 			}
-		}, "37/0/targetValue", nil
+		}, at("37/0/targetValue"), nil
 	case (n.Class == ClassLight || n.Class == ClassCover) && (value == "38/0/targetValue" || value == "38/0/currentValue"):
 		level, ok := num()
 		if !ok || (level > 99 && level != 255) || level < 0 {
@@ -390,15 +487,15 @@ func (s *Sim) zwaveApply(n *node, value string, v any) (apply func(now time.Time
 			l := level
 			if l == 255 { // on at the last level
 				l = 99
-				if last, ok := n.values["last_level"].(int); ok && last > 0 {
+				if last, ok := n.values["last_level/"+ep].(int); ok && last > 0 {
 					l = last
 				}
 			}
 			if l > 0 {
-				n.values["last_level"] = l
+				n.values["last_level/"+ep] = l
 			}
-			emit(now, "38/0/currentValue", l)
-		}, "38/0/targetValue", nil
+			emit(now, at("38/0/currentValue"), l)
+		}, at("38/0/targetValue"), nil
 	case n.Class == ClassClimate && value == "67/0/setpoint/1":
 		f, ok := v.(float64)
 		if !ok {
@@ -406,7 +503,7 @@ func (s *Sim) zwaveApply(n *node, value string, v any) (apply func(now time.Time
 		}
 		return func(now time.Time) {
 			if !n.echoOnly {
-				emit(now, "67/0/setpoint/1", f)
+				emit(now, at("67/0/setpoint/1"), f)
 			}
 		}, "", nil
 	}
@@ -475,7 +572,7 @@ func (s *Sim) apiCall(gw *gateway, topic, name string, payload []byte) {
 	}
 	switch {
 	case ev.Reason != "":
-	case gw.down:
+	case gw.unreachable():
 		ev.Reason = ReasonBridgeOffline
 	case !n.online:
 		ev.Reason = ReasonOffline
@@ -488,10 +585,10 @@ func (s *Sim) apiCall(gw *gateway, topic, name string, payload []byte) {
 				ks = slices.Sorted(maps.Keys(n.values))
 			}
 			for _, k := range ks {
-				if k == "last_level" || strings.Contains(k, "/target") || strings.HasPrefix(k, "113/") {
+				if strings.HasPrefix(k, "last_level") || strings.Contains(k, "/target") || strings.HasPrefix(k, "113/") {
 					continue
 				}
-				n.out.push(report{topic: gw.topic(n, k), payload: timeValue(now, n.values[k]), due: now.Add(s.faults.Latency)})
+				n.out.push(report{topic: gw.topic(n, k), payload: n.valuePayload(now, k, n.values[k]), due: now.Add(s.faults.Latency)})
 			}
 		}
 		if n.asleep {
@@ -519,7 +616,7 @@ func (s *Sim) deliverNode(ctx context.Context, n *node) {
 			return
 		}
 		s.mu.Lock()
-		down := n.gw.down
+		down := n.gw.unreachable()
 		s.mu.Unlock()
 		if down {
 			s.log.Info("value lost: gateway offline", "node", n.Name)
@@ -592,6 +689,37 @@ func (s *Sim) sleepCycle(ctx context.Context, interval, window time.Duration, ki
 		}
 		sleep()
 	}
+}
+
+// SetDriverReady ends (ready true) or starts (ready false) an outage of
+// the Z-Wave driver of the gateway of prefix prefix ("" means
+// DefaultZWavePrefix): the controller is gone (unplugged, crashed) while
+// the gateway's MQTT client stays connected and its _CLIENTS status stays
+// true. The gateway publishes <prefix>/driver/status false, retained, and
+// ignores every write and API call of its nodes (reported with
+// ReasonBridgeOffline); values still waiting on Faults.Latency are lost.
+// Ready again, it publishes driver/status true. A change while the gateway
+// is disconnected is published when it reconnects. It returns
+// ErrUnknownBridge for a prefix of no node.
+func (s *Sim) SetDriverReady(prefix string, ready bool) error {
+	if prefix == "" {
+		prefix = DefaultZWavePrefix
+	}
+	j := slices.IndexFunc(s.gateways, func(gw *gateway) bool { return gw.prefix == prefix })
+	if j < 0 {
+		return fmt.Errorf("%w: Z-Wave prefix %q", ErrUnknownBridge, prefix)
+	}
+	gw := s.gateways[j]
+	s.mu.Lock()
+	gw.driverDown = !ready
+	s.mu.Unlock()
+	if gw.publish(gw.prefix+"/driver/status", true, driverPayload(ready)) == nil {
+		s.mu.Lock()
+		gw.driverUntold = true
+		s.mu.Unlock()
+	}
+	s.log.Info("driver status changed", "prefix", prefix, "ready", ready)
+	return nil
 }
 
 // ErrNotALock is returned by SetLockMode for a device that is not a Z-Wave lock.

@@ -360,3 +360,75 @@ func TestZWaveNewRejectsBadNodes(t *testing.T) {
 		t.Error("New with a node ID used twice = nil error")
 	}
 }
+
+// The gateway publishes its driver's status, the plain true, retained, at
+// start; SetDriverReady(false) publishes false while the gateway's client
+// status stays true, and every write is then dropped as bridge_offline;
+// ready again, true, and writes apply.
+func TestZWaveDriverGoneAndBack(t *testing.T) {
+	_, broker := startBroker(t)
+	w := watch(t, broker, "zwave/#")
+	sim, evs, _ := startSim(t, Options{Broker: broker, Devices: zwaveNodes})
+	if m := retained(t, broker, "zwave/driver/status"); string(m.payload) != "true" {
+		t.Fatalf("driver status at start = %s, want true", m.payload)
+	}
+	if err := sim.SetDriverReady("", false); err != nil {
+		t.Fatal(err)
+	}
+	for m := w.live(t, "zwave/driver/status"); string(m.payload) != "false"; m = w.live(t, "zwave/driver/status") {
+		if string(m.payload) != "true" {
+			t.Fatalf("driver status = %s, want true (at start) then false", m.payload)
+		}
+	}
+	if m := retained(t, broker, "zwave/driver/status"); string(m.payload) != "false" {
+		t.Errorf("retained driver status = %s, want false", m.payload)
+	}
+	if gw := retained(t, broker, "zwave/_CLIENTS/ZWAVE_GATEWAY-zwave-js-ui/status").json(t); gw["value"] != true {
+		t.Errorf("gateway client status with the driver gone = %v, want value true", gw)
+	}
+	w.publish(t, "zwave/plug/37/0/targetValue/set", `{"value":true}`)
+	if ev := evs.next(t); !ev.Dropped || ev.Reason != ReasonBridgeOffline {
+		t.Errorf("write with the driver gone: %+v; want dropped, bridge_offline", ev)
+	}
+	if err := sim.SetDriverReady("", true); err != nil {
+		t.Fatal(err)
+	}
+	if m := w.live(t, "zwave/driver/status"); string(m.payload) != "true" {
+		t.Fatalf("driver status after ready = %s, want true", m.payload)
+	}
+	w.publish(t, "zwave/plug/37/0/targetValue/set", `{"value":true}`)
+	if ev := evs.next(t); ev.Dropped {
+		t.Errorf("write with the driver back: %+v; want applied", ev)
+	}
+	if err := sim.SetDriverReady("nowhere", true); !errors.Is(err, ErrUnknownBridge) {
+		t.Errorf("SetDriverReady(nowhere) = %v, want ErrUnknownBridge", err)
+	}
+}
+
+// A multi-channel node named with spaces: its topics use the sanitised
+// name, and a write to endpoint 2 moves endpoint 2 alone.
+func TestZWaveEndpointsAndSanitisedName(t *testing.T) {
+	_, broker := startBroker(t)
+	w := watch(t, broker, "zwave/#")
+	sim, evs, _ := startSim(t, Options{Broker: broker, Devices: []Device{
+		{Name: "Kitchen Double (2)", Class: ClassSwitch, Protocol: ProtocolZWaveJS, NodeID: 4, Endpoints: 2},
+	}})
+	if st := retained(t, broker, "zwave/Kitchen_Double_2/status").json(t); st["nodeId"] != 4.0 {
+		t.Fatalf("status on the sanitised name: %v", st)
+	}
+	w.publish(t, "zwave/Kitchen_Double_2/37/2/targetValue/set", `{"value":true}`)
+	if ev := evs.next(t); ev.Dropped || ev.Device != "Kitchen Double (2)" {
+		t.Fatalf("write to endpoint 2: %+v; want applied to Kitchen Double (2)", ev)
+	}
+	for m := w.live(t, "zwave/Kitchen_Double_2/37/2/currentValue"); m.value(t) != true; m = w.live(t, "zwave/Kitchen_Double_2/37/2/currentValue") {
+		// its value at start, false, comes first
+	}
+	st := sim.State("Kitchen Double (2)")
+	if st["37/2/currentValue"] != true || st["37/1/currentValue"] != false || st["37/0/currentValue"] != false {
+		t.Errorf("values %v; want endpoint 2 on, 0 and 1 off", st)
+	}
+	w.publish(t, "zwave/Kitchen_Double_2/37/3/targetValue/set", `{"value":true}`)
+	if ev := evs.next(t); !ev.Dropped {
+		t.Errorf("write to endpoint 3 of a 2-endpoint node: %+v; want dropped", ev)
+	}
+}

@@ -378,6 +378,7 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 				Service:       s.Name,
 				BaseTopic:     s.BaseTopic,
 				GatewayName:   s.GatewayName,
+				NodeNames:     s.NodeNames,
 				Devices:       devs,
 				Logger:        log.With("component", "zwavejs", "service", s.Name),
 				Publisher:     publisher,

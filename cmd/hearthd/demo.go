@@ -15,6 +15,7 @@ import (
 
 	"github.com/hearthd/hearth/config"
 	"github.com/hearthd/hearth/devices"
+	"github.com/hearthd/hearth/protocols/zwavejs"
 	"github.com/hearthd/hearth/retry"
 	"github.com/hearthd/hearth/simulator"
 )
@@ -245,6 +246,7 @@ var simulated = map[devices.Class]bool{devices.Light: true, devices.Switch: true
 func simDevices(cfg *config.Config) []simulator.Device {
 	var out []simulator.Device
 	nodeIDs := map[string]int{}
+	nodes := map[string]int{} // service and node → index in out
 	for _, dev := range cfg.Devices {
 		svc, ok := cfg.Service(dev.Service)
 		if !ok {
@@ -255,6 +257,22 @@ func simDevices(cfg *config.Config) []simulator.Device {
 		case svc.Protocol == config.ProtocolZigbee2MQTT && simulated[dev.Class]:
 		case svc.Protocol == config.ProtocolZWaveJS && simulated[dev.Class]:
 			sd.Protocol, sd.GatewayName = simulator.ProtocolZWaveJS, svc.GatewayName
+			// One simulated node per node address, with as many
+			// endpoints as its devices name; its name is the address
+			// as written (the simulator sanitises it as the gateway does).
+			addr, err := zwavejs.ParseAddress(sd.Name, svc.NodeNames)
+			if err != nil {
+				continue
+			}
+			if strings.Count(sd.Name, "/") > strings.Count(addr.Node, "/") {
+				sd.Name = sd.Name[:strings.LastIndexByte(sd.Name, '/')]
+			}
+			sd.Endpoints = addr.Endpoint
+			if i, seen := nodes[svc.Name+"\x00"+addr.Node]; seen {
+				out[i].Endpoints = max(out[i].Endpoints, addr.Endpoint)
+				continue
+			}
+			nodes[svc.Name+"\x00"+addr.Node] = len(out)
 			node := sd.Name[strings.LastIndexByte(sd.Name, '/')+1:]
 			if n, err := strconv.Atoi(node); err == nil && n > 0 {
 				sd.NodeID = n

@@ -229,8 +229,8 @@ type harnessOptions struct {
 	httpLimits httpLimits
 	// logger is hearthd's log; nil: testLogger.
 	logger *slog.Logger
-	// simDevice, if set, adjusts each simulated device before the
-	// simulator starts (a light's MinLevel).
+	// simDevice, if set, changes each simulated device before the
+	// simulator starts (a light's MinLevel, a Fahrenheit thermostat).
 	simDevice func(*simulator.Device)
 	// notSimulated are friendly names of configured devices the simulator
 	// does not play: the test plays them itself.
@@ -710,3 +710,4 @@ func bridgeLogins(cfg *config.Config) map[string]simulator.Login {
 	}
 	return logins
 }
+

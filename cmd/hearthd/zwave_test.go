@@ -225,3 +225,150 @@ func TestZWaveAsleepNodeGetsNoApplicationRetry(t *testing.T) {
 	}
 	h.noSetsYet()
 }
+
+// The Z-Wave driver going away while the gateway's MQTT client stays
+// connected (driver/status false, the _CLIENTS status still true) opens
+// the service's breaker: a command fails fast with breaker_open and
+// nothing is written. The driver back (driver/status true), the breaker
+// goes half-open and the next command is its probe and succeeds.
+func TestZWaveDriverGoneOpensTheBreaker(t *testing.T) {
+	h := newHarness(t, harnessOptions{config: zwaveConfig})
+	h.settle("back_door", "porch")
+	states := h.watch("hearth/services/zwave/state")
+	if err := h.sim.SetDriverReady("zwave", false); err != nil {
+		t.Fatal(err)
+	}
+	nextState(t, states, "open")
+
+	h.publish("porch", `{"state":"ON","op_id":"zw-nodriver"}`)
+	r := h.final("zw-nodriver")
+	if r.Status != devices.Failed || r.Reason != devices.ReasonBreakerOpen || r.Attempts != 0 {
+		t.Errorf("zw-nodriver: %s/%s after %d attempts (%s); want failed/breaker_open after 0", r.Status, r.Reason, r.Attempts, r.Detail)
+	}
+	h.noSetsYet()
+
+	if err := h.sim.SetDriverReady("zwave", true); err != nil {
+		t.Fatal(err)
+	}
+	nextState(t, states, "half_open")
+	h.publish("porch", `{"state":"ON","op_id":"zw-driverback"}`)
+	if r := h.final("zw-driverback"); r.Status != devices.Succeeded || r.Attempts != 1 {
+		t.Errorf("zw-driverback: %s/%s after %d attempts (%s); want succeeded after 1", r.Status, r.Reason, r.Attempts, r.Detail)
+	}
+	h.wantTraffic(`set porch {"value":true}`)
+}
+
+// endpointZWaveConfig is a gateway that names its nodes, with a double
+// switch whose two relays are endpoints 1 and 2 of one node, and a lamp
+// given by its raw name with spaces.
+const endpointZWaveConfig = `
+mqtt:
+  listen: 127.0.0.1:0
+  reconnect: {base: 10ms, cap: 100ms}
+http:
+  listen: 127.0.0.1:0
+defaults:
+  ttl: 60s
+services:
+  zwave:
+    protocol: zwavejs
+    node_names: true
+    retry:
+      max_attempts: 2
+      attempt_timeout: 5s
+      base: 1s
+      multiplier: 2
+      cap: 10s
+devices:
+  left_relay:
+    class: switch
+    address: kitchen_double/1
+  right_relay:
+    class: switch
+    address: kitchen_double/2
+  ceiling:
+    class: light
+    address: Living Room/Ceiling Lamp
+`
+
+// A double switch's relay 2 (endpoint 2) takes its ON on 37/2/targetValue
+// and is confirmed by endpoint 2's currentValue; relay 1 stays off, and
+// its own OFF→ON goes to endpoint 1.
+func TestZWaveEndpointTwoOfADoubleSwitch(t *testing.T) {
+	h := newHarness(t, harnessOptions{config: endpointZWaveConfig})
+	h.settle("left_relay", "right_relay", "ceiling")
+
+	h.publish("right_relay", `{"state":"ON","op_id":"ep2-on"}`)
+	r := h.final("ep2-on")
+	if r.Status != devices.Succeeded || r.Attempts != 1 || r.State["state"] != "ON" {
+		t.Errorf("ep2-on: %s/%s after %d attempts, state %v (%s); want succeeded after 1 with state ON", r.Status, r.Reason, r.Attempts, r.State, r.Detail)
+	}
+	if e := h.nextSet(); e.Topic != "zwave/kitchen_double/37/2/targetValue/set" {
+		t.Errorf("the ON went to %s; want zwave/kitchen_double/37/2/targetValue/set", e.Topic)
+	}
+	st := h.sim.State("kitchen_double")
+	if st["37/2/currentValue"] != true || st["37/1/currentValue"] != false || st["37/0/currentValue"] != false {
+		t.Errorf("double switch values %v; want endpoint 2 on, endpoints 0 and 1 off", st)
+	}
+	if got := mirrored(t, h, "left_relay"); got["state"] != "OFF" {
+		t.Errorf("left_relay's state %v; want OFF (endpoint 2's ON is not endpoint 1's)", got)
+	}
+}
+
+// A node named with spaces in the config ("Living Room/Ceiling Lamp") is
+// reached at the topics the gateway writes for it, Living_Room/Ceiling_Lamp.
+func TestZWaveRawNodeNameIsSanitised(t *testing.T) {
+	h := newHarness(t, harnessOptions{config: endpointZWaveConfig})
+	h.settle("left_relay", "right_relay", "ceiling")
+
+	h.publish("ceiling", `{"state":"ON","brightness":128,"op_id":"raw-name"}`)
+	r := h.final("raw-name")
+	if r.Status != devices.Succeeded || r.Attempts != 1 || r.State["brightness"] != 128.0 {
+		t.Errorf("raw-name: %s/%s after %d attempts, state %v (%s); want succeeded after 1 at brightness 128", r.Status, r.Reason, r.Attempts, r.State, r.Detail)
+	}
+	if e := h.nextSet(); e.Topic != "zwave/Living_Room/Ceiling_Lamp/38/0/targetValue/set" {
+		t.Errorf("the write went to %s; want zwave/Living_Room/Ceiling_Lamp/38/0/targetValue/set", e.Topic)
+	}
+}
+
+// A thermostat whose setpoint is in °F (its value's unit "°F"): Hearth's
+// target of 21 °C is written as 70 °F (round(21·9/5+32) = round(69.8)),
+// and the device's 70 °F confirms 21 °C, the state Hearth reports.
+func TestZWaveFahrenheitSetpointStaysCelsius(t *testing.T) {
+	h := newHarness(t, harnessOptions{config: sleepyZWaveConfig, simDevice: func(d *simulator.Device) {
+		if d.Name == "thermostat" {
+			d.Fahrenheit, d.WakeInterval, d.AwakeWindow = true, 0, 0
+		}
+	}})
+	h.settle("porch", "thermostat")
+	if got := mirrored(t, h, "thermostat"); got["current_heating_setpoint"] != 20.0 {
+		t.Fatalf("thermostat at start: %v; want 68 °F read as 20 °C", got)
+	}
+	h.publish("thermostat", `{"current_heating_setpoint":21,"op_id":"heat-f"}`)
+	r := h.await(func(r devices.Result) bool { return r.OpID == "heat-f" && r.Status.Terminal() }, "heat-f's end")
+	if r.Status != devices.Succeeded || r.Attempts != 1 || r.State["current_heating_setpoint"] != 21.0 {
+		t.Errorf("heat-f: %s/%s after %d attempts, state %v (%s); want succeeded after 1 at 21 °C", r.Status, r.Reason, r.Attempts, r.State, r.Detail)
+	}
+	if e := h.nextSet(); string(e.Payload) != `{"value":70}` {
+		t.Errorf("setpoint written %s; want {\"value\":70} (°F)", e.Payload)
+	}
+	if got := h.sim.State("thermostat")["67/0/setpoint/1"]; got != 70.0 {
+		t.Errorf("thermostat setpoint %v; want 70 (°F)", got)
+	}
+}
+
+// mirrored returns the state hearthd mirrors (retained) on hearth/<device>.
+func mirrored(t *testing.T, h *harness, device string) map[string]any {
+	t.Helper()
+	select {
+	case m := <-h.watch("hearth/" + device):
+		var st map[string]any
+		if err := json.Unmarshal(m.Payload(), &st); err != nil {
+			t.Fatalf("hearth/%s: not JSON: %s", device, m.Payload())
+		}
+		return st
+	case <-time.After(eventWait):
+		t.Fatalf("hearth/%s: nothing mirrored", device)
+		return nil
+	}
+}

@@ -10,17 +10,23 @@
 // Topic layout as documented by Z-Wave JS UI ("Using MQTT" and the gateway
 // settings of its setup guide), for the gateway type "ValueID topics":
 //
-//	<prefix>/<address>/<cc>/<endpoint>/<property>[/<propertyKey>]      gateway → all: a value
-//	<prefix>/<address>/<cc>/<endpoint>/<property>[/<propertyKey>]/set  Hearth → gateway: {"value": …}
-//	<prefix>/<address>/status                                          gateway → all: the node's status
+//	<prefix>/<node>/<cc>/<endpoint>/<property>[/<propertyKey>]         gateway → all: a value
+//	<prefix>/<node>/<cc>/<endpoint>/<property>[/<propertyKey>]/set     Hearth → gateway: {"value": …}
+//	<prefix>/<node>/status                                             gateway → all: the node's status
 //	<prefix>/_CLIENTS/ZWAVE_GATEWAY-<gateway_name>/status              gateway → all: the gateway's MQTT status
+//	<prefix>/driver/status                                             gateway → all: true|false, its driver ready
 //	<prefix>/_CLIENTS/ZWAVE_GATEWAY-<gateway_name>/api/pollValue/set   Hearth → gateway: {"args":[<valueId>]}
 //
 // <prefix> defaults to "zwave" (DefaultBaseTopic) and <gateway_name> to
-// "zwave-js-ui" (DefaultGatewayName). A device's address is its node as the
-// gateway names it in topics: "<location>/<node>" or "<node>", where <node>
-// is the node's name (with "Use nodes name instead of numeric nodeIDs") or
-// its numeric node ID. Value payloads are accepted in the gateway's JSON
+// "zwave-js-ui" (DefaultGatewayName). <node> is the node as the gateway
+// names it in topics: "<location>/<node>" or "<node>", where the node
+// level is the node's name (with "Use nodes name instead of numeric
+// nodeIDs") or its numeric node ID, each sanitised (SanitizeTopic: "Living
+// Room" is Living_Room). A device's address is [<location>/]<node>[/<endpoint>]
+// (ParseAddress): the node, raw names accepted, and the Multi Channel
+// endpoint whose values are the device, 0 (the root) by default; the two
+// relays of a double switch are kitchen_double/1 and kitchen_double/2.
+// Value payloads are accepted in the gateway's JSON
 // time-value form ({"time":1548683523859,"value":255}), in its "entire
 // ValueId object" form (an object with a "value" key, the same to Hearth)
 // and as the plain value ("Just value": 255, true, 21.5).
@@ -65,10 +71,20 @@
 //     the position Hearth last wrote as L, else 100 for 99 and
 //     round(L·100/99) below. STOP and tilt are not supported.
 //   - climate: Thermostat Setpoint CC (67), property setpoint, propertyKey
-//     1 (Heating), in °C as the device reports it. Writes
-//     current_heating_setpoint (or occupied_heating_setpoint, the same
-//     setpoint) as the value; the setpoint value reports
-//     {"current_heating_setpoint":V,"occupied_heating_setpoint":V}.
+//     1 (Heating). Writes current_heating_setpoint (or
+//     occupied_heating_setpoint, the same setpoint) as the value; the
+//     setpoint value reports {"current_heating_setpoint":V,
+//     "occupied_heating_setpoint":V}, V in °C. The device's scale is the
+//     unit of its setpoint value ("°F" or "°C"), which the gateway sends
+//     with the payload type "entire ValueId object" (ZUIValueId.unit of
+//     api/lib/ZwaveClient.ts), and is kept until another unit arrives;
+//     without a unit ever seen it is °C. In °F a target C is written as
+//     round(C·9/5+32), a whole °F (halves away from zero: 21 → 70, 22.5 →
+//     73), and a report of F reads as C when Hearth last wrote F for C,
+//     else round((F−32)·5/9) to 0.1 °C (71 → 21.7). So a setpoint Hearth
+//     asked for confirms the exact °C asked, as levels do. The Multilevel
+//     Sensor CC (49) "Air temperature" reports {"local_temperature":T},
+//     T in °C, converted (to 0.1 °C) when its unit is °F.
 //
 // Any other value of a configured node (a battery level, a meter, an
 // unreadable value) and its lastActive topic are passed on as an empty
@@ -96,18 +112,34 @@
 // The node status payload is {"time":…,"value":true|false,"status":
 // "Alive"|"Awake"|"Asleep"|"Dead","nodeId":N} (JSON) or the plain
 // true/false; its status word goes to Sink.NodeStatus (devices.NodeAlive,
-// NodeAwake, NodeAsleep, NodeDead). A plain true is alive, false dead. The
-// gateway's own status ({"time":…,"value":true|false}, or the plain
-// word) goes to Sink.BridgeState.
+// NodeAwake, NodeAsleep, NodeDead). A plain true is alive, false dead; a
+// node's status reaches the device of each of its endpoints.
+//
+// The gateway is online when its MQTT client says so AND its Z-Wave
+// driver (the controller) has not said it is gone: Sink.BridgeState gets
+// false once either says no, true when the client says yes and the driver
+// did not say no. The client's status ({"time":…,"value":true|false}, its
+// will {"value":false}; MqttClient.ts, updateClientStatus) is on
+// _CLIENTS/ZWAVE_GATEWAY-<name>/status; the driver's is the plain JSON
+// true or false on <prefix>/driver/status (DriverStatusTopic; Gateway.ts,
+// _onDriverStatus), published when the driver gets ready or closes, not on
+// reconnect, retained with the gateway's MQTT "retain" setting (default
+// on). A driver never heard from does not hold the service down (with
+// retain off Hearth may only hear it at its next change), and a driver's
+// true heard before any client status is not passed on: it says nothing
+// of the client.
 package zwavejs
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -134,6 +166,7 @@ var Transport = devices.Transport{RadioRetries: true, WakeUpQueue: true, Reports
 const (
 	ccBinarySwitch       = 37
 	ccMultilevelSwitch   = 38
+	ccMultilevelSensor   = 49
 	ccThermostatSetpoint = 67
 	ccDoorLock           = 98
 	ccNotification       = 113
@@ -208,24 +241,50 @@ type Options struct {
 	// StampProperty is the key of that user property ("hearth-username");
 	// unused without Publisher.
 	StampProperty string
+	// NodeNames says the gateway names its nodes in topics ("Use nodes
+	// name instead of numeric nodeIDs"): a two-level address <node>/<n>
+	// with n a number is then endpoint n of that node (see ParseAddress).
+	NodeNames bool
 }
 
 // Adapter speaks Z-Wave JS UI's MQTT API for one service.
 type Adapter struct {
 	service string
 	base    string
-	client  string // <base>/_CLIENTS/ZWAVE_GATEWAY-<name>
-	byAddr  map[string]devices.Device
+	client  string                            // <base>/_CLIENTS/ZWAVE_GATEWAY-<name>
+	nodes   map[string]map[int]devices.Device // node levels → endpoint → device
+	names   bool                              // Options.NodeNames
 	sink    Sink
 	log     *slog.Logger
 	conn    Conn
-	online  atomic.Bool
+	online  atomic.Bool // the gateway's client connected and its driver not gone
 	trust   mqtt.Trust
 
-	mu      sync.Mutex
-	nodeIDs map[string]int     // device ID → node ID learnt from its status
-	written map[string]written // device ID → the last level written to CC 38
+	mu        sync.Mutex
+	nodeIDs   map[string]int     // device ID → node ID learnt from its status
+	written   map[string]written // device ID → the last level written to CC 38
+	setpoints map[string]written // device ID → the last °F setpoint written and the °C it stood for
+	scales    map[string]scale   // device ID → its setpoint's scale, learnt from the unit
+	gateway   tristate           // the gateway's MQTT client status
+	driver    tristate           // the gateway's driver/status
 }
+
+// tristate is what the gateway last said of a yes/no: nothing yet, yes, no.
+type tristate int8
+
+const (
+	unheard tristate = iota
+	yes
+	no
+)
+
+// scale is a temperature's scale as the gateway's unit gives it.
+type scale int8
+
+const (
+	celsius scale = iota // also: no unit seen
+	fahrenheit
+)
 
 // written is a Multilevel Switch level Hearth wrote and the attribute value
 // it stood for.
@@ -237,13 +296,16 @@ type written struct {
 // New returns an adapter that speaks over conn.
 func New(conn Conn, opts Options) *Adapter {
 	a := &Adapter{
-		service: opts.Service,
-		base:    opts.BaseTopic,
-		byAddr:  make(map[string]devices.Device, len(opts.Devices)),
-		log:     opts.Logger,
-		conn:    conn,
-		nodeIDs: map[string]int{},
-		written: map[string]written{},
+		service:   opts.Service,
+		base:      opts.BaseTopic,
+		nodes:     make(map[string]map[int]devices.Device, len(opts.Devices)),
+		names:     opts.NodeNames,
+		log:       opts.Logger,
+		conn:      conn,
+		nodeIDs:   map[string]int{},
+		written:   map[string]written{},
+		setpoints: map[string]written{},
+		scales:    map[string]scale{},
 	}
 	if a.base == "" {
 		a.base = DefaultBaseTopic
@@ -258,7 +320,21 @@ func New(conn Conn, opts Options) *Adapter {
 	}
 	a.trust = mqtt.Trust{Publisher: opts.Publisher, StampProperty: opts.StampProperty, Logger: a.log, What: "zwavejs"}
 	for _, d := range opts.Devices {
-		a.byAddr[address(d)] = d
+		addr, err := a.address(d)
+		if err != nil {
+			a.log.Error("zwavejs: device unreachable", "device", d.ID, "err", err)
+			continue
+		}
+		eps := a.nodes[addr.Node]
+		if eps == nil {
+			eps = map[int]devices.Device{}
+			a.nodes[addr.Node] = eps
+		}
+		if o, taken := eps[addr.Endpoint]; taken {
+			a.log.Error("zwavejs: two devices at one address; the first keeps it", "address", addr.String(), "device", o.ID, "other", d.ID)
+			continue
+		}
+		eps[addr.Endpoint] = d
 	}
 	return a
 }
@@ -270,7 +346,9 @@ func (a *Adapter) Start(ctx context.Context, sink Sink) error {
 	return a.conn.Subscribe(ctx, a.base+"/#", 1, a.handle)
 }
 
-// BridgeOnline reports whether the gateway last said it was online.
+// BridgeOnline reports whether the gateway is online as far as Hearth
+// heard: its MQTT client said it is connected and its driver did not say it
+// is gone (see Status in the package documentation).
 func (a *Adapter) BridgeOnline() bool { return a.online.Load() }
 
 // Untrusted returns how many messages on the gateway's topics were
@@ -287,10 +365,12 @@ func (e unsupportedError) Permanent() bool { return true }
 // known (see the package documentation).
 var ErrNodeIDUnknown = errors.New("zwavejs: the node's ID is not known yet (no status message with nodeId, and the address does not name it)")
 
-// write is one value write: the topic after <address>/ and the payload.
+// write is one value write: the value (its topic after <node>/ is
+// <cc>/<endpoint>/<property>) and the payload.
 type write struct {
-	value   string // <cc>/<endpoint>/<property>[/<propertyKey>]
-	payload map[string]any
+	cc       int
+	property string // <property>[/<propertyKey>]
+	payload  map[string]any
 }
 
 // Send writes target to the device's values: one publish per value (in a
@@ -298,22 +378,39 @@ type write struct {
 // each waiting for the broker's PUBACK. A nil error means the gateway's
 // broker has the writes, not that the node acted on them. An attribute the
 // class cannot write fails with a permanent error before anything is sent.
+//
+// A setpoint goes out in the scale the device last reported it in (the
+// unit of its value): in °F as round(°C·9/5+32), a whole degree, halves
+// away from zero; Hearth remembers which °C it stood for (see Classes).
 func (a *Adapter) Send(ctx context.Context, dev devices.Device, target devices.Target) error {
+	addr, err := a.address(dev)
+	if err != nil {
+		return unsupportedError{err.Error()}
+	}
 	ws, remember, err := encode(dev.Class, target)
 	if err != nil {
 		return err
 	}
+	a.mu.Lock()
 	if remember != nil {
-		a.mu.Lock()
 		a.written[dev.ID] = *remember
-		a.mu.Unlock()
 	}
+	if dev.Class == devices.Climate && a.scales[dev.ID] == fahrenheit {
+		for i, w := range ws {
+			c := w.payload["value"].(float64)
+			f := int(math.Round(c*9/5 + 32))
+			ws[i].payload = map[string]any{"value": f}
+			a.setpoints[dev.ID] = written{f, c}
+		}
+	}
+	a.mu.Unlock()
 	for _, w := range ws {
 		payload, err := json.Marshal(w.payload)
 		if err != nil {
 			return fmt.Errorf("zwavejs: encode target: %w", err)
 		}
-		if err := a.conn.Publish(ctx, a.base+"/"+address(dev)+"/"+w.value+"/set", 1, false, payload); err != nil {
+		topic := fmt.Sprintf("%s/%s/%d/%d/%s/set", a.base, addr.Node, w.cc, addr.Endpoint, w.property)
+		if err := a.conn.Publish(ctx, topic, 1, false, payload); err != nil {
 			return err
 		}
 	}
@@ -333,9 +430,9 @@ func encode(c devices.Class, target devices.Target) ([]write, *written, error) {
 		}
 		switch state {
 		case "LOCK":
-			return []write{{"98/0/targetMode", map[string]any{"value": modeSecured}}}, nil, nil
+			return []write{{ccDoorLock, "targetMode", map[string]any{"value": modeSecured}}}, nil, nil
 		case "UNLOCK":
-			return []write{{"98/0/targetMode", map[string]any{"value": 0}}}, nil, nil
+			return []write{{ccDoorLock, "targetMode", map[string]any{"value": 0}}}, nil, nil
 		}
 		return nil, nil, unsupportedError{fmt.Sprintf("lock state %q", target["state"])}
 	case devices.Switch:
@@ -346,7 +443,7 @@ func encode(c devices.Class, target devices.Target) ([]write, *written, error) {
 		}
 		switch state {
 		case "ON", "OFF":
-			return []write{{"37/0/targetValue", map[string]any{"value": state == "ON"}}}, nil, nil
+			return []write{{ccBinarySwitch, "targetValue", map[string]any{"value": state == "ON"}}}, nil, nil
 		}
 		return nil, nil, unsupportedError{fmt.Sprintf("switch state %q", target["state"])}
 	case devices.Light:
@@ -377,7 +474,7 @@ func encode(c devices.Class, target devices.Target) ([]write, *written, error) {
 		if t, ok := number(target["transition"]); ok {
 			p["options"] = map[string]any{"transitionDuration": strconv.FormatFloat(t, 'f', -1, 64) + "s"}
 		}
-		return []write{{"38/0/targetValue", p}}, remember, nil
+		return []write{{ccMultilevelSwitch, "targetValue", p}}, remember, nil
 	case devices.Cover:
 		var level int
 		var remember *written
@@ -398,7 +495,7 @@ func encode(c devices.Class, target devices.Target) ([]write, *written, error) {
 				return nil, nil, unsupportedError{fmt.Sprintf("a Z-Wave cover has no attribute %q here", k)}
 			}
 		}
-		return []write{{"38/0/targetValue", map[string]any{"value": level}}}, remember, nil
+		return []write{{ccMultilevelSwitch, "targetValue", map[string]any{"value": level}}}, remember, nil
 	case devices.Climate:
 		v, ok := number(target["current_heating_setpoint"])
 		if w, both := number(target["occupied_heating_setpoint"]); both && ok && w != v {
@@ -409,7 +506,7 @@ func encode(c devices.Class, target devices.Target) ([]write, *written, error) {
 		if !ok || len(target) > 2 {
 			return nil, nil, unsupportedError{fmt.Sprintf("climate target %v: only the heating setpoint is supported", map[string]any(target))}
 		}
-		return []write{{"67/0/setpoint/1", map[string]any{"value": v}}}, nil, nil
+		return []write{{ccThermostatSetpoint, "setpoint/1", map[string]any{"value": v}}}, nil, nil
 	}
 	return nil, nil, unsupportedError{fmt.Sprintf("devices of class %s are not supported", c)}
 }
@@ -433,11 +530,15 @@ func positionLevel(p float64) int {
 // answer, if any, arrives as an ordinary value report. It fails with
 // ErrNodeIDUnknown while the node's ID is not known.
 func (a *Adapter) Read(ctx context.Context, dev devices.Device, _ devices.Target) error {
+	addr, err := a.address(dev)
+	if err != nil {
+		return unsupportedError{err.Error()}
+	}
 	id, ok := a.nodeID(dev)
 	if !ok {
 		return ErrNodeIDUnknown
 	}
-	vid := map[string]any{"nodeId": id, "endpoint": 0}
+	vid := map[string]any{"nodeId": id, "endpoint": addr.Endpoint}
 	switch dev.Class {
 	case devices.Lock:
 		vid["commandClass"], vid["property"] = ccDoorLock, "currentMode"
@@ -460,8 +561,11 @@ func (a *Adapter) Read(ctx context.Context, dev devices.Device, _ devices.Target
 // nodeID returns the node ID of dev: the address's node level if it is a
 // number, else the one learnt from its status.
 func (a *Adapter) nodeID(dev devices.Device) (int, bool) {
-	addr := address(dev)
-	node := addr[strings.LastIndexByte(addr, '/')+1:]
+	addr, err := a.address(dev)
+	if err != nil {
+		return 0, false
+	}
+	node := addr.Node[strings.LastIndexByte(addr.Node, '/')+1:]
 	if n, err := strconv.Atoi(node); err == nil && n > 0 {
 		return n, true
 	}
@@ -471,11 +575,12 @@ func (a *Adapter) nodeID(dev devices.Device) (int, bool) {
 	return n, ok
 }
 
-func address(d devices.Device) string {
+// address reads d's address (its ID when it has none) with ParseAddress.
+func (a *Adapter) address(d devices.Device) (Address, error) {
 	if d.Address != "" {
-		return d.Address
+		return ParseAddress(d.Address, a.names)
 	}
-	return d.ID
+	return ParseAddress(d.ID, a.names)
 }
 
 func (a *Adapter) handle(m mqtt.Message) {
@@ -483,19 +588,19 @@ func (a *Adapter) handle(m mqtt.Message) {
 	if !ok {
 		return
 	}
-	if strings.HasPrefix(rest, "_CLIENTS/") {
-		if m.Topic == a.client+"/status" {
-			if !a.trust.Trusted(m) {
-				return
-			}
-			online, ok := parseOnline(m.Payload)
-			if !ok {
-				a.log.Warn("zwavejs: unreadable gateway status", "topic", m.Topic, "payload", truncate(m.Payload))
-				return
-			}
-			a.online.Store(online)
-			a.sink.BridgeState(a.service, online, m.Retained)
+	if rest == DriverStatusTopic || m.Topic == a.client+"/status" {
+		if !a.trust.Trusted(m) {
+			return
 		}
+		up, ok := parseOnline(m.Payload)
+		if !ok {
+			a.log.Warn("zwavejs: unreadable gateway status", "topic", m.Topic, "payload", truncate(m.Payload))
+			return
+		}
+		a.gatewayStatus(rest == DriverStatusTopic, up, m.Retained)
+		return
+	}
+	if strings.HasPrefix(rest, "_CLIENTS/") {
 		return // API calls and answers, other gateways
 	}
 	levels := strings.Split(rest, "/")
@@ -503,7 +608,7 @@ func (a *Adapter) handle(m mqtt.Message) {
 	// the node alone, so that a node named like another's location
 	// ("hall" beside "hall/back_door") does not take that node's topics.
 	for n := min(2, len(levels)-1); n >= 1; n-- {
-		dev, known := a.byAddr[strings.Join(levels[:n], "/")]
+		eps, known := a.nodes[strings.Join(levels[:n], "/")]
 		if !known {
 			continue
 		}
@@ -515,36 +620,69 @@ func (a *Adapter) handle(m mqtt.Message) {
 			return
 		}
 		if len(value) == 1 && value[0] == "status" {
-			a.nodeStatus(dev, m)
+			a.nodeStatus(eps, m)
 			return
 		}
 		if len(value) == 1 && value[0] == "lastActive" {
-			// The controller heard the node: news, but no value.
-			a.sink.Report(dev.ID, map[string]any{}, m.Retained)
+			// The controller heard the node: news, but no value, for
+			// every endpoint's device.
+			for _, ep := range slices.Sorted(maps.Keys(eps)) {
+				a.sink.Report(eps[ep].ID, map[string]any{}, m.Retained)
+			}
 			return
 		}
-		a.value(dev, value, m)
+		a.value(eps, value, m)
 		return
 	}
 }
 
-func (a *Adapter) nodeStatus(dev devices.Device, m mqtt.Message) {
+// gatewayStatus takes the gateway's MQTT client status (driver false) or
+// its driver's status (driver true) and passes on what the two say
+// together: online while the client is connected and the driver has not
+// said it is gone, offline once either says no. A driver status heard
+// before any client status says nothing of the client: passed on only
+// when it is a no.
+func (a *Adapter) gatewayStatus(driver, up bool, retained bool) {
+	word := no
+	if up {
+		word = yes
+	}
+	a.mu.Lock()
+	if driver {
+		a.driver = word
+	} else {
+		a.gateway = word
+	}
+	online := a.gateway == yes && a.driver != no
+	known := a.gateway != unheard || a.driver == no
+	a.mu.Unlock()
+	a.online.Store(online)
+	if known {
+		a.sink.BridgeState(a.service, online, retained)
+	}
+}
+
+// nodeStatus passes a node's status to the device of each of its endpoints.
+func (a *Adapter) nodeStatus(eps map[int]devices.Device, m mqtt.Message) {
 	status, nodeID, ok := parseNodeStatus(m.Payload)
 	if !ok {
 		a.log.Warn("zwavejs: unreadable node status", "topic", m.Topic, "payload", truncate(m.Payload))
 		return
 	}
-	if nodeID > 0 {
-		a.mu.Lock()
-		a.nodeIDs[dev.ID] = nodeID
-		a.mu.Unlock()
+	for _, ep := range slices.Sorted(maps.Keys(eps)) {
+		dev := eps[ep]
+		if nodeID > 0 {
+			a.mu.Lock()
+			a.nodeIDs[dev.ID] = nodeID
+			a.mu.Unlock()
+		}
+		a.sink.NodeStatus(dev.ID, status, m.Retained)
 	}
-	a.sink.NodeStatus(dev.ID, status, m.Retained)
 }
 
-// value decodes one value message of dev; levels are the topic's levels
-// after the address.
-func (a *Adapter) value(dev devices.Device, levels []string, m mqtt.Message) {
+// value decodes one value message of a node whose endpoints' devices are
+// eps; levels are the topic's levels after the node's.
+func (a *Adapter) value(eps map[int]devices.Device, levels []string, m mqtt.Message) {
 	if len(levels) < 3 || len(levels) > 4 {
 		return
 	}
@@ -552,15 +690,20 @@ func (a *Adapter) value(dev devices.Device, levels []string, m mqtt.Message) {
 	if !ok {
 		return
 	}
-	if ep, ok := endpoint(levels[1]); !ok || ep != 0 {
-		return // another endpoint is another switch, lock or sensor: not this device
+	ep, ok := endpoint(levels[1])
+	if !ok {
+		return
+	}
+	dev, ok := eps[ep]
+	if !ok {
+		return // another endpoint is another switch, lock or sensor: not a device here
 	}
 	prop := levels[2]
 	key := ""
 	if len(levels) == 4 {
 		key = levels[3]
 	}
-	v, ok := parseValue(m.Payload)
+	v, unit, ok := parseValueUnit(m.Payload)
 	if !ok {
 		a.log.Warn("zwavejs: unreadable value", "topic", m.Topic, "payload", truncate(m.Payload))
 		return
@@ -568,7 +711,7 @@ func (a *Adapter) value(dev devices.Device, levels []string, m mqtt.Message) {
 	if strings.HasPrefix(prop, "target") {
 		return // the gateway's echo of a write it accepted, not the node's report
 	}
-	state := a.decode(dev, cc, prop, key, v)
+	state := a.decodeUnit(dev, cc, prop, key, v, unit)
 	if state == nil {
 		// A value Hearth does not read (a battery level, a meter): the
 		// node spoke all the same, which tells that it is awake.
@@ -580,6 +723,12 @@ func (a *Adapter) value(dev devices.Device, levels []string, m mqtt.Message) {
 // decode maps one value of a node to Hearth's state for dev's class, or nil
 // for a value that says nothing Hearth reads.
 func (a *Adapter) decode(dev devices.Device, cc int, prop, key string, v any) map[string]any {
+	return a.decodeUnit(dev, cc, prop, key, v, "")
+}
+
+// decodeUnit is decode of a value whose payload gave its unit ("" for
+// none): a temperature in °F is converted to °C.
+func (a *Adapter) decodeUnit(dev devices.Device, cc int, prop, key string, v any, unit string) map[string]any {
 	switch {
 	case dev.Class == devices.Lock && cc == ccDoorLock && prop == "currentMode" && key == "":
 		mode, ok := number(v)
@@ -643,9 +792,54 @@ func (a *Adapter) decode(dev devices.Device, cc int, prop, key string, v any) ma
 			a.log.Warn("zwavejs: setpoint is not a number", "device", dev.ID, "value", v)
 			return nil
 		}
+		a.mu.Lock()
+		sc, known := temperatureScale(unit)
+		if known {
+			a.scales[dev.ID] = sc
+		} else {
+			sc = a.scales[dev.ID]
+		}
+		w, remembered := a.setpoints[dev.ID]
+		a.mu.Unlock()
+		if sc == fahrenheit {
+			if remembered && float64(w.level) == f {
+				f = w.value
+			} else {
+				f = fahrenheitToCelsius(f)
+			}
+		}
 		return map[string]any{"current_heating_setpoint": f, "occupied_heating_setpoint": f}
+	case dev.Class == devices.Climate && cc == ccMultilevelSensor && sameName(prop, "Air temperature") && key == "":
+		f, ok := number(v)
+		if !ok {
+			a.log.Warn("zwavejs: air temperature is not a number", "device", dev.ID, "value", v)
+			return nil
+		}
+		if sc, _ := temperatureScale(unit); sc == fahrenheit {
+			f = fahrenheitToCelsius(f)
+		}
+		return map[string]any{"local_temperature": f}
 	}
 	return nil
+}
+
+// temperatureScale reads a value's unit as a temperature scale: "°F" (or
+// "F", "℉") is Fahrenheit, "°C" (or "C", "℃") Celsius, case and spaces
+// aside; known is false for any other unit and for none.
+func temperatureScale(unit string) (sc scale, known bool) {
+	switch strings.ToUpper(strings.TrimSpace(unit)) {
+	case "°F", "F", "℉":
+		return fahrenheit, true
+	case "°C", "C", "℃":
+		return celsius, true
+	}
+	return celsius, false
+}
+
+// fahrenheitToCelsius converts °F to °C, (f−32)·5/9, rounded to the
+// nearest 0.1 °C (halves away from zero).
+func fahrenheitToCelsius(f float64) float64 {
+	return math.Round((f-32)*5/9*10) / 10
 }
 
 // commandClass reads a topic level as a command class: its number, or its
@@ -668,6 +862,24 @@ func endpoint(s string) (int, bool) {
 // gateway may publish with its spaces replaced by underscores.
 func sameName(level, name string) bool {
 	return strings.EqualFold(strings.ReplaceAll(level, "_", " "), name)
+}
+
+// parseValueUnit is parseValue and the payload's "unit", the unit of the
+// value's metadata that the entire ValueId object form carries (ZUIValueId.unit
+// of api/lib/ZwaveClient.ts, from Z-Wave JS's ValueMetadataNumeric.unit:
+// "°C", "°F", "%"); "" when the payload has none.
+func parseValueUnit(p []byte) (v any, unit string, ok bool) {
+	v, ok = parseValue(p)
+	if !ok {
+		return nil, "", false
+	}
+	var obj struct {
+		Unit any `json:"unit"`
+	}
+	if bytes.HasPrefix(bytes.TrimSpace(p), []byte("{")) && json.Unmarshal(p, &obj) == nil {
+		unit, _ = obj.Unit.(string)
+	}
+	return v, unit, true
 }
 
 // parseValue reads a value payload: an object with a "value" key (the
