@@ -710,4 +710,3 @@ func bridgeLogins(cfg *config.Config) map[string]simulator.Login {
 	}
 	return logins
 }
-
