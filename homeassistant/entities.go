@@ -75,6 +75,22 @@ type Bridge struct {
 
 	// Tilt says a cover takes a tilt (0–100).
 	Tilt bool
+
+	// Readings are what a sensor (class sensor) reports and nobody sets:
+	// each becomes a sensor or binary_sensor entity.
+	Readings []Reading
+}
+
+// Reading is one read-only attribute of a sensor.
+type Reading struct {
+	// Name is the attribute in the device's state ("temperature").
+	Name string
+	// Binary says it is a binary one, whose On and Off values (true and
+	// false, "ON" and "OFF") it reports.
+	Binary  bool
+	On, Off any
+	// Unit is a numeric one's unit ("°C", "%").
+	Unit string
 }
 
 // EventTypes are the event types of a device's command event entity: the
@@ -93,9 +109,17 @@ const opIDTemplate = `ha-{{ (now().timestamp() * 1000000) | int }}-{{ range(1000
 
 // DeviceConfigs returns the discovery configs of dev: the entity of its
 // class, when Home Assistant has one and the class takes commands, and
-// its command event entity. A device of a class that takes no commands
-// (a sensor) gets none yet.
+// its command event entity; for a sensor, a sensor or binary_sensor per
+// reading its bridge describes (none while it describes none). An alarm
+// or valve, which take no commands yet, gets none.
 func (d Discovery) DeviceConfigs(dev Device) []Config {
+	if dev.Class == devices.Sensor {
+		var out []Config
+		for _, r := range dev.Bridge.Readings {
+			out = append(out, d.encode(dev, d.readingEntity(dev, r)))
+		}
+		return out
+	}
 	main := d.classEntity(dev)
 	if main == nil {
 		return nil
@@ -239,6 +263,66 @@ func (d Discovery) classEntity(dev Device) *entity {
 	return nil
 }
 
+// readingDeviceClasses are the Home Assistant device classes of common
+// Zigbee2MQTT readings, by attribute name.
+var readingDeviceClasses = map[string]string{
+	"temperature": "temperature", "local_temperature": "temperature", "humidity": "humidity",
+	"battery": "battery", "illuminance": "illuminance", "illuminance_lux": "illuminance",
+	"pressure": "pressure", "power": "power", "energy": "energy", "voltage": "voltage", "current": "current",
+	"co2": "carbon_dioxide", "pm25": "pm25",
+	"occupancy": "occupancy", "presence": "presence", "contact": "door", "water_leak": "moisture",
+	"smoke": "smoke", "vibration": "vibration", "tamper": "tamper", "battery_low": "battery",
+}
+
+// readingEntity is a sensor's reading r as a sensor or binary_sensor on
+// the mirror.
+func (d Discovery) readingEntity(dev Device, r Reading) *entity {
+	keys := map[string]any{
+		"name":           readingName(r.Name),
+		"state_topic":    d.topic(dev.ID, ""),
+		"value_template": "{{ value_json." + r.Name + " }}",
+	}
+	if dc, ok := readingDeviceClasses[r.Name]; ok {
+		keys["device_class"] = dc
+	}
+	if !r.Binary {
+		if r.Unit != "" {
+			keys["unit_of_measurement"] = r.Unit
+		}
+		keys["state_class"] = "measurement"
+		return &entity{"sensor", objectID(r.Name), keys}
+	}
+	// Zigbee2MQTT's value_on is the state Home Assistant calls on: a
+	// contact's is false (open), as its door device class wants.
+	on, off := r.On, r.Off
+	// The template renders the value as Home Assistant compares it: a
+	// JSON true or false becomes True or False, a string stays.
+	keys["payload_on"], keys["payload_off"] = jinjaWord(on), jinjaWord(off)
+	return &entity{"binary_sensor", objectID(r.Name), keys}
+}
+
+// jinjaWord is how a template renders v.
+func jinjaWord(v any) string {
+	switch x := v.(type) {
+	case bool:
+		if x {
+			return "True"
+		}
+		return "False"
+	case string:
+		return x
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// readingName is a reading's name as Home Assistant shows it: "local
+// temperature" for local_temperature.
+func readingName(attr string) string {
+	s := strings.ReplaceAll(attr, "_", " ")
+	return strings.ToUpper(s[:1]) + s[1:]
+}
+
 // commandTemplate returns a command template that publishes the JSON
 // object with fields, and a fresh op_id.
 func commandTemplate(fields string) string {
@@ -281,8 +365,8 @@ func (d Discovery) encode(dev Device, e *entity) Config {
 	keys := e.keys
 	keys["unique_id"] = "hearth_" + node + "_" + id + "_" + e.object
 	keys["default_entity_id"] = e.component + "." + entityID(dev.ID)
-	if e.object == "command" {
-		keys["default_entity_id"] = e.component + "." + entityID(dev.ID+"_command")
+	if e.object != e.component { // the command event entity, a sensor's reading
+		keys["default_entity_id"] = e.component + "." + entityID(dev.ID+"_"+e.object)
 	}
 	if _, named := keys["name"]; !named {
 		keys["name"] = nil // the entity takes the device's name
@@ -422,6 +506,19 @@ func BridgeOf(class devices.Class, caps *devices.Capabilities) Bridge {
 		}
 	case devices.Cover:
 		_, b.Tilt = settable("tilt")
+	case devices.Sensor:
+		for _, name := range caps.Names() {
+			p, _ := caps.Property(name)
+			if p.Access&devices.AccessSet != 0 || p.Access&devices.AccessPublished == 0 {
+				continue
+			}
+			switch p.Kind {
+			case devices.KindNumeric:
+				b.Readings = append(b.Readings, Reading{Name: name, Unit: p.Unit})
+			case devices.KindBinary:
+				b.Readings = append(b.Readings, Reading{Name: name, Binary: true, On: p.ValueOn, Off: p.ValueOff})
+			}
+		}
 	}
 	return b
 }

@@ -264,3 +264,40 @@ func TestRemovalsOfEntitiesNoLongerConfigured(t *testing.T) {
 		t.Errorf("with discovery off: %d removals; want all 4 of this node's", n)
 	}
 }
+
+// A sensor gets a sensor or binary_sensor per read-only reading its bridge
+// describes, each rendering its value from the mirror as Home Assistant
+// compares it; a door's contact (Zigbee2MQTT: value_on false) is on when
+// open.
+func TestSensorReadingsBecomeEntities(t *testing.T) {
+	caps := devices.NewCapabilities("MCCGQ11LM", "Aqara", "Door and window sensor", []devices.Property{
+		{Name: "contact", Kind: devices.KindBinary, Access: devices.AccessPublished, ValueOn: false, ValueOff: true},
+		{Name: "battery", Kind: devices.KindNumeric, Access: devices.AccessPublished, Unit: "%"},
+		{Name: "temperature", Kind: devices.KindNumeric, Access: devices.AccessPublished, Unit: "°C"},
+		{Name: "sensitivity", Kind: devices.KindEnum, Access: devices.AccessPublished | devices.AccessSet, Values: []string{"low", "high"}},
+	})
+	dev := Device{Device: devices.Device{ID: "back_door", Class: devices.Sensor, Service: "z2m"}, Bridge: BridgeOf(devices.Sensor, caps)}
+	configs := Discovery{}.DeviceConfigs(dev)
+	if len(configs) != 3 {
+		t.Fatalf("%d configs; want contact, battery and temperature (sensitivity is set, not read)", len(configs))
+	}
+	contact := configOf(t, configs, "homeassistant/binary_sensor/hearth/back_door_contact/config")
+	if contact["device_class"] != "door" || contact["default_entity_id"] != "binary_sensor.back_door_contact" {
+		t.Errorf("contact: %v", contact)
+	}
+	for report, want := range map[string]any{`{"contact":false}`: contact["payload_on"], `{"contact":true}`: contact["payload_off"]} {
+		if got := render(t, contact["value_template"].(string), nil, []byte(report)); got != want {
+			t.Errorf("%s renders %q; want %q (open is on)", report, got, want)
+		}
+	}
+	battery := configOf(t, configs, "homeassistant/sensor/hearth/back_door_battery/config")
+	if battery["unit_of_measurement"] != "%" || battery["device_class"] != "battery" {
+		t.Errorf("battery: %v", battery)
+	}
+	if got := render(t, battery["value_template"].(string), nil, []byte(`{"battery":87,"contact":true}`)); got != "87" {
+		t.Errorf("battery renders %q; want 87", got)
+	}
+	if got := (Discovery{}).DeviceConfigs(Device{Device: devices.Device{ID: "x", Class: devices.Sensor}}); len(got) != 0 {
+		t.Errorf("a sensor its bridge does not describe: %d configs; want none", len(got))
+	}
+}
