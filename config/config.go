@@ -411,6 +411,29 @@ type Device struct {
 	// TTL is the device's default command TTL: its own ttl from the file,
 	// or else its wake_interval when it is sleepy, or else Defaults.TTL.
 	TTL time.Duration
+	// AttemptTimeout is how long one attempt at the device waits for the
+	// report that confirms it: its own attempt_timeout from the file, or
+	// else the longer of its class's default (ClassAttemptTimeouts: a
+	// cover's travel, a lock's motor) and its service's
+	// retry.attempt_timeout. The command's TTL still bounds every wait.
+	AttemptTimeout time.Duration
+}
+
+// ClassAttemptTimeouts are the attempt timeouts of the classes whose
+// device reports its new state only once a motor has run, when the file
+// gives the device none: a cover 30 s (a roller blind travels 10–30 s, a
+// garage door 12–20 s, and Zigbee2MQTT publishes the position when the
+// motor stops), a lock 15 s (a motor lock turns in 2–5 s, but a jam
+// retries before it reports, and a Z-Wave lock answers after its
+// supervision report), a valve 20 s (a motorized ball valve turns in
+// 5–15 s). A class default never shortens its service's
+// retry.attempt_timeout: it is a floor, because a service whose timeout
+// was raised for a slow bridge is slow for every device. Lights, switches
+// and the others take the service's.
+var ClassAttemptTimeouts = map[devices.Class]time.Duration{
+	devices.Cover: 30 * time.Second,
+	devices.Lock:  15 * time.Second,
+	devices.Valve: 20 * time.Second,
 }
 
 // ZWaveClientIDPrefix is the start of the MQTT client ID of Z-Wave JS

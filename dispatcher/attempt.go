@@ -20,7 +20,7 @@ import (
 func (q *deviceQueue) execute(ctx context.Context, t *task) {
 	d, svc := q.d, q.svc
 	q.mu.Lock()
-	a := machine.NewAttempts(t.Command, q.dev.Device, svc.Name, svc.Policy, svc.Budget, d.now())
+	a := machine.NewAttempts(t.Command, q.dev.Device, svc.Name, q.policy(), svc.Budget, d.now())
 	q.mu.Unlock()
 	p := a.Policy()
 	for {
