@@ -1,6 +1,7 @@
 package config
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -8,8 +9,9 @@ import (
 )
 
 // TestDeviceAttemptTimeoutPrecedence checks which attempt timeout each
-// device gets: its own attempt_timeout, else the longer of its class's
-// default and its service's retry.attempt_timeout.
+// device gets: its own attempt_timeout, else its service's written
+// retry.attempt_timeout, else the longer of its class's default and the
+// protocol's default.
 func TestDeviceAttemptTimeoutPrecedence(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -22,7 +24,9 @@ func TestDeviceAttemptTimeoutPrecedence(t *testing.T) {
 		{"a cover takes its class's default", "", "class: cover", 30 * time.Second},
 		{"a lock takes its class's default", "", "class: lock", 15 * time.Second},
 		{"a valve takes its class's default", "", "class: valve", 20 * time.Second},
-		{"a class default never shortens the service's", "retry: {attempt_timeout: 40s}", "class: cover", 40 * time.Second},
+		{"the service's own wins over a longer class default", "retry: {attempt_timeout: 8s}", "class: cover", 8 * time.Second},
+		{"the service's own wins over a shorter class default", "retry: {attempt_timeout: 40s}", "class: lock", 40 * time.Second},
+		{"a class default when the service gives only other retry keys", "retry: {max_attempts: 3}", "class: cover", 30 * time.Second},
 		{"the device's own wins over its class", "", "class: cover\n    attempt_timeout: 45s", 45 * time.Second},
 		{"the device's own wins over the service's, shorter too", "retry: {attempt_timeout: 8s}", "class: light\n    attempt_timeout: 2s", 2 * time.Second},
 	}
@@ -103,5 +107,25 @@ func TestDeviceAttemptTimeoutErrors(t *testing.T) {
 				t.Errorf("Parse() error:\ngot  %s\nwant %s", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestReadBackPrecedence checks each device's read_back: its own, else
+// its service's retry.read_back, else off.
+func TestReadBackPrecedence(t *testing.T) {
+	yaml := "services:\n  zigbee:\n    protocol: zigbee2mqtt\n    retry: {read_back: true}\n  zwave:\n    protocol: zwavejs\n" +
+		"devices:\n  a:\n    service: zigbee\n    class: light\n  b:\n    service: zigbee\n    class: light\n    read_back: false\n" +
+		"  c:\n    service: zwave\n    class: light\n  d:\n    service: zwave\n    class: light\n    read_back: true\n"
+	c, err := Parse("hearth.yaml", []byte(yaml))
+	if err != nil {
+		t.Fatalf("Parse() error: %v", err)
+	}
+	for id, want := range map[string]bool{"a": true, "b": false, "c": false, "d": true} {
+		if d, _ := c.Device(id); d.ReadBack != want {
+			t.Errorf("device %s: read_back %v; want %v", id, d.ReadBack, want)
+		}
+	}
+	if _, err := Parse("hearth.yaml", []byte(z2m+"devices:\n  d:\n    class: light\n    read_back: sometimes\n")); err == nil || !strings.Contains(err.Error(), "hearth.yaml:7: devices.d.read_back: ") {
+		t.Errorf("read_back: sometimes: error %v; want one naming hearth.yaml:7 and devices.d.read_back", err)
 	}
 }

@@ -332,7 +332,7 @@ func TestProblemFields(t *testing.T) {
 	}
 	want := []Problem{
 		{File: "configs/hearth.yaml", Line: 6, Key: "devices.hall_light.class", Message: `unknown class "lamp" (known: light, switch, lock, cover, climate, valve, alarm, sensor)`},
-		{File: "configs/hearth.yaml", Line: 7, Key: "devices.hall_light.colour", Message: "unknown key (known here: service, class, address, ttl, attempt_timeout, safety, sleepy, wake_interval, awake_window, offline)"},
+		{File: "configs/hearth.yaml", Line: 7, Key: "devices.hall_light.colour", Message: "unknown key (known here: service, class, address, ttl, attempt_timeout, read_back, safety, sleepy, wake_interval, awake_window, offline)"},
 	}
 	if len(ce.Problems) != len(want) {
 		t.Fatalf("got %d problems, want %d:\n%v", len(ce.Problems), len(want), err)

@@ -174,6 +174,7 @@ func walkService(w *walker, name string, n *yaml.Node, key string) Service {
 		section("retry", append([]field{
 			value("max_attempts", &s.Retry.MaxAttempts, attempts),
 			value("allow_more_attempts", &s.Retry.AllowMoreAttempts),
+			value("read_back", &s.Retry.ReadBack),
 			value("attempt_timeout", &s.Retry.AttemptTimeout, positive),
 			value("deadline", &s.Retry.Deadline, positive),
 			classes("retry_on", &s.Retry.RetryOn),
@@ -247,6 +248,7 @@ func walkDevice(w *walker, id string, n *yaml.Node, key string) Device {
 		value("address", &d.Address, topicLevels),
 		value("ttl", &d.TTL, ttl),
 		value("attempt_timeout", &d.AttemptTimeout, positive),
+		value("read_back", &d.ReadBack),
 		value("safety", &safety, safetyLevel),
 		value("sleepy", &d.Sleep.Sleepy),
 		value("wake_interval", &d.Sleep.WakeInterval, ttl),
@@ -539,8 +541,9 @@ func (c *Config) checkDevices(w *walker) {
 }
 
 // resolveAttemptTimeout sets d's attempt timeout (key is devices.<id>):
-// its own attempt_timeout, else the longer of its class's default
-// (ClassAttemptTimeouts) and its service's retry.attempt_timeout. One
+// its own attempt_timeout, else its service's retry.attempt_timeout when
+// the file gives one, else the longer of its class's default
+// (ClassAttemptTimeouts) and its protocol's default. One
 // longer than the device's TTL is an error: the TTL would cut every
 // attempt short. The service's breaker.probe_timeout grows to it when the
 // file gives none, as it does to the service's attempt timeout; one given
@@ -551,6 +554,9 @@ func (c *Config) resolveAttemptTimeout(w *walker, d *Device, key string) {
 	if !found || !s.Commands() {
 		return
 	}
+	if w.lines[join(key, "read_back")] == 0 {
+		d.ReadBack = s.Retry.ReadBack
+	}
 	tkey := join(key, "attempt_timeout")
 	own := w.lines[tkey] != 0
 	switch {
@@ -559,6 +565,8 @@ func (c *Config) resolveAttemptTimeout(w *walker, d *Device, key string) {
 	case own && d.AttemptTimeout > d.TTL:
 		w.reportf(w.lines[tkey], tkey, "%s is longer than the device's ttl %s: the TTL would end every attempt before its timeout", fmtDuration(d.AttemptTimeout), fmtDuration(d.TTL))
 		return
+	case !own && w.lines[join(join(join("services", s.Name), "retry"), "attempt_timeout")] != 0:
+		d.AttemptTimeout = s.Retry.AttemptTimeout // the operator's word for the service's devices
 	case !own:
 		d.AttemptTimeout = max(ClassAttemptTimeouts[d.Class], s.Retry.AttemptTimeout)
 	}

@@ -89,6 +89,14 @@ type Device struct {
 	// resolves the device's key, its class's default and the service's).
 	// 0 means the service's. The command's TTL still bounds every wait.
 	AttemptTimeout time.Duration
+	// ReadBack makes an attempt that went unconfirmed read the device's
+	// state (the bridge's Read: a /get for Zigbee2MQTT) before the retry
+	// policy decides on a resend: the target ends the command succeeded
+	// with nothing resent. For a device, or a bridge, that does not
+	// report after a set. The read is bounded by the read timeout, the
+	// policy's deadline and the TTL, and costs no attempt. Always-listening
+	// devices only; a sleepy device's delivery reads back already.
+	ReadBack bool
 }
 
 // policy returns the retry policy of q's commands: its service's, with

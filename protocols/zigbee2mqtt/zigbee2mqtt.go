@@ -10,6 +10,7 @@
 //	<base_topic>/<friendly_name>               device → all: JSON state
 //	<base_topic>/<friendly_name>/availability  "online"/"offline", or {"state":"online"}
 //	<base_topic>/bridge/state                  "online"/"offline", or {"state":"online"}
+//	<base_topic>/bridge/logging                {"level","message","namespace"}: a failed set (logging.go)
 //
 // Friendly names may contain '/', so the adapter subscribes to
 // <base_topic>/# and matches exact configured names. It never decides
@@ -195,6 +196,10 @@ func (a *Adapter) handle(m mqtt.Message) {
 		}
 		a.online.Store(online)
 		a.sink.BridgeState(a.service, online, m.Retained)
+		return
+	}
+	if rest == LoggingTopic {
+		a.handleLogging(m) // a failed set ends its attempt at once (logging.go)
 		return
 	}
 	if name, ok := strings.CutSuffix(rest, "/availability"); ok {
