@@ -124,6 +124,11 @@ type Faults struct {
 	// Gets are still answered. Their sets are reported with
 	// ReasonSetFailed.
 	FailSets []string
+	// Unreported names the Zigbee2MQTT devices that apply a set but
+	// report nothing after it, as a device that does not report behind
+	// Zigbee2MQTT with optimistic: false; a get still reports the real,
+	// new state.
+	Unreported []string
 }
 
 // Login is one bridge's MQTT account: its username and password, and the
@@ -307,6 +312,7 @@ type faulty struct {
 	echoOnly bool // echoes sets without moving (Faults.EchoOnly)
 	dead     bool // answers nothing, shown online (Faults.Dead)
 	failSets bool // its sets fail, logged on bridge/logging (Faults.FailSets)
+	quiet    bool // applies sets without reporting them (Faults.Unreported)
 }
 
 // New validates opts and returns a Sim ready to Run.
@@ -435,6 +441,7 @@ func New(opts Options) (*Sim, error) {
 		{"EchoOnly", f.EchoOnly, false, func(x *faulty) { x.echoOnly = true }},
 		{"Dead", f.Dead, false, func(x *faulty) { x.dead = true }},
 		{"FailSets", f.FailSets, false, func(x *faulty) { x.failSets = true }},
+		{"Unreported", f.Unreported, false, func(x *faulty) { x.quiet = true }},
 	}
 	for _, fault := range faults {
 		for _, name := range fault.names {
@@ -444,8 +451,8 @@ func New(opts Options) (*Sim, error) {
 				if fault.field == "Silent" {
 					return nil, fmt.Errorf("simulator: Faults.Silent names %q, a Z-Wave node; only Zigbee2MQTT devices fall silent", name)
 				}
-				if fault.field == "FailSets" {
-					return nil, fmt.Errorf("simulator: Faults.FailSets names %q, a Z-Wave node; only Zigbee2MQTT logs failed sets on bridge/logging", name)
+				if fault.field == "FailSets" || fault.field == "Unreported" {
+					return nil, fmt.Errorf("simulator: Faults.%s names %q, a Z-Wave node; only Zigbee2MQTT devices take it", fault.field, name)
 				}
 				if fault.field == "Dead" {
 					return nil, fmt.Errorf("simulator: Faults.Dead names %q, a Z-Wave node; a dead node is one SetOnline takes offline", name)
@@ -912,6 +919,9 @@ func (s *Sim) set(d *device, topic string, payload []byte, retained bool) {
 			payload = d.report()
 		case d.echoOnly:
 			payload, _ = json.Marshal(attrs)
+		}
+		if d.quiet {
+			break // applied, never reported: a get shows it
 		}
 		d.out.push(report{payload: payload, due: ev.At.Add(s.faults.Latency)})
 	}
