@@ -127,7 +127,7 @@ type Faults struct {
 	// Unreported names the Zigbee2MQTT devices that apply a set but
 	// report nothing after it, as a device that does not report behind
 	// Zigbee2MQTT with optimistic: false; a get still reports the real,
-	// new state.
+	// new state. Its SetEvent is not Dropped: the set was applied.
 	Unreported []string
 }
 
