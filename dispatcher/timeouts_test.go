@@ -155,6 +155,13 @@ func TestBridgeReportedSendFailureEndsTheAttemptAtOnce(t *testing.T) {
 	r := startSleepy(t, sleepyOptions{awake: true, readBack: true})
 	sent := firstSet(r)
 	r.d.SendFailed("radiator", "state", errors.New("not this set's"))
+	q := r.d.devices["radiator"]
+	q.mu.Lock()
+	taken := q.cur == nil || q.cur.confirm == nil || q.cur.confirm.failure != nil
+	q.mu.Unlock()
+	if taken {
+		t.Fatal("a failure of an attribute the set did not name ended its attempt")
+	}
 	r.d.SendFailed("radiator", "current_heating_setpoint", errors.New("Delivery failed (MAC_NO_ACK)"))
 	r.eventually("the attempt to stop waiting for its confirmation", r.unwatched)
 	// The backoff only (at most 1 s); the second move covers a first one
