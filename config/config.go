@@ -403,6 +403,13 @@ type Retry struct {
 	AllowMoreAttempts bool
 	// Budget limits the service's retries.
 	Budget Budget
+	// ReadBack makes an attempt that no report confirmed within its
+	// timeout read the device's state (a /get for Zigbee2MQTT) before
+	// the policy decides on a resend, for every device of the service
+	// that does not say otherwise (devices.<id>.read_back): for a bridge
+	// whose devices do not report after a set (Zigbee2MQTT with
+	// optimistic: false). Default false.
+	ReadBack bool
 }
 
 // Budget is a service's retry budget (see retry.Budget): within any
@@ -423,6 +430,35 @@ type Device struct {
 	// TTL is the device's default command TTL: its own ttl from the file,
 	// or else its wake_interval when it is sleepy, or else Defaults.TTL.
 	TTL time.Duration
+	// AttemptTimeout is how long one attempt at the device waits for the
+	// report that confirms it: its own attempt_timeout from the file, or
+	// else its service's retry.attempt_timeout if the file gives one, or
+	// else the longer of its class's default (ClassAttemptTimeouts: a
+	// cover's travel, a lock's motor) and its protocol's default (5s).
+	// The command's TTL still bounds every wait.
+	AttemptTimeout time.Duration
+	// ReadBack: an attempt that went unconfirmed reads the device's state
+	// before a resend: its own read_back from the file, or else its
+	// service's retry.read_back. Default false.
+	ReadBack bool
+}
+
+// ClassAttemptTimeouts are the attempt timeouts of the classes whose
+// device reports its new state only once a motor has run, when the file
+// gives the device none: a cover 30 s (a roller blind travels 10–30 s, a
+// garage door 12–20 s, and Zigbee2MQTT publishes the position when the
+// motor stops), a lock 15 s (a motor lock turns in 2–5 s, but a jam
+// retries before it reports, and a Z-Wave lock answers after its
+// supervision report), a valve 20 s (a motorized ball valve turns in
+// 5–15 s). A class default replaces only Hearth's own protocol default:
+// a retry.attempt_timeout written for the service is the operator's word
+// for all its devices (and keeps a file meaning what it meant before
+// class defaults), and a device's own attempt_timeout wins over both.
+// Lights, switches and the others take the service's.
+var ClassAttemptTimeouts = map[devices.Class]time.Duration{
+	devices.Cover: 30 * time.Second,
+	devices.Lock:  15 * time.Second,
+	devices.Valve: 20 * time.Second,
 }
 
 // ZWaveClientIDPrefix is the start of the MQTT client ID of Z-Wave JS

@@ -31,8 +31,11 @@ func TestSampleLoads(t *testing.T) {
 		},
 		Budget: Budget{Ratio: 0.2, MinRetries: 3, Window: 10 * time.Second},
 	}
+	// Each device's attempt timeout: its class's default, or the
+	// service's 5s (ClassAttemptTimeouts).
 	dev := func(id string, class devices.Class, address string, ttl time.Duration) Device {
-		return Device{Device: devices.Device{ID: id, Service: "zigbee", Class: class, Address: address}, TTL: ttl}
+		return Device{Device: devices.Device{ID: id, Service: "zigbee", Class: class, Address: address}, TTL: ttl,
+			AttemptTimeout: max(ClassAttemptTimeouts[class], 5*time.Second)}
 	}
 	want := &Config{
 		Prefix:   "hearth",
@@ -58,7 +61,7 @@ func TestSampleLoads(t *testing.T) {
 		Services: []Service{
 			{Name: "zigbee", Protocol: ProtocolZigbee2MQTT, BaseTopic: "zigbee2mqtt", MQTTUsername: "zigbee", ReadTimeout: 5 * time.Second, Retry: z2mRetry, Breaker: Breaker{
 				Enabled: true, FailureThreshold: 5, FailureRatio: 0.5, Window: 30 * time.Second, MinCalls: 10,
-				OpenFor: 30 * time.Second, MaxOpenFor: 5 * time.Minute, MaxProbes: 1, ProbeTimeout: 10 * time.Second, SuccessesToClose: 1,
+				OpenFor: 30 * time.Second, MaxOpenFor: 5 * time.Minute, MaxProbes: 1, ProbeTimeout: 30 * time.Second, SuccessesToClose: 1,
 			}},
 		},
 		Devices: []Device{
@@ -92,7 +95,11 @@ func TestSampleShowsDefaults(t *testing.T) {
 		t.Errorf("sample settings:\ngot  %+v\nwant %+v (Default())", &got, want)
 	}
 	s, _ := c.Service("zigbee")
-	if got, want := s, (Service{Name: "zigbee", Protocol: ProtocolZigbee2MQTT, Breaker: Breaker{Enabled: true}}).withDefaults(); !reflect.DeepEqual(got, want) {
+	want := (Service{Name: "zigbee", Protocol: ProtocolZigbee2MQTT, Breaker: Breaker{Enabled: true}}).withDefaults()
+	// probe_timeout's default grows to the longest attempt timeout of the
+	// service's devices: living_blinds, a cover.
+	want.Breaker.ProbeTimeout = ClassAttemptTimeouts[devices.Cover]
+	if got := s; !reflect.DeepEqual(got, want) {
 		t.Errorf("sample service:\ngot  %+v\nwant %+v (protocol defaults)", got, want)
 	}
 }
@@ -326,7 +333,7 @@ func TestProblemFields(t *testing.T) {
 	}
 	want := []Problem{
 		{File: "configs/hearth.yaml", Line: 6, Key: "devices.hall_light.class", Message: `unknown class "lamp" (known: light, switch, lock, cover, climate, valve, alarm, sensor)`},
-		{File: "configs/hearth.yaml", Line: 7, Key: "devices.hall_light.colour", Message: "unknown key (known here: service, class, address, ttl, safety, sleepy, wake_interval, awake_window, offline)"},
+		{File: "configs/hearth.yaml", Line: 7, Key: "devices.hall_light.colour", Message: "unknown key (known here: service, class, address, ttl, attempt_timeout, read_back, safety, sleepy, wake_interval, awake_window, offline)"},
 	}
 	if len(ce.Problems) != len(want) {
 		t.Fatalf("got %d problems, want %d:\n%v", len(ce.Problems), len(want), err)

@@ -19,7 +19,7 @@ func TestParseErrors(t *testing.T) {
 		// Keys.
 		{"unknown top-level key", "prfix: home\n", `hearth.yaml:1: prfix: unknown key (did you mean prefix? known here: prefix, data_dir, defaults, mqtt, http, homeassistant, services, devices, automations, principals)`},
 		{"unknown nested key", "mqtt:\n  tsl: {}\n", `hearth.yaml:2: mqtt.tsl: unknown key (did you mean tls? known here: listen, url, username, password, client_id, keepalive, session_expiry, tls, mqtts, reconnect, republish_rate, max_connect_rate, connect_burst, max_connections, max_inflight, connect_timeout, max_unauthenticated, max_keepalive, login_failures_per_minute, allow_anonymous, allow_anonymous_beyond_loopback, users)`},
-		{"unknown device key", z2m + "devices:\n  lamp:\n    class: light\n    colour: red\n", `hearth.yaml:7: devices.lamp.colour: unknown key (known here: service, class, address, ttl, safety, sleepy, wake_interval, awake_window, offline)`},
+		{"unknown device key", z2m + "devices:\n  lamp:\n    class: light\n    colour: red\n", `hearth.yaml:7: devices.lamp.colour: unknown key (known here: service, class, address, ttl, attempt_timeout, read_back, safety, sleepy, wake_interval, awake_window, offline)`},
 		{"unknown key without a near match", "http:\n  port: 80\n", `hearth.yaml:2: http.port: unknown key (known here: listen, allow_anonymous, allow_anonymous_beyond_loopback, tls)`},
 		{"duplicate top-level key", "prefix: a\nprefix: b\n", `hearth.yaml:2: prefix: duplicate key (first at line 1)`},
 		{"duplicate device", z2m + "devices:\n  lamp: {class: light}\n  lamp: {class: switch}\n", `hearth.yaml:6: devices.lamp: duplicate key (first at line 5)`},

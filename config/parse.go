@@ -175,6 +175,7 @@ func walkService(w *walker, name string, n *yaml.Node, key string) Service {
 		section("retry", append([]field{
 			value("max_attempts", &s.Retry.MaxAttempts, attempts),
 			value("allow_more_attempts", &s.Retry.AllowMoreAttempts),
+			value("read_back", &s.Retry.ReadBack),
 			value("attempt_timeout", &s.Retry.AttemptTimeout, positive),
 			value("deadline", &s.Retry.Deadline, positive),
 			classes("retry_on", &s.Retry.RetryOn),
@@ -247,6 +248,8 @@ func walkDevice(w *walker, id string, n *yaml.Node, key string) Device {
 		value("class", &d.Class),
 		value("address", &d.Address, topicLevels),
 		value("ttl", &d.TTL, ttl),
+		value("attempt_timeout", &d.AttemptTimeout, positive),
+		value("read_back", &d.ReadBack),
 		value("safety", &safety, safetyLevel),
 		value("sleepy", &d.Sleep.Sleepy),
 		value("wake_interval", &d.Sleep.WakeInterval, ttl),
@@ -513,6 +516,7 @@ func (c *Config) checkDevices(w *walker) {
 		if d.Service == "" {
 			continue
 		}
+		c.resolveAttemptTimeout(w, d, key)
 		akey, line := w.at(join(key, "address"), key)
 		if w.reported[akey] {
 			continue
@@ -541,6 +545,57 @@ func (c *Config) checkDevices(w *walker) {
 			continue
 		}
 		addresses[k] = owner{key, w.lines[key]}
+	}
+}
+
+// resolveAttemptTimeout sets d's attempt timeout (key is devices.<id>):
+// its own attempt_timeout, else its service's retry.attempt_timeout when
+// the file gives one, else the longer of its class's default
+// (ClassAttemptTimeouts) and its protocol's default. One
+// longer than the device's TTL is an error: the TTL would cut every
+// attempt short. The service's breaker.probe_timeout grows to it when the
+// file gives none, as it does to the service's attempt timeout; one given
+// shorter is an error, since a probe to the device would count as failed
+// before the device had the time to answer.
+func (c *Config) resolveAttemptTimeout(w *walker, d *Device, key string) {
+	s, found := c.Service(d.Service)
+	if !found || !s.Commands() {
+		return
+	}
+	if w.lines[join(key, "read_back")] == 0 {
+		d.ReadBack = s.Retry.ReadBack
+	}
+	tkey := join(key, "attempt_timeout")
+	own := w.lines[tkey] != 0
+	switch {
+	case w.reported[tkey]:
+		return
+	case own && d.AttemptTimeout > d.TTL:
+		w.reportf(w.lines[tkey], tkey, "%s is longer than the device's ttl %s: the TTL would end every attempt before its timeout", fmtDuration(d.AttemptTimeout), fmtDuration(d.TTL))
+		return
+	case !own && w.lines[join(join(join("services", s.Name), "retry"), "attempt_timeout")] != 0:
+		d.AttemptTimeout = s.Retry.AttemptTimeout // the operator's word for the service's devices
+	case !own:
+		d.AttemptTimeout = max(ClassAttemptTimeouts[d.Class], s.Retry.AttemptTimeout)
+	}
+	for i := range c.Services {
+		svc := &c.Services[i]
+		if svc.Name != s.Name || svc.Breaker.ProbeTimeout >= d.AttemptTimeout {
+			continue
+		}
+		pkey := join(join(join("services", svc.Name), "breaker"), "probe_timeout")
+		if w.lines[pkey] == 0 {
+			svc.Breaker.ProbeTimeout = d.AttemptTimeout
+			continue
+		}
+		if w.reported[pkey] {
+			continue
+		}
+		from := fmt.Sprintf("%s, line %d", tkey, w.lines[tkey])
+		if !own {
+			from = fmt.Sprintf("the default of class %s", d.Class)
+		}
+		w.reportf(w.lines[pkey], pkey, "probe_timeout %s is less than the attempt timeout %s of device %s (%s): a probe to it would count as failed before the device had the time to answer", fmtDuration(svc.Breaker.ProbeTimeout), fmtDuration(d.AttemptTimeout), d.ID, from)
 	}
 }
 

@@ -20,7 +20,10 @@ import (
 func (q *deviceQueue) execute(ctx context.Context, t *task) {
 	d, svc := q.d, q.svc
 	q.mu.Lock()
-	a := machine.NewAttempts(t.Command, q.dev.Device, svc.Name, svc.Policy, svc.Budget, d.now())
+	a := machine.NewAttempts(t.Command, q.dev.Device, svc.Name, q.policy(), svc.Budget, d.now())
+	if q.dev.ReadBack {
+		a.ReadBackUnconfirmed()
+	}
 	q.mu.Unlock()
 	p := a.Policy()
 	for {
@@ -69,6 +72,11 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 				return
 			}
 			continue
+		case machine.StepReadBack:
+			if q.readBack(ctx, t, step) {
+				return
+			}
+			continue // not at the target, no answer, or its deadline passed: the policy decides
 		}
 		if !q.attempt(ctx, t, a, step, p) {
 			return
@@ -264,12 +272,38 @@ func (q *deviceQueue) attempt(ctx context.Context, t *task, a *machine.Attempts,
 	if confirmed || stop {
 		return false
 	}
+	if failure := q.failedWith(c); failure != nil && !back {
+		q.mu.Lock()
+		a.Failed(failure)
+		q.mu.Unlock()
+		d.log.Info("attempt failed at the bridge", "op_id", op.OpID, "device", op.Device, "attempt", op.Attempts, "err", failure)
+		return true
+	}
 	if a.Unconfirmed(changed) {
 		d.log.Info("link back while waiting for confirmation; resending", "op_id", op.OpID, "device", op.Device, "attempt", op.Attempts)
 		return true
 	}
 	d.log.Info("attempt unconfirmed", "op_id", op.OpID, "device", op.Device, "attempt", op.Attempts, "waited", wait)
 	return true
+}
+
+// readBack reads the state of t's device after an attempt that went
+// unconfirmed (machine.StepReadBack), before the policy decides on a
+// resend: a device that does not report after a set (Zigbee2MQTT with
+// optimistic: false, a device that sends no report) or whose report was
+// lost shows its state, and at the target t ends succeeded with nothing
+// resent. The read is not strict: another known state, an unknown one or
+// no answer within the read timeout leave it to the policy, as before.
+// It waits no later than step.Until (the policy's deadline or the TTL),
+// takes no breaker permit and records no attempt; a device its bridge
+// reports offline is not read. stop means t ended (succeeded here, or
+// elsewhere) or ctx is done.
+func (q *deviceQueue) readBack(ctx context.Context, t *task, step machine.Step) (stop bool) {
+	if q.knownOffline() {
+		return false
+	}
+	_, stop = q.revalidate(ctx, t, false, step.When, step.Until)
+	return stop
 }
 
 // awaitResumed waits for the attempt op had in flight when Hearth

@@ -42,7 +42,7 @@ func (q *deviceQueue) watch(t *task) *confirmation {
 
 // watchLocked is watch with q.mu held.
 func (q *deviceQueue) watchLocked(t *task) *confirmation {
-	c := &confirmation{target: t.Op.Target, seen: map[string]any{}, done: make(chan struct{}), faulted: make(chan struct{})}
+	c := &confirmation{target: t.Op.Target, seen: map[string]any{}, done: make(chan struct{}), faulted: make(chan struct{}), failed: make(chan struct{})}
 	t.confirm = c
 	return c
 }
@@ -86,6 +86,11 @@ func (q *deviceQueue) confirmWithin(ctx context.Context, t *task, c *confirmatio
 	case <-timer.Chan():
 		q.unwatch(t)
 		return false, false, false
+	case <-c.failed:
+		// The bridge reported the set failed: the attempt ends now, as at
+		// its timeout; the caller reads c.failure.
+		q.unwatch(t)
+		return false, false, false
 	case <-linkUp:
 		q.unwatch(t)
 		return false, false, true
@@ -94,6 +99,43 @@ func (q *deviceQueue) confirmWithin(ctx context.Context, t *task, c *confirmatio
 	case <-ctx.Done():
 		return false, true, false
 	}
+}
+
+// SendFailed takes the bridge's word that the set to device it took could
+// not be delivered (Zigbee2MQTT's failed publish on bridge/logging):
+// attribute is the one that failed ("" for any). When the device's
+// command waits for the confirmation of a set that names attribute, the
+// attempt ends at once as a send failure with err: the retry policy
+// decides on the next (reason send_failed when it gives up), and the
+// breaker counts it as it counts an attempt's silence (a failure unless
+// the bridge is seen talking: a dead bulb behind a live bridge must not
+// open the breaker of every device). Otherwise (no attempt waiting, a
+// sleepy device, an attempt resumed after a restart, another attribute)
+// it changes nothing.
+func (d *Dispatcher) SendFailed(device, attribute string, err error) {
+	q, ok := d.devices[device]
+	if !ok || err == nil {
+		return
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	t := q.cur
+	if t == nil || t.confirm == nil || t.Ended() || q.dev.Sleep.Sleepy {
+		return
+	}
+	c := t.confirm
+	if _, names := c.target[attribute]; c.resumed || c.failure != nil || (attribute != "" && !names) {
+		return
+	}
+	c.failure = err
+	close(c.failed)
+}
+
+// failedWith returns the failure the bridge reported for c's set, or nil.
+func (q *deviceQueue) failedWith(c *confirmation) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return c.failure
 }
 
 // isOvertaken reports whether c is the confirmation of an attempt whose

@@ -79,6 +79,10 @@ type confirmation struct {
 	// unable to reach any target (devices.Fault: a jammed bolt).
 	faulted chan struct{}
 	fault   string
+	// failed is closed, and failure says why, once the bridge reports
+	// that it could not deliver the set after taking it (SendFailed).
+	failed  chan struct{}
+	failure error
 	// resumed: it waits for the attempt in flight before a restart, so
 	// a retained report counts too: it is the device's state as its
 	// bridge last published it, which the restart made Hearth miss.

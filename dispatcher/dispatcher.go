@@ -83,6 +83,30 @@ type Device struct {
 	devices.Device
 	// TTL is the default TTL of the device's commands.
 	TTL time.Duration
+	// AttemptTimeout, when positive, is how long one attempt at the
+	// device waits for its confirming report, in place of its service's
+	// Policy.AttemptTimeout: a cover's travel, a lock's motor (config
+	// resolves the device's key, its class's default and the service's).
+	// 0 means the service's. The command's TTL still bounds every wait.
+	AttemptTimeout time.Duration
+	// ReadBack makes an attempt that went unconfirmed read the device's
+	// state (the bridge's Read: a /get for Zigbee2MQTT) before the retry
+	// policy decides on a resend: the target ends the command succeeded
+	// with nothing resent. For a device, or a bridge, that does not
+	// report after a set. The read is bounded by the read timeout, the
+	// policy's deadline and the TTL, and costs no attempt. Always-listening
+	// devices only; a sleepy device's delivery reads back already.
+	ReadBack bool
+}
+
+// policy returns the retry policy of q's commands: its service's, with
+// the device's attempt timeout when it has one.
+func (q *deviceQueue) policy() retry.Policy {
+	p := q.svc.Policy
+	if q.dev.AttemptTimeout > 0 {
+		p.AttemptTimeout = q.dev.AttemptTimeout
+	}
+	return p
 }
 
 // Options configures a Dispatcher. Zero values take the documented defaults.
@@ -343,6 +367,9 @@ func New(opts Options) (*Dispatcher, error) {
 		}
 		if dev.TTL <= 0 {
 			return nil, fmt.Errorf("dispatcher: device %q: TTL must be positive", dev.ID)
+		}
+		if dev.AttemptTimeout < 0 {
+			return nil, fmt.Errorf("dispatcher: device %q: attempt timeout %s is negative", dev.ID, dev.AttemptTimeout)
 		}
 		q := newDeviceQueue(d, dev, svc)
 		d.devices[dev.ID] = q

@@ -230,7 +230,7 @@ func (q *deviceQueue) taskOf(c *machine.Command) *task {
 // attempts ended without a confirmation: the caller looks at which.
 func (q *deviceQueue) deliverAwake(ctx context.Context, t *task, gen uint64) {
 	d, svc := q.d, q.svc
-	p := svc.Policy
+	p := q.policy()
 	q.mu.Lock()
 	dl := q.m.NewDelivery(t.Command, gen, svc.Name)
 	q.mu.Unlock()

@@ -132,6 +132,9 @@ type sleepyOptions struct {
 	class devices.Class
 	// deadline is the retry policy's deadline; 0 means none.
 	deadline time.Duration
+	// attemptTimeout and readBack are the radiator's Device fields.
+	attemptTimeout time.Duration
+	readBack       bool
 }
 
 // startSleepy starts a dispatcher with one service "zw" (2 attempts, 5 s
@@ -169,7 +172,8 @@ func startSleepy(t *testing.T, o sleepyOptions) *sleepyRig {
 			Policy:  retry.Policy{MaxAttempts: 2, AttemptTimeout: 5 * time.Second, Deadline: o.deadline, Backoff: retry.Backoff{Base: time.Second, Multiplier: 2, Cap: 10 * time.Second}},
 			Breaker: o.breaker,
 		}},
-		Devices:     []Device{{Device: devices.Device{ID: "radiator", Service: "zw", Class: class, Sleep: sleep, Offline: o.offline}, TTL: time.Hour}},
+		Devices: []Device{{Device: devices.Device{ID: "radiator", Service: "zw", Class: class, Sleep: sleep, Offline: o.offline}, TTL: time.Hour,
+			AttemptTimeout: o.attemptTimeout, ReadBack: o.readBack}},
 		Journal:     j,
 		Publisher:   nopPublisher{},
 		DeadLetters: r.dead,

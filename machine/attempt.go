@@ -63,6 +63,10 @@ type Attempts struct {
 	// service, left the attempt's outcome unknown, and a dozen commands
 	// resumed at once must not spend a budget sized for live failures.
 	free bool
+	// readBack: the last attempt went unconfirmed with the link steady;
+	// the state is read before the policy decides (StepReadBack), when
+	// readBackOn (ReadBackUnconfirmed).
+	readBack, readBackOn bool
 	// heardFirst: the next send is the first after a restart; if the
 	// state heard since the start shows the target by then (a retained
 	// replay that came during the backoff or the wait for the bridge), it
@@ -116,6 +120,13 @@ const (
 	StepAwaitResumed
 	// StepBackoff: wait Wait, then call Next.
 	StepBackoff
+	// StepReadBack: the last attempt went unconfirmed. Read the state
+	// (not strict), waiting for the answer no later than Until (the
+	// policy's deadline, or the TTL if sooner): the target ends the
+	// command succeeded with nothing sent; any other answer, or none,
+	// leaves it to the policy: call Next. The read is no attempt: it
+	// records none and takes no breaker permit.
+	StepReadBack
 	// StepAttempt: pass the gates (the device online, the breaker, the
 	// link, the authorization) by Until, read the state fresh first if
 	// Read (Strict: unknown state stops the send too), then BeforeSend,
@@ -134,9 +145,10 @@ type Step struct {
 	State  map[string]any // the confirmed state, when it succeeded
 	// StepBackoff:
 	Wait time.Duration
-	// StepResolve, StepAttempt: the gates must pass by Until.
+	// StepResolve, StepAttempt: the gates must pass by Until;
+	// StepReadBack: the read's answer must come by Until.
 	Until time.Time
-	// StepResolve, StepAttempt: a fresh read before the send, and why.
+	// StepResolve, StepAttempt, StepReadBack: a fresh read, and when.
 	Read, Strict bool
 	When         string
 	// StepAttempt: the send repeats the last attempt.
@@ -178,6 +190,14 @@ func (a *Attempts) Next(now time.Time, r retry.Rand) Step {
 			// window, before any resend.
 			a.resumed, a.free, a.heardFirst = false, true, true
 			return Step{Kind: StepAwaitResumed, Timeout: p.AttemptTimeout}
+		}
+		if a.readBack {
+			// The set may have acted while its report never came (a
+			// device that does not report after a set, a lost report):
+			// the state read now decides before a blind resend.
+			a.readBack = false
+			return Step{Kind: StepReadBack, Until: retryBy, Read: true,
+				When: fmt.Sprintf("after attempt %d went unconfirmed", op.Attempts)}
 		}
 		budget := a.budget
 		if a.free {
@@ -305,14 +325,31 @@ func (a *Attempts) Delay() time.Duration { return a.delay }
 // set or its report may be lost and the silence says nothing about the
 // device. It reports whether the same attempt is sent again (with the
 // same op_id: an absolute target makes that harmless), up to MaxResends
-// times; otherwise the policy decides at Next.
+// times; otherwise Next first asks for a read-back of the state
+// (StepReadBack) if ReadBackUnconfirmed was called, then the policy
+// decides.
 func (a *Attempts) Unconfirmed(changed bool) (resend bool) {
 	if changed && a.resends < MaxResends {
 		a.resend, a.approved = true, true // no new attempt: no policy decision
 		a.resends++
 		return true
 	}
+	a.readBack = a.readBackOn
 	return false
+}
+
+// ReadBackUnconfirmed makes every attempt that goes unconfirmed with the
+// link steady be followed by a read of the state (StepReadBack) before
+// the policy decides: for a device, or a bridge, that does not report
+// after a set. Off by default.
+func (a *Attempts) ReadBackUnconfirmed() { a.readBackOn = true }
+
+// Failed says the bridge, having taken the send, reported that it failed
+// (Zigbee2MQTT's publish error on its bridge/logging topic): the attempt
+// ends at once as a send failure with err, and the policy decides at
+// Next, with no read-back.
+func (a *Attempts) Failed(err error) {
+	a.failure, a.readBack = err, false
 }
 
 // giveUp is the step that ends the command failed, by dec, after at most

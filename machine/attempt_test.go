@@ -1,6 +1,8 @@
 package machine
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -97,5 +99,71 @@ func TestRetryPastThePolicyDeadlineAfterItsBackoffIsNotSent(t *testing.T) {
 	st := a.Next(t0.Add(11*time.Second), zeroRand{})
 	if st.Kind != StepEnd || st.Status != devices.Failed || st.Reason != devices.ReasonDeadlineExceeded {
 		t.Fatalf("step past the policy deadline %+v; want the end, failed/deadline_exceeded", st)
+	}
+}
+
+// An attempt that went unconfirmed with the link steady is followed by a
+// read-back of the state before the policy decides, bounded by the TTL
+// when it comes before the policy's deadline; it records no attempt.
+// After a link change the same attempt is resent instead, with no read.
+func TestUnconfirmedAttemptIsReadBackBeforeThePolicyDecides(t *testing.T) {
+	p := retry.Policy{MaxAttempts: 2, AttemptTimeout: 5 * time.Second, Backoff: retry.Backoff{Base: time.Second, Jitter: retry.None}}
+	lamp := devices.Device{ID: "lamp", Class: devices.Light}
+	m := New(lamp)
+	c := m.Accept(devices.Op{OpID: "on", Device: "lamp", Target: devices.Target{"state": "ON"},
+		Status: devices.Accepted, AcceptedAt: t0, Deadline: t0.Add(time.Minute)}, Fresh)
+	m.Next()
+	a := NewAttempts(c, lamp, "zigbee", p, nil, t0)
+	a.ReadBackUnconfirmed()
+	send := func(at time.Time) {
+		if st := a.Next(at, zeroRand{}); st.Kind != StepAttempt {
+			t.Fatalf("step %+v; want an attempt", st)
+		}
+		c.RecordAttempt(false, at)
+		c.Sending()
+		a.Sent(Sent, nil)
+	}
+	send(t0)
+	if !a.Unconfirmed(true) {
+		t.Fatal("after a link change: no resend")
+	}
+	if st := a.Next(t0.Add(5*time.Second), zeroRand{}); st.Kind != StepAttempt || !st.Resend || st.Read {
+		t.Fatalf("after a link change: %+v; want the resend, no read", st)
+	}
+	c.RecordAttempt(true, t0.Add(5*time.Second))
+	a.Sent(Sent, nil)
+	a.Unconfirmed(false)
+	now := t0.Add(10 * time.Second)
+	st := a.Next(now, zeroRand{})
+	if st.Kind != StepReadBack || !st.Read || st.Strict || !st.Until.Equal(t0.Add(time.Minute)) {
+		t.Fatalf("after the timeout: %+v; want a non-strict read-back until the TTL", st)
+	}
+	if c.Op.Attempts != 1 {
+		t.Errorf("attempts after the read-back step: %d; want 1", c.Op.Attempts)
+	}
+	if st := a.Next(now, zeroRand{}); st.Kind != StepBackoff {
+		t.Fatalf("after the read-back: %+v; want the policy's backoff", st)
+	}
+}
+
+// A send the bridge reported failed after taking it (Failed) is a send
+// failure for the policy: no read-back, and the last attempt's end says
+// send_failed with the bridge's error.
+func TestBridgeReportedFailureIsASendFailure(t *testing.T) {
+	p := retry.Policy{MaxAttempts: 1, AttemptTimeout: 5 * time.Second, RetryOn: []retry.Class{retry.GroupTransient}}
+	lamp := devices.Device{ID: "lamp", Class: devices.Light}
+	m := New(lamp)
+	c := m.Accept(devices.Op{OpID: "on", Device: "lamp", Target: devices.Target{"state": "ON"},
+		Status: devices.Accepted, AcceptedAt: t0, Deadline: t0.Add(time.Minute)}, Fresh)
+	m.Next()
+	a := NewAttempts(c, lamp, "zigbee", p, nil, t0)
+	a.Next(t0, zeroRand{})
+	c.RecordAttempt(false, t0)
+	c.Sending()
+	a.Sent(Sent, nil)
+	a.Failed(fmt.Errorf("zigbee2mqtt: Publish 'set' 'state' to 'lamp' failed: 'Delivery failed'"))
+	st := a.Next(t0.Add(time.Second), zeroRand{})
+	if st.Kind != StepEnd || st.Status != devices.Failed || st.Reason != devices.ReasonSendFailed || !strings.Contains(st.Detail, "Delivery failed") {
+		t.Fatalf("after the bridge's failure: %+v; want the end failed/send_failed naming the error", st)
 	}
 }

@@ -137,6 +137,9 @@ type sim struct {
 	resumedSent, resolved map[string]bool
 	// reliable: every set is sent, taken and reported (draining).
 	reliable bool
+	// readBack: an unconfirmed attempt is read back before the policy
+	// decides (Attempts.ReadBackUnconfirmed).
+	readBack bool
 }
 
 func newSim(t *rapid.T, w *world, id string) *sim {
@@ -167,6 +170,7 @@ func newSim(t *rapid.T, w *world, id string) *sim {
 		store: map[string]devices.Op{}, seq: map[string]int{}, ends: map[string]int{},
 		delivered: map[string]uint64{}, sends: map[string]int{}, resends: map[string]int{}, device: map[string]written{}, online: true,
 		resumedSent: map[string]bool{}, resolved: map[string]bool{},
+		readBack: rapid.Bool().Draw(t, "read_back"),
 	}
 	if rapid.Bool().Draw(t, "state_known") {
 		for _, a := range attrs {
@@ -269,6 +273,9 @@ func (s *sim) work(t *rapid.T) {
 	if !s.dev.Sleep.Sleepy {
 		if c := s.m.Next(); c != nil {
 			s.a = NewAttempts(c, s.dev, "svc", s.policy, s.w.budget, s.w.now)
+			if s.readBack {
+				s.a.ReadBackUnconfirmed()
+			}
 			s.step(t, c)
 		}
 		return
@@ -492,6 +499,32 @@ func (s *sim) step(t *rapid.T, c *Command) {
 	case StepBackoff:
 		s.w.now = s.w.now.Add(st.Wait)
 		t.Logf("backoff %s", st.Wait)
+	case StepReadBack:
+		// The read after an unconfirmed attempt: not strict, bounded by
+		// Until, never an attempt.
+		if !s.readBack {
+			t.Fatalf("%s: a read-back on a device without it", c.Op.OpID)
+		}
+		if st.Strict || !st.Read {
+			t.Fatalf("%s: a read-back step that is strict (%v) or reads nothing (%v)", c.Op.OpID, st.Strict, !st.Read)
+		}
+		before := c.Op
+		if !s.reliable {
+			s.w.now = s.w.now.Add(time.Duration(rapid.IntRange(0, 5).Draw(t, "read_back_s")) * time.Second)
+		}
+		switch {
+		case !s.w.now.Before(st.Until):
+			t.Logf("read-back of %s %s: unanswered by %s", c.Op.OpID, st.When, st.Until)
+		case devices.Satisfied(s.dev.Class, c.Op.Target, s.state()) && s.reliableDraw(t, "read_back_answered"):
+			t.Logf("read-back of %s %s: at the target", c.Op.OpID, st.When)
+			s.succeed(t, c)
+			return
+		default:
+			t.Logf("read-back of %s %s: not at the target, or no answer", c.Op.OpID, st.When)
+		}
+		if c.Op.Attempts != before.Attempts || c.Op.Sends != before.Sends {
+			t.Fatalf("%s: the read-back cost an attempt (%d → %d, sends %d → %d)", c.Op.OpID, before.Attempts, c.Op.Attempts, before.Sends, c.Op.Sends)
+		}
 	case StepAttempt:
 		s.attempt(t, c, st)
 	}
@@ -596,6 +629,14 @@ func (s *sim) attempt(t *rapid.T, c *Command, st Step) {
 	}
 	if s.reliableDraw(t, "reports") && devices.Satisfied(s.dev.Class, c.Op.Target, s.state()) {
 		s.succeed(t, c)
+		return
+	}
+	if !s.reliable && rapid.IntRange(0, 7).Draw(t, "bridge_reports_failure") == 0 {
+		// The bridge took the set, then said it failed (Zigbee2MQTT's
+		// publish error): the attempt ends at once, a send failure.
+		s.w.now = s.w.now.Add(time.Duration(rapid.IntRange(0, 3).Draw(t, "failure_after_s")) * time.Second)
+		s.a.Failed(retry.ErrUnavailable)
+		t.Logf("send %s: the bridge reported its failure", op.OpID)
 		return
 	}
 	s.w.now = s.w.now.Add(s.policy.AttemptTimeout)

@@ -133,6 +133,19 @@ type Faults struct {
 	// knows it, and may take it as a witness) and SetOnline(name, true)
 	// does not revive it.
 	Dead []string
+	// FailSets names the Zigbee2MQTT devices whose sets Zigbee2MQTT takes
+	// but cannot deliver (no route, no ACK from the device): nothing
+	// moves, no state is reported, and the bridge logs the failure on
+	// <base>/bridge/logging as Zigbee2MQTT does (see publishFailure in
+	// z2m.go), once per attribute, never the same payload twice in a row.
+	// Gets are still answered. Their sets are reported with
+	// ReasonSetFailed.
+	FailSets []string
+	// Unreported names the Zigbee2MQTT devices that apply a set but
+	// report nothing after it, as a device that does not report behind
+	// Zigbee2MQTT with optimistic: false; a get still reports the real,
+	// new state. Its SetEvent is not Dropped: the set was applied.
+	Unreported []string
 }
 
 // Login is one bridge's MQTT account: its username and password, and the
@@ -194,6 +207,7 @@ const (
 	ReasonDropFirst        = "drop_first"         // one of the device's first Faults.DropFirst sets
 	ReasonDropRate         = "drop_rate"          // lost to Faults.DropRate
 	ReasonNoValidAttribute = "no_valid_attribute" // no attribute the class knows with a valid value
+	ReasonSetFailed        = "set_failed"         // the device is in Faults.FailSets: the bridge logged the failure
 )
 
 // SetEvent describes one set message received for a known device.
@@ -276,7 +290,8 @@ type bridge struct {
 	connMu sync.RWMutex
 	client mqtt.Client // the connected client, nil while disconnected
 
-	initialQueued bool // the devices' initial states were queued; guarded by Sim.mu
+	initialQueued bool   // the devices' initial states were queued; guarded by Sim.mu
+	lastLog       string // the last bridge/logging payload, which Zigbee2MQTT never repeats; guarded by Sim.mu
 	// down is true during an outage of the bridge, announced if it said so
 	// on its bridge/state topic; guarded by Sim.mu.
 	down, announced bool
@@ -313,6 +328,8 @@ type faulty struct {
 	jammed   bool // its bolt jams (Faults.Jam)
 	echoOnly bool // echoes sets without moving (Faults.EchoOnly)
 	dead     bool // answers nothing, shown online (Faults.Dead)
+	failSets bool // its sets fail, logged on bridge/logging (Faults.FailSets)
+	quiet    bool // applies sets without reporting them (Faults.Unreported)
 }
 
 // New validates opts and returns a Sim ready to Run.
@@ -443,6 +460,8 @@ func New(opts Options) (*Sim, error) {
 		{"Jam", f.Jam, true, func(x *faulty) { x.jammed = true }},
 		{"EchoOnly", f.EchoOnly, false, func(x *faulty) { x.echoOnly = true }},
 		{"Dead", f.Dead, false, func(x *faulty) { x.dead = true }},
+		{"FailSets", f.FailSets, false, func(x *faulty) { x.failSets = true }},
+		{"Unreported", f.Unreported, false, func(x *faulty) { x.quiet = true }},
 	}
 	for _, fault := range faults {
 		for _, name := range fault.names {
@@ -451,6 +470,9 @@ func New(opts Options) (*Sim, error) {
 			if n := s.nodes[name]; n != nil {
 				if fault.field == "Silent" {
 					return nil, fmt.Errorf("simulator: Faults.Silent names %q, a Z-Wave node; only Zigbee2MQTT devices fall silent", name)
+				}
+				if fault.field == "FailSets" || fault.field == "Unreported" {
+					return nil, fmt.Errorf("simulator: Faults.%s names %q, a Z-Wave node; only Zigbee2MQTT devices take it", fault.field, name)
 				}
 				if fault.field == "Dead" {
 					return nil, fmt.Errorf("simulator: Faults.Dead names %q, a Z-Wave node; a dead node is one SetOnline takes offline", name)
@@ -887,6 +909,16 @@ func (s *Sim) set(d *device, topic string, payload []byte, retained bool) {
 		ev.Reason = ReasonDead
 	case d.asleep:
 		ev.Reason = ReasonAsleep // a parent buffers for seconds only: lost
+	case d.failSets && perr == nil:
+		ev.Reason = ReasonSetFailed
+		for _, k := range slices.Sorted(maps.Keys(attrs)) {
+			p := publishFailure("set", k, d.Name, "Error: Delivery failed for '"+d.Name+"'")
+			if string(p) == d.bridge.lastLog {
+				continue // Zigbee2MQTT does not publish a log payload twice in a row
+			}
+			d.bridge.lastLog = string(p)
+			d.out.push(report{topic: d.bridge.base + "/" + loggingTopic, payload: p, due: ev.At.Add(s.faults.Latency)})
+		}
 	default:
 		d.delivered++
 		if d.delivered <= s.faults.DropFirst {
@@ -914,6 +946,9 @@ func (s *Sim) set(d *device, topic string, payload []byte, retained bool) {
 			payload = d.report()
 		case d.echoOnly:
 			payload, _ = json.Marshal(attrs)
+		}
+		if d.quiet {
+			break // applied, never reported: a get shows it
 		}
 		d.out.push(report{payload: payload, due: ev.At.Add(s.faults.Latency)})
 	}
@@ -1012,7 +1047,11 @@ func (s *Sim) deliver(ctx context.Context, d *device) {
 			s.log.Info("report lost: bridge offline", "device", d.Name)
 			continue
 		}
-		tok := d.bridge.publish(d.stateTopic, false, r.payload)
+		topic := d.stateTopic
+		if r.topic != "" {
+			topic = r.topic // a bridge/logging line
+		}
+		tok := d.bridge.publish(topic, false, r.payload)
 		if tok == nil {
 			s.log.Warn("report lost: bridge disconnected", "device", d.Name)
 			continue
@@ -1092,7 +1131,7 @@ func await(ctx context.Context, t mqtt.Token) error {
 
 // report is one state report waiting in a device's outbox.
 type report struct {
-	topic   string // a Z-Wave value's topic; unused for Zigbee2MQTT
+	topic   string // a Z-Wave value's topic; for Zigbee2MQTT, "" (the state topic) or bridge/logging's
 	payload []byte
 	due     time.Time
 }

@@ -721,3 +721,61 @@ func TestDeadDeviceAnswersNothingAndStaysOnline(t *testing.T) {
 	w.none(t, "zigbee2mqtt/bulb")
 	w.none(t, "zigbee2mqtt/bulb/availability")
 }
+
+func TestFailSetsLogsTheFailureOnBridgeLoggingOnceInARow(t *testing.T) {
+	_, broker := startBroker(t)
+	w := watch(t, broker, "zigbee2mqtt/#")
+	sim, evs, _ := startSim(t, Options{
+		Broker:  broker,
+		Devices: []Device{{Name: "kitchen", Class: ClassLight}},
+		Faults:  Faults{FailSets: []string{"kitchen"}},
+	})
+	w.next(t, "zigbee2mqtt/kitchen") // initial state
+	w.publish(t, "zigbee2mqtt/kitchen/set", `{"state":"ON"}`)
+	if ev := evs.next(t); !ev.Dropped || ev.Reason != ReasonSetFailed {
+		t.Errorf("set: Dropped=%v Reason=%q, want %q", ev.Dropped, ev.Reason, ReasonSetFailed)
+	}
+	want := map[string]any{"level": "error", "namespace": "z2m",
+		"message": "Publish 'set' 'state' to 'kitchen' failed: 'Error: Delivery failed for 'kitchen''"}
+	wantState(t, w.next(t, "zigbee2mqtt/bridge/logging").json(t), want)
+	// The same failure again: Zigbee2MQTT does not repeat a log payload,
+	// so the next message is the get's answer.
+	w.publish(t, "zigbee2mqtt/kitchen/set", `{"state":"ON"}`)
+	evs.next(t)
+	w.publish(t, "zigbee2mqtt/kitchen/get", `{"state":""}`)
+	if m := w.next(t, "zigbee2mqtt/kitchen"); m.json(t)["state"] != "OFF" {
+		t.Errorf("get after failed sets: %s; want state OFF, nothing moved", m.payload)
+	}
+	// The get's answer left the device's outbox after any log line of the
+	// second set: none came.
+	select {
+	case m := <-w.queue("zigbee2mqtt/bridge/logging"):
+		t.Errorf("a second identical log line: %s", m.payload)
+	default:
+	}
+	if got := sim.State("kitchen")["state"]; got != "OFF" {
+		t.Errorf("state %v after failed sets; want OFF", got)
+	}
+}
+
+func TestUnreportedAppliesTheSetAndOnlyAGetShowsIt(t *testing.T) {
+	_, broker := startBroker(t)
+	w := watch(t, broker, "zigbee2mqtt/#")
+	sim, evs, _ := startSim(t, Options{
+		Broker:  broker,
+		Devices: []Device{{Name: "kitchen", Class: ClassLight}},
+		Faults:  Faults{Unreported: []string{"kitchen"}},
+	})
+	w.next(t, "zigbee2mqtt/kitchen") // initial state
+	w.publish(t, "zigbee2mqtt/kitchen/set", `{"state":"ON"}`)
+	if ev := evs.next(t); ev.Dropped {
+		t.Errorf("set dropped: %q; want applied", ev.Reason)
+	}
+	if got := sim.State("kitchen")["state"]; got != "ON" {
+		t.Errorf("state %v; want ON", got)
+	}
+	w.publish(t, "zigbee2mqtt/kitchen/get", `{"state":""}`)
+	if m := w.next(t, "zigbee2mqtt/kitchen"); m.json(t)["state"] != "ON" {
+		t.Errorf("first report after the set: %s; want the get's answer, ON (no report of the set)", m.payload)
+	}
+}

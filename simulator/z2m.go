@@ -465,3 +465,23 @@ func bridgeDevices(devs []*device) []byte {
 	}
 	return b
 }
+
+// loggingTopic is where Zigbee2MQTT publishes its log lines, under its
+// base topic (lib/extension/bridge.ts).
+const loggingTopic = "bridge/logging"
+
+// publishFailure is the bridge/logging payload of a failed publish, as
+// Zigbee2MQTT's lib/extension/publish.ts logs it at level error:
+// {"level":"error","message":"Publish '<type>' '<key>' to '<name>'
+// failed: '<error>'","namespace":"z2m"}.
+func publishFailure(typ, key, name, reason string) []byte {
+	p, err := json.Marshal(map[string]string{
+		"level":     "error",
+		"message":   "Publish '" + typ + "' '" + key + "' to '" + name + "' failed: '" + reason + "'",
+		"namespace": "z2m",
+	})
+	if err != nil {
+		panic("simulator: log line does not encode: " + err.Error()) // strings only
+	}
+	return p
+}

@@ -411,7 +411,7 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 	}
 	devs := make([]dispatcher.Device, len(cfg.Devices))
 	for i, dev := range cfg.Devices {
-		devs[i] = dispatcher.Device{Device: dev.Device, TTL: dev.TTL}
+		devs[i] = dispatcher.Device{Device: dev.Device, TTL: dev.TTL, AttemptTimeout: dev.AttemptTimeout, ReadBack: dev.ReadBack}
 	}
 	disp, err = dispatcher.New(dispatcher.Options{
 		Prefix:        cfg.Prefix,

@@ -11,6 +11,7 @@
 //	<base_topic>/<friendly_name>/availability  "online"/"offline", or {"state":"online"}
 //	<base_topic>/bridge/state                  "online"/"offline", or {"state":"online"}
 //	<base_topic>/bridge/devices                retained JSON array: every device's definition and exposes
+//	<base_topic>/bridge/logging                {"level","message","namespace"}: a failed set (logging.go)
 //
 // Friendly names may contain '/', so the adapter subscribes to
 // <base_topic>/# and matches exact configured names. It never decides
@@ -213,6 +214,10 @@ func (a *Adapter) handle(m mqtt.Message) {
 		if a.trust.Trusted(m) {
 			a.bridgeDevices(m)
 		}
+		return
+	}
+	if rest == LoggingTopic {
+		a.handleLogging(m) // a failed set ends its attempt at once (logging.go)
 		return
 	}
 	if name, ok := strings.CutSuffix(rest, "/availability"); ok {
