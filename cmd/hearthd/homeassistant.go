@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -48,7 +49,7 @@ type homeAssistant struct {
 	// breakers are the services with a breaker, whose problem entity is
 	// announced.
 	breakers []string
-	// current are the topics of this run's configs.
+	// current are the topics of this run's configs; guarded by mu.
 	current map[string]bool
 	record  string // the path of haRecordFile
 
@@ -140,6 +141,13 @@ func (h *homeAssistant) writeRecord() error {
 		return err
 	}
 	return config.WriteFileAtomic(h.record, append(b, '\n'), 0o644)
+}
+
+// announced returns how many configs this run announces.
+func (h *homeAssistant) announced() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.current)
 }
 
 // subscribe subscribes to Home Assistant's birth message, when discovery
@@ -234,6 +242,16 @@ func (h *homeAssistant) capabilities(device string, caps *devices.Capabilities) 
 		if dev := &h.devices[i]; dev.ID == device {
 			dev.Bridge = homeassistant.BridgeOf(dev.Class, caps)
 			changed = true
+		}
+	}
+	if changed && h.on {
+		// A sensor's entities are its readings: the set of topics
+		// follows what the bridge describes, and so does the record.
+		if current := homeassistant.Topics(h.disc.Configs(h.breakers, h.devices)); !maps.Equal(current, h.current) {
+			h.current = current
+			if err := h.writeRecord(); err != nil {
+				h.log.Warn("home assistant discovery: announcements not recorded", "file", h.record, "err", err)
+			}
 		}
 	}
 	h.mu.Unlock()

@@ -123,7 +123,7 @@ func awaitPayload(t *testing.T, ch <-chan paho.Message, want string) {
 func TestHomeAssistantCommandsEveryClassThroughHearth(t *testing.T) {
 	h := newHarness(t, harnessOptions{config: sampleConfig()})
 	h.settle("hall_light", "kitchen_light", "coffee_maker", "front_door", "living_blinds", "bedroom_trv")
-	if got := len(h.d.ha.current); got != len(sampleConfigTopics) {
+	if got := h.d.ha.announced(); got != len(sampleConfigTopics) {
 		t.Fatalf("hearthd announces %d configs; want %d (%v)", got, len(sampleConfigTopics), sampleConfigTopics)
 	}
 	c := &haConfigs{t: t, ch: h.watch(sampleConfigTopics...), got: map[string]map[string]any{}}
