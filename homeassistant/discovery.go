@@ -130,8 +130,8 @@ type entityConfig struct {
 
 type availability struct {
 	Topic               string `json:"topic"`
-	PayloadAvailable    string `json:"payload_available"`
-	PayloadNotAvailable string `json:"payload_not_available"`
+	PayloadAvailable    string `json:"payload_available,omitempty"`
+	PayloadNotAvailable string `json:"payload_not_available,omitempty"`
 	ValueTemplate       string `json:"value_template,omitempty"`
 }
 

@@ -388,17 +388,18 @@ func (d Discovery) encode(dev Device, e *entity) Config {
 // has no open breaker, if it has one; the bridge says the device is
 // online, if it says so at all (see Device.Availability).
 func (d Discovery) availability(dev Device) []availability {
-	out := []availability{{Topic: d.BridgeStateTopic(), PayloadAvailable: "online", PayloadNotAvailable: "offline"}}
+	// Every topic says online or offline, Home Assistant's default
+	// payloads, which are left out: a config per entity of every device
+	// stays retained in the broker.
+	out := []availability{{Topic: d.BridgeStateTopic()}}
 	if dev.Breaker {
 		out = append(out, availability{
-			Topic:               d.ServiceStateTopic(dev.Service),
-			PayloadAvailable:    "online",
-			PayloadNotAvailable: "offline",
-			ValueTemplate:       "{{ 'offline' if value_json.state == 'open' else 'online' }}",
+			Topic:         d.ServiceStateTopic(dev.Service),
+			ValueTemplate: "{{ 'offline' if value_json.state == 'open' else 'online' }}",
 		})
 	}
 	if dev.Availability {
-		out = append(out, availability{Topic: d.topic(dev.ID, "availability"), PayloadAvailable: "online", PayloadNotAvailable: "offline"})
+		out = append(out, availability{Topic: d.topic(dev.ID, "availability")})
 	}
 	return out
 }

@@ -104,6 +104,9 @@ func (v *View) Available(device string) bool {
 // returns the ha_state to publish (retained) if the state the device's
 // lock or cover entity shows changed, else nil.
 func (v *View) Result(r devices.Result) *Config {
+	if c := v.classes[r.Device]; c != devices.Lock && c != devices.Cover {
+		return nil
+	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	switch {
@@ -123,6 +126,9 @@ func (v *View) Result(r devices.Result) *Config {
 // from its bridge's reports or restored from the store at start) and
 // returns the ha_state to publish, as Result does.
 func (v *View) State(device string, state map[string]any) *Config {
+	if c := v.classes[device]; c != devices.Lock && c != devices.Cover {
+		return nil // nothing shown from it: kept by nobody
+	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.state[device] = state

@@ -7,9 +7,9 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -46,6 +46,7 @@ type homeAssistant struct {
 	log     *slog.Logger
 	view    *homeassistant.View
 	devices []homeassistant.Device
+	index   map[string]int // device ID → its place in devices
 	// breakers are the services with a breaker, whose problem entity is
 	// announced.
 	breakers []string
@@ -79,6 +80,7 @@ func newHomeAssistant(cfg *config.Config, conn link, log *slog.Logger, version s
 		on: cfg.HomeAssistant.Discovery, conn: conn, log: log,
 		record: filepath.Join(cfg.DataDir, haRecordFile),
 		states: map[string][]byte{}, kick: make(chan struct{}, 1),
+		index:  map[string]int{},
 	}
 	breaker := map[string]bool{}
 	for _, s := range cfg.Services {
@@ -90,6 +92,7 @@ func newHomeAssistant(cfg *config.Config, conn link, log *slog.Logger, version s
 	var devs []devices.Device
 	for _, c := range cfg.Devices {
 		devs = append(devs, c.Device)
+		h.index[c.ID] = len(h.devices)
 		h.devices = append(h.devices, homeassistant.Device{Device: c.Device, Breaker: breaker[c.Service]})
 	}
 	h.view = h.disc.NewView(devs)
@@ -189,23 +192,26 @@ func (h *homeAssistant) announce(ctx context.Context) {
 }
 
 // announceDevice publishes device's configs again: its bridge was first
-// heard reporting its availability.
+// heard reporting its availability, or described it anew.
 func (h *homeAssistant) announceDevice(ctx context.Context, device string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for _, dev := range h.withAvailability() {
-		if dev.ID == device {
-			h.publish(ctx, h.disc.DeviceConfigs(dev))
-		}
+	if i, ok := h.index[device]; ok {
+		h.publish(ctx, h.disc.DeviceConfigs(h.withAvailabilityOf(h.devices[i])))
 	}
 }
 
 func (h *homeAssistant) withAvailability() []homeassistant.Device {
-	out := slices.Clone(h.devices)
-	for i := range out {
-		out[i].Availability = h.view.Available(out[i].ID)
+	out := make([]homeassistant.Device, len(h.devices))
+	for i, dev := range h.devices {
+		out[i] = h.withAvailabilityOf(dev)
 	}
 	return out
+}
+
+func (h *homeAssistant) withAvailabilityOf(dev homeassistant.Device) homeassistant.Device {
+	dev.Availability = h.view.Available(dev.ID)
+	return dev
 }
 
 // publish publishes configs, retained, and reports whether all went out.
@@ -234,30 +240,50 @@ func (h *homeAssistant) state(device string, state map[string]any) {
 }
 
 // capabilities takes the bridge's description of device: its entities
-// are announced again with what it gives (homeassistant.BridgeOf).
+// are announced again with what it gives (homeassistant.BridgeOf), if
+// that changed anything. Zigbee2MQTT describes every device at its start
+// and again at each join or rename: the cost is one device's configs.
 func (h *homeAssistant) capabilities(device string, caps *devices.Capabilities) {
 	h.mu.Lock()
-	changed := false
-	for i := range h.devices {
-		if dev := &h.devices[i]; dev.ID == device {
-			dev.Bridge = homeassistant.BridgeOf(dev.Class, caps)
-			changed = true
-		}
+	i, ok := h.index[device]
+	if !ok || !h.on {
+		h.mu.Unlock()
+		return
 	}
-	if changed && h.on {
-		// A sensor's entities are its readings: the set of topics
-		// follows what the bridge describes, and so does the record.
-		if current := homeassistant.Topics(h.disc.Configs(h.breakers, h.devices)); !maps.Equal(current, h.current) {
-			h.current = current
-			if err := h.writeRecord(); err != nil {
-				h.log.Warn("home assistant discovery: announcements not recorded", "file", h.record, "err", err)
-			}
+	dev := &h.devices[i]
+	bridge := homeassistant.BridgeOf(dev.Class, caps)
+	if reflect.DeepEqual(bridge, dev.Bridge) {
+		h.mu.Unlock()
+		return
+	}
+	before := h.disc.DeviceConfigs(*dev)
+	dev.Bridge = bridge
+	if dev.Class == devices.Sensor {
+		// A sensor's entities are its readings: the topics follow what
+		// the bridge describes, and so does the record.
+		for _, c := range before {
+			delete(h.current, c.Topic)
+		}
+		for _, c := range h.disc.DeviceConfigs(*dev) {
+			h.current[c.Topic] = true
+		}
+		for _, c := range h.disc.Removals(topicsOf(before), h.current) {
+			h.removals = append(h.removals, c) // a reading the bridge no longer lists
+		}
+		if err := h.writeRecord(); err != nil {
+			h.log.Warn("home assistant discovery: announcements not recorded", "file", h.record, "err", err)
 		}
 	}
 	h.mu.Unlock()
-	if changed && h.on {
-		go h.announceDevice(context.Background(), device)
+	go h.announceDevice(context.Background(), device)
+}
+
+func topicsOf(configs []homeassistant.Config) []string {
+	out := make([]string, len(configs))
+	for i, c := range configs {
+		out[i] = c.Topic
 	}
+	return out
 }
 
 func (h *homeAssistant) availability(device string, _ bool) {
