@@ -301,3 +301,20 @@ func TestSensorReadingsBecomeEntities(t *testing.T) {
 		t.Errorf("a sensor its bridge does not describe: %d configs; want none", len(got))
 	}
 }
+
+// A sensor's reading configs are told from other configs by topic.
+func TestReadingOf(t *testing.T) {
+	d := Discovery{}
+	for topic, want := range map[string]bool{
+		"homeassistant/sensor/hearth/door_battery/config":        true,
+		"homeassistant/binary_sensor/hearth/door_contact/config": true,
+		"homeassistant/sensor/hearth/door_/config":               false,
+		"homeassistant/lock/hearth/door_lock/config":             false,
+		"homeassistant/sensor/other/door_battery/config":         false,
+		"homeassistant/sensor/hearth/window_battery/config":      false,
+	} {
+		if got := d.ReadingOf(topic, "door"); got != want {
+			t.Errorf("ReadingOf(%s, door) = %v; want %v", topic, got, want)
+		}
+	}
+}

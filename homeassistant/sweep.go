@@ -52,3 +52,20 @@ func Topics(configs []Config) map[string]bool {
 	}
 	return out
 }
+
+// ReadingOf reports whether topic may be the config of a reading of the
+// sensor device: <Prefix>/sensor|binary_sensor/<NodeID>/<device>_<reading>/config.
+// A device whose ID is another's with a suffix ("door", "door_2") makes it
+// ambiguous; it errs on "may", which keeps an entity rather than removes
+// one.
+func (d Discovery) ReadingOf(topic, device string) bool {
+	for _, component := range []string{"sensor", "binary_sensor"} {
+		prefix := d.prefix() + "/" + component + "/" + d.node() + "/" + objectID(device) + "_"
+		rest, ok := strings.CutPrefix(topic, prefix)
+		reading, isConfig := strings.CutSuffix(rest, "/config")
+		if ok && isConfig && reading != "" && !strings.Contains(reading, "/") {
+			return true
+		}
+	}
+	return false
+}

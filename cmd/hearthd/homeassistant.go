@@ -104,6 +104,14 @@ func newHomeAssistant(cfg *config.Config, conn link, log *slog.Logger, version s
 	if err != nil {
 		log.Warn("home assistant discovery: the record of earlier announcements is unreadable; entities removed from the config may stay in Home Assistant", "file", h.record, "err", err)
 	}
+	// A sensor's entities are its readings, which its bridge describes
+	// only once it runs: an earlier run's are kept until the bridge says
+	// otherwise (see capabilities).
+	for _, topic := range prev {
+		if h.on && h.sensorTopic(topic) {
+			h.current[topic] = true
+		}
+	}
 	h.removals = h.disc.Removals(prev, h.current)
 	// Recorded before anything is published: a crash from here on still
 	// knows what to remove.
@@ -111,6 +119,17 @@ func newHomeAssistant(cfg *config.Config, conn link, log *slog.Logger, version s
 		log.Warn("home assistant discovery: announcements not recorded", "file", h.record, "err", err)
 	}
 	return h
+}
+
+// sensorTopic reports whether topic may be a config of a reading of a
+// configured sensor (homeassistant.Discovery.ReadingOf).
+func (h *homeAssistant) sensorTopic(topic string) bool {
+	for _, dev := range h.devices {
+		if dev.Class == devices.Sensor && h.disc.ReadingOf(topic, dev.ID) {
+			return true
+		}
+	}
+	return false
 }
 
 func (h *homeAssistant) readRecord() ([]string, error) {

@@ -15,6 +15,7 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/hearthd/hearth/broker"
+	"github.com/hearthd/hearth/config"
 	"github.com/hearthd/hearth/configs"
 	"github.com/hearthd/hearth/devices"
 	"github.com/hearthd/hearth/simulator"
@@ -349,4 +350,32 @@ func TestHomeAssistantEntitiesOfRemovedDevicesAreCleared(t *testing.T) {
 		rec, err = os.ReadFile(filepath.Join(dir, haRecordFile))
 		return err == nil && json.Unmarshal(rec, &r) == nil && len(r.Announced) == 0
 	})
+}
+
+// A configured sensor's readings, announced by an earlier run once its
+// bridge described them, are not removed at the next start, before the
+// bridge describes them again; a removed sensor's are.
+func TestHomeAssistantKeepsAConfiguredSensorsReadingsAtStart(t *testing.T) {
+	dir := t.TempDir()
+	rec, _ := json.Marshal(haRecord{Announced: []string{
+		"homeassistant/binary_sensor/hearth/hall_motion_occupancy/config",
+		"homeassistant/sensor/hearth/hall_motion_battery/config",
+		"homeassistant/sensor/hearth/gone_motion_battery/config",
+	}})
+	if err := os.WriteFile(filepath.Join(dir, haRecordFile), rec, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Parse("test.yaml", []byte(testConfig+"  hall_motion:\n    class: sensor\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.DataDir = dir
+	h := newHomeAssistant(cfg, nil, testLogger(t), "test")
+	var removed []string
+	for _, c := range h.removals {
+		removed = append(removed, c.Topic)
+	}
+	if want := []string{"homeassistant/sensor/hearth/gone_motion_battery/config"}; !reflect.DeepEqual(removed, want) {
+		t.Errorf("removals at start %v; want %v", removed, want)
+	}
 }
