@@ -54,6 +54,12 @@ const inlineClientID = mqtt.InlineClientId
 type inline struct {
 	lastID atomic.Int64 // the last mochi subscription identifier handed out
 	closed atomic.Bool
+	// retain orders Hearth's own retained publishes with its own
+	// subscriptions' scans of the retained store: mochi-mqtt v2.7.9 reads
+	// the retained messages of a new wildcard subscription without the
+	// lock its writes take (mochi-mqtt/server#200). Network clients'
+	// publishes and subscriptions are not covered.
+	retain sync.Mutex
 	// refused logs the CONNECTs refused for the inline client's ID.
 	refused *throttledLog
 
@@ -117,6 +123,10 @@ func (b *Broker) PublishInline(topic string, payload []byte, retained bool, qos 
 	if qos > 0 {
 		b.waitForSubscribers(topic)
 	}
+	if retained {
+		b.inline.retain.Lock()
+		defer b.inline.retain.Unlock()
+	}
 	if err := b.srv.Publish(topic, payload, retained, qos); err != nil {
 		return fmt.Errorf("embedded broker: publish %s: %w", topic, err)
 	}
@@ -168,7 +178,10 @@ func (b *Broker) SubscribeInline(filter string, h func(InlineMessage)) (unsubscr
 	})
 	// mochi's own Server.Subscribe replays the retained messages through
 	// the live handler, where they could not be told apart.
-	for _, pk := range b.srv.Topics.Messages(filter) {
+	b.inline.retain.Lock()
+	retained := b.srv.Topics.Messages(filter)
+	b.inline.retain.Unlock()
+	for _, pk := range retained {
 		if pk.Origin == inlineClientID {
 			continue
 		}

@@ -385,14 +385,22 @@ func attributeSatisfied(c Class, caps *Capabilities, name string, want any, stat
 	if a.enum == nil && !a.color && a.max > a.min {
 		w = min(max(w, a.min), a.max)
 	}
-	step := 0.0
+	// The device rounds to its value_step: a report within half a step
+	// is the target rounded (a whole step away is the neighbouring value,
+	// such as a valve's old setpoint). Whole numbers without a step are
+	// off by one where a dimmer's lowest levels round (brightness 1
+	// reported as 2), never at the ends of the range: a cover at 1 % is
+	// not closed.
+	tolerance := 0.0
 	if known && p.Kind == KindNumeric {
-		step = p.Step
-		if step <= 0 && a.integer {
-			step = 1
+		switch {
+		case p.Step > 0:
+			tolerance = p.Step / 2
+		case a.integer && w != a.min && w != a.max:
+			tolerance = 1
 		}
 	}
-	return math.Abs(g-w) <= step*(1+1e-9)
+	return math.Abs(g-w) <= tolerance*(1+1e-9)
 }
 
 func equal(got, want any) bool {

@@ -493,10 +493,10 @@ func (h *harness) advanceTimeout(d time.Duration) {
 // settle waits until hearthd has heard every bridge say it is online and
 // has the state of each of devices (their first reports): a test that
 // then changes a bridge's state is not overtaken by the simulator's start.
-func (h *harness) settle(devices ...string) {
+func (h *harness) settle(ids ...string) {
 	h.t.Helper()
-	topics := make([]string, len(devices))
-	for i, d := range devices {
+	topics := make([]string, len(ids))
+	for i, d := range ids {
 		topics[i] = "hearth/" + d
 	}
 	if len(topics) > 0 {

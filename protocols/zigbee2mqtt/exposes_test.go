@@ -119,9 +119,10 @@ func TestGoldenCapabilitiesReadTheExposes(t *testing.T) {
 // is honoured at intake and at confirmation: numbers inside the device's
 // range are taken and outside it refused with the range; enum values are
 // taken and others refused with the list; an attribute the device lacks
-// or cannot set is refused; a report within one step of the target
-// confirms it, one further off does not; endpoints are addressed by their
-// own key.
+// or cannot set is refused; a report within half the device's value_step
+// of the target confirms it, the neighbouring step does not (a whole number
+// without a step: one off inside the range, exact at its ends); endpoints
+// are addressed by their own key.
 func TestGoldenDevicesAtIntakeAndConfirmation(t *testing.T) {
 	golden, _ := loadGolden(t)
 	for _, d := range golden {
@@ -207,11 +208,27 @@ func honoured(t *testing.T, c devices.Class, caps *devices.Capabilities, p devic
 		if err != nil {
 			t.Fatalf("%s %g: %v", p.Name, mid, err)
 		}
-		if !confirmedBy(target, mid+step) {
-			t.Errorf("%s %g not confirmed by %g, one step (%g) off", p.Name, mid, mid+step, step)
-		}
-		if confirmedBy(target, mid+2*step) {
-			t.Errorf("%s %g confirmed by %g, two steps off", p.Name, mid, mid+2*step)
+		if p.Step > 0 {
+			// Rounded to its step: half a step off is the target, a
+			// whole step off is the neighbouring value.
+			if !confirmedBy(target, mid+step/2) {
+				t.Errorf("%s %g not confirmed by %g, half a step (%g) off", p.Name, mid, mid+step/2, step)
+			}
+			if confirmedBy(target, mid+step) {
+				t.Errorf("%s %g confirmed by %g, the neighbouring step", p.Name, mid, mid+step)
+			}
+		} else {
+			// A whole number without a step: off by one inside the
+			// range, exact at its ends.
+			if !confirmedBy(target, mid+1) {
+				t.Errorf("%s %g not confirmed by %g, one off", p.Name, mid, mid+1)
+			}
+			if confirmedBy(target, mid+2) {
+				t.Errorf("%s %g confirmed by %g, two off", p.Name, mid, mid+2)
+			}
+			if end, err := parse(p.Max); err == nil && confirmedBy(end, p.Max-1) {
+				t.Errorf("%s %g, the end of its range, confirmed by %g", p.Name, p.Max, p.Max-1)
+			}
 		}
 	case devices.KindEnum:
 		for i, v := range p.Values {
