@@ -110,8 +110,8 @@ func (q *deviceQueue) confirmWithin(ctx context.Context, t *task, c *confirmatio
 // breaker counts it as it counts an attempt's silence (a failure unless
 // the bridge is seen talking: a dead bulb behind a live bridge must not
 // open the breaker of every device). Otherwise (no attempt waiting, a
-// sleepy device, an attempt resumed after a restart, another attribute)
-// it changes nothing.
+// sleepy device, an attempt resumed after a restart, another attribute,
+// an attempt after the first, a risky action) it changes nothing.
 func (d *Dispatcher) SendFailed(device, attribute string, err error) {
 	q, ok := d.devices[device]
 	if !ok || err == nil {
@@ -121,6 +121,14 @@ func (d *Dispatcher) SendFailed(device, attribute string, err error) {
 	defer q.mu.Unlock()
 	t := q.cur
 	if t == nil || t.confirm == nil || t.Ended() || q.dev.Sleep.Sleepy {
+		return
+	}
+	if t.Op.Attempts > 1 || devices.Risky(q.dev.Device, t.Op.Target) {
+		// Zigbee2MQTT's log line names no set: one about an earlier
+		// attempt can come late, after the Zigbee timeout, while the
+		// next waits. Only a first attempt takes it, and never a risky
+		// one, whose attempts are capped: a stale failure must not
+		// spend them.
 		return
 	}
 	c := t.confirm

@@ -2,7 +2,6 @@ package dispatcher
 
 import (
 	"errors"
-	"strings"
 	"testing"
 	"time"
 
@@ -176,13 +175,14 @@ func TestBridgeReportedSendFailureEndsTheAttemptAtOnce(t *testing.T) {
 	if got := m.at.Sub(sent.at); got >= 5*time.Second {
 		t.Errorf("attempt 2 %s after attempt 1; want before its 5s timeout", got)
 	}
+	// During attempt 2 a failure may be attempt 1's, logged late (the
+	// log line names no set): it is not taken, and attempt 2 waits for
+	// its report or its timeout.
 	r.d.SendFailed("radiator", "current_heating_setpoint", errors.New("Delivery failed (MAC_NO_ACK)"))
-	res := r.await("warm's end", func(res devices.Result) bool { return res.OpID == "warm" && res.Status.Terminal() })
-	if res.Status != devices.Failed || res.Reason != devices.ReasonSendFailed || res.Attempts != 2 || !strings.Contains(res.Detail, "MAC_NO_ACK") {
-		t.Fatalf("warm: %s/%s after %d attempts (%s); want failed/send_failed after 2, naming the error", res.Status, res.Reason, res.Attempts, res.Detail)
+	q.mu.Lock()
+	taken = q.cur == nil || q.cur.confirm == nil || q.cur.confirm.failure != nil
+	q.mu.Unlock()
+	if taken {
+		t.Fatal("a failure during attempt 2 ended it; it may be attempt 1's, late")
 	}
-	if got := r.clock.Now().Sub(sent.at); got >= 5*time.Second {
-		t.Errorf("ended %s after attempt 1; want before its 5s timeout", got)
-	}
-	r.none("after the end")
 }
