@@ -3,6 +3,8 @@ package homeassistant
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"hash/fnv"
 	"strings"
 )
 
@@ -152,6 +154,21 @@ type origin struct {
 
 // origin is the origin block of every config: Hearth, at its version.
 func (d Discovery) origin() origin { return origin{Name: "Hearth", SWVersion: d.Version} }
+
+// deviceObject is a device's ID as the object_id of its entities: the ID
+// itself when Home Assistant accepts it ([a-zA-Z0-9_-]), else objectID of
+// it and a hash of the ID, so that two devices whose IDs differ only where
+// objectID writes "_" ("Tür" and "Tör", "front door" and "front_door")
+// never share an entity.
+func deviceObject(id string) string {
+	o := objectID(id)
+	if o == id {
+		return o
+	}
+	h := fnv.New32a()
+	h.Write([]byte(id))
+	return fmt.Sprintf("%s_%08x", o, h.Sum32())
+}
 
 // objectID maps s onto [a-zA-Z0-9_-], what Home Assistant accepts as a
 // node_id or object_id in a discovery topic, replacing any other

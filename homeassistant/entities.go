@@ -248,7 +248,7 @@ func (d Discovery) classEntity(dev Device) *entity {
 			"min_temp":                     minT,
 			"max_temp":                     maxT,
 			"temp_step":                    step,
-			"precision":                    step,
+			"precision":                    precision(step),
 			"temperature_unit":             "C",
 		}
 		if len(b.Presets) > 0 {
@@ -323,6 +323,18 @@ func readingName(attr string) string {
 	return strings.ToUpper(s[:1]) + s[1:]
 }
 
+// precision is the climate precision Home Assistant takes (0.1, 0.5 or 1,
+// its climate.py; any other refuses the entity) nearest a setpoint's step.
+func precision(step float64) float64 {
+	switch {
+	case step >= 1:
+		return 1
+	case step >= 0.5:
+		return 0.5
+	}
+	return 0.1
+}
+
 // commandTemplate returns a command template that publishes the JSON
 // object with fields, and a fresh op_id.
 func commandTemplate(fields string) string {
@@ -361,7 +373,7 @@ func jinjaList(words []string) string {
 // availability, device and origin) and encodes it.
 func (d Discovery) encode(dev Device, e *entity) Config {
 	node := d.node()
-	id := objectID(dev.ID)
+	id := deviceObject(dev.ID)
 	keys := e.keys
 	keys["unique_id"] = "hearth_" + node + "_" + id + "_" + e.object
 	keys["default_entity_id"] = e.component + "." + entityID(dev.ID)
@@ -417,7 +429,7 @@ func (d Discovery) deviceBlock(dev Device) device {
 		Model:        b.Model,
 	}
 	if len(out.Identifiers) == 0 && len(out.Connections) == 0 {
-		out.Identifiers = []string{"hearth_" + d.node() + "_" + objectID(dev.ID)}
+		out.Identifiers = []string{"hearth_" + d.node() + "_" + deviceObject(dev.ID)}
 	}
 	return out
 }

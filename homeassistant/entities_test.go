@@ -318,3 +318,39 @@ func TestReadingOf(t *testing.T) {
 		}
 	}
 }
+
+// Two devices whose IDs differ only where Home Assistant's object IDs
+// allow no character ("Tür" and "Tör", "front door" and "front_door") get
+// entities of their own; an ID Home Assistant accepts keeps its name.
+func TestDevicesWithSimilarIDsGetTheirOwnEntities(t *testing.T) {
+	d := Discovery{}
+	devs := []Device{
+		{Device: devices.Device{ID: "Tür", Class: devices.Lock, Service: "z"}},
+		{Device: devices.Device{ID: "Tör", Class: devices.Lock, Service: "z"}},
+		{Device: devices.Device{ID: "front door", Class: devices.Lock, Service: "z"}},
+		{Device: devices.Device{ID: "front_door", Class: devices.Lock, Service: "z"}},
+	}
+	configs := d.Configs(nil, devs)
+	if got := len(Topics(configs)); got != len(configs) {
+		t.Fatalf("%d configs on %d topics: two devices share an entity", len(configs), got)
+	}
+	ids := map[any]bool{}
+	for _, c := range configs {
+		ids[decode(t, c.Payload)["unique_id"]] = true
+	}
+	if len(ids) != len(configs) {
+		t.Errorf("%d unique_ids for %d configs", len(ids), len(configs))
+	}
+	configOf(t, configs, "homeassistant/lock/hearth/front_door_lock/config")
+}
+
+// Home Assistant's MQTT climate takes precision only as 0.1, 0.5 or 1 and
+// refuses the whole entity otherwise; a bridge's step may be 0.2 or 2.
+func TestClimatePrecisionIsOneHomeAssistantTakes(t *testing.T) {
+	for step, want := range map[float64]float64{0.2: 0.1, 0.5: 0.5, 2: 1, 0.1: 0.1, 1: 1} {
+		dev := Device{Device: devices.Device{ID: "trv", Class: devices.Climate, Service: "z"}, Bridge: Bridge{TempStep: step, Setpoint: "occupied_heating_setpoint"}}
+		if got := decode(t, Discovery{}.DeviceConfigs(dev)[0].Payload)["precision"]; got != want {
+			t.Errorf("value_step %g: precision %v; want %v", step, got, want)
+		}
+	}
+}

@@ -60,7 +60,7 @@ func Topics(configs []Config) map[string]bool {
 // one.
 func (d Discovery) ReadingOf(topic, device string) bool {
 	for _, component := range []string{"sensor", "binary_sensor"} {
-		prefix := d.prefix() + "/" + component + "/" + d.node() + "/" + objectID(device) + "_"
+		prefix := d.prefix() + "/" + component + "/" + d.node() + "/" + deviceObject(device) + "_"
 		rest, ok := strings.CutPrefix(topic, prefix)
 		reading, isConfig := strings.CutSuffix(rest, "/config")
 		if ok && isConfig && reading != "" && !strings.Contains(reading, "/") {

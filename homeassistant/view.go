@@ -16,6 +16,10 @@ const (
 	LockJammed    = "JAMMED"
 )
 
+// StateUnknown is the payload Home Assistant's MQTT entities take as
+// "unknown" (its PAYLOAD_NONE).
+const StateUnknown = "None"
+
 // The states a cover entity shows (Home Assistant's MQTT cover defaults).
 const (
 	CoverOpen    = "open"
@@ -135,6 +139,19 @@ func (v *View) State(device string, state map[string]any) *Config {
 	return v.showLocked(device)
 }
 
+// Shown returns the ha_state of every device that shows one, for the
+// caller to publish again (after a reconnect: one that failed to go out is
+// not sent again otherwise).
+func (v *View) Shown() []Config {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	var out []Config
+	for device, word := range v.shown {
+		out = append(out, Config{Topic: v.d.topic(device, "ha_state"), Payload: []byte(word)})
+	}
+	return out
+}
+
 func (v *View) showLocked(device string) *Config {
 	var word string
 	switch v.classes[device] {
@@ -147,6 +164,9 @@ func (v *View) showLocked(device string) *Config {
 	}
 	if word == "" || word == v.shown[device] {
 		return nil
+	}
+	if word == StateUnknown && v.shown[device] == "" {
+		return nil // nothing shown yet: nothing to take back
 	}
 	v.shown[device] = word
 	return &Config{Topic: v.d.topic(device, "ha_state"), Payload: []byte(word)}
@@ -169,6 +189,10 @@ func lockShows(state map[string]any, target devices.Target) string {
 		return LockLocked
 	case ls == "unlocked":
 		return LockUnlocked
+	case state != nil:
+		// Reported, but neither locked nor unlocked (Z-Wave's unknown
+		// mode, a null): never left showing LOCKED.
+		return StateUnknown
 	}
 	return ""
 }

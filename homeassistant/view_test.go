@@ -120,3 +120,18 @@ func TestViewNotesBridgeAvailability(t *testing.T) {
 		t.Errorf("a switch's state publishes %s; want nothing", c.Payload)
 	}
 }
+
+// A lock whose bridge reports its bolt neither locked nor unlocked
+// (Z-Wave's unknown mode) stops showing LOCKED: it shows unknown.
+func TestLockWhoseStateTurnsUnknownNoLongerShowsLocked(t *testing.T) {
+	v := Discovery{}.NewView([]devices.Device{{ID: "front_door", Class: devices.Lock}})
+	if got := shows(t, v, "hearth/front_door", `{"state":"LOCK","lock_state":"locked"}`); got != LockLocked {
+		t.Fatalf("locked: shows %q; want %q", got, LockLocked)
+	}
+	if got := shows(t, v, "hearth/front_door", `{"state":"LOCK","lock_state":"unknown"}`); got != StateUnknown {
+		t.Fatalf("lock_state unknown after locked: shows %q; want %q", got, StateUnknown)
+	}
+	if got := shows(t, v, "hearth/front_door", `{"state":"LOCK","lock_state":"locked"}`); got != LockLocked {
+		t.Fatalf("locked again: shows %q; want %q", got, LockLocked)
+	}
+}

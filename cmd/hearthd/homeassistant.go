@@ -205,8 +205,18 @@ func (h *homeAssistant) announce(ctx context.Context) {
 			h.log.Warn("home assistant discovery: announcements not recorded", "file", h.record, "err", err)
 		}
 	}
-	if h.on {
-		h.publish(ctx, h.disc.Configs(h.breakers, h.withAvailability()))
+	if h.on && h.publish(ctx, h.disc.Configs(h.breakers, h.withAvailability())) {
+		// What locks and covers show, again: one that could not be
+		// published while the connection was down is not lost.
+		h.statesMu.Lock() // the view decides under it: Shown is its newest
+		for _, c := range h.view.Shown() {
+			h.states[c.Topic] = c.Payload
+		}
+		h.statesMu.Unlock()
+		select {
+		case h.kick <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -215,6 +225,12 @@ func (h *homeAssistant) announce(ctx context.Context) {
 func (h *homeAssistant) announceDevice(ctx context.Context, device string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if len(h.removals) > 0 && h.publish(ctx, h.removals) { // a sensor's reading no longer described
+		h.removals = nil
+		if err := h.writeRecord(); err != nil {
+			h.log.Warn("home assistant discovery: announcements not recorded", "file", h.record, "err", err)
+		}
+	}
 	if i, ok := h.index[device]; ok {
 		h.publish(ctx, h.disc.DeviceConfigs(h.withAvailabilityOf(h.devices[i])))
 	}
