@@ -172,3 +172,23 @@ func Fault(c Class, state map[string]any) (string, bool) {
 	}
 	return "", false
 }
+
+// SafeEndpoints returns an *Error (unsupported) when target names an
+// endpoint's property ("state_l1", "position_left", as the device's
+// capabilities describe them) of a safety-critical device d, nil
+// otherwise. Hearth's safety rules (Risky, Action, the lock_state
+// confirmation, the fresh read) read a device's own state and position;
+// an endpoint's moves past them, so a safety-critical device's endpoints
+// are not addressable: configure each as a device of its own where its
+// bridge allows it.
+func SafeEndpoints(d Device, caps *Capabilities, target Target) error {
+	if !d.SafetyCritical() || caps == nil {
+		return nil
+	}
+	for _, k := range target.Attributes() {
+		if p, ok := caps.Property(k); ok && p.Endpoint != "" {
+			return reject(ReasonUnsupported, "%s is endpoint %s's %s: a safety-critical device's endpoints are not addressable, since its safety checks read its own state and position", k, p.Endpoint, p.Base)
+		}
+	}
+	return nil
+}

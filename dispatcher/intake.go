@@ -333,6 +333,9 @@ func (d *Dispatcher) validate(req Request, now time.Time) (devices.Op, *deviceQu
 		}
 		return fail(devices.ReasonOf(err), detail)
 	}
+	if err := devices.SafeEndpoints(q.dev.Device, q.caps.Load(), cmd.Target); err != nil {
+		return fail(devices.ReasonOf(err), err.(*devices.Error).Detail)
+	}
 	if cmd.IssuedAt.After(now.Add(MaxClockSkew)) {
 		return fail(devices.ReasonInvalidIssuedAt, fmt.Sprintf("issued_at %s is %s in the future; check the sender's clock",
 			cmd.IssuedAt.Format(time.RFC3339), cmd.IssuedAt.Sub(now).Round(time.Second)))
