@@ -280,7 +280,7 @@ func (d Discovery) readingEntity(dev Device, r Reading) *entity {
 	keys := map[string]any{
 		"name":           readingName(r.Name),
 		"state_topic":    d.topic(dev.ID, ""),
-		"value_template": "{{ value_json." + r.Name + " }}",
+		"value_template": "{{ value_json['" + r.Name + "'] }}", // any property name
 	}
 	if dc, ok := readingDeviceClasses[r.Name]; ok {
 		keys["device_class"] = dc

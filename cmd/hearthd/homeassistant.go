@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hearthd/hearth/config"
 	"github.com/hearthd/hearth/devices"
@@ -55,6 +56,9 @@ type homeAssistant struct {
 	record  string // the path of haRecordFile
 
 	mu sync.Mutex // serialises announcements, and guards removals
+	// birth is set while an announcement asked for by Home Assistant's
+	// birth waits to start.
+	birth atomic.Bool
 	// removals are the configs of earlier runs still to be removed.
 	removals []homeassistant.Config
 
@@ -179,9 +183,17 @@ func (h *homeAssistant) subscribe(ctx context.Context) error {
 		return nil
 	}
 	return h.conn.Subscribe(ctx, h.disc.StatusTopic(), 1, func(m mqtt.Message) {
-		if !m.Retained && homeassistant.IsBirth(m.Payload) {
+		// Births coalesce: one announcement waits at most, whatever
+		// number of births (anyone with a principal's rights may
+		// publish one) comes while another runs.
+		if !m.Retained && homeassistant.IsBirth(m.Payload) && h.birth.CompareAndSwap(false, true) {
 			h.log.Info("home assistant is online; announcing discovery again")
-			go h.announce(context.Background())
+			go func() {
+				h.mu.Lock() // after the announcement under way, if any
+				h.birth.Store(false)
+				h.mu.Unlock()
+				h.announce(context.Background())
+			}()
 		}
 	})
 }
