@@ -558,17 +558,21 @@ func TestSilentBridgeTripsTheBreakerButOneDeadDeviceDoesNot(t *testing.T) {
 					}
 				}
 			}
+			base := h.waiters() // the timers of the idle daemon
 			h.publish("sw00", `{"state":"ON","op_id":"dead"}`)
 			h.result("dead")
 			h.nextSet() // attempt 1, dropped
 			talk("ON")
+			// The set is out before its timeout's timer is set: count
+			// the timers once it is.
+			h.eventually("attempt 1's timer", func() bool { return h.waiters() == base+1 })
 			// In the bridge's silence a witness read decides each
 			// timeout, on a timer of its own: before the clock moves,
 			// the timers it moves for must be set, and the witness's
 			// answer (real time) taken where one comes. Then hearthd
 			// waits on the attempt's timer or the backoff, plus, behind
 			// a hung coordinator, the unanswered witness read's.
-			timers := h.waiters() // the attempt's timeout
+			timers := base + 1 // the attempt's timeout
 			if tc.hung {
 				timers++
 			}
