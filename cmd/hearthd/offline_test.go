@@ -77,7 +77,7 @@ func TestLostProbeAfterABridgeRestartFailsNoUnrelatedCommand(t *testing.T) {
 	h.publish("plug", `{"state":"ON","op_id":"warm-up"}`)
 	h.result("warm-up")
 	h.nextSet()
-	h.advance(5 * time.Second) // unconfirmed
+	h.advanceTimeout(5 * time.Second) // unconfirmed; then the backoff and the witness read are set
 	h.advance(time.Second)     // the backoff
 	h.nextSet()
 	if r := h.final2("warm-up"); r.Status != devices.Succeeded {
