@@ -186,3 +186,27 @@ func TestBridgeReportedSendFailureEndsTheAttemptAtOnce(t *testing.T) {
 		t.Fatal("a failure during attempt 2 ended it; it may be attempt 1's, late")
 	}
 }
+
+// A failure the bridge reports during a risky action's attempt (an
+// unlock) is not taken: the log line names no set, and one about an
+// earlier command could spend the unlock's capped attempts. The attempt
+// waits for its report or its timeout.
+func TestBridgeReportedFailureNeverEndsARiskyAttempt(t *testing.T) {
+	r := startSleepy(t, sleepyOptions{awake: true, class: devices.Lock})
+	r.submit(`{"op_id":"open","state":"UNLOCK"}`)
+	for {
+		m := r.next()
+		if m.verb == "set" {
+			break
+		}
+		r.report(map[string]any{"state": "LOCK", "lock_state": "locked"}) // the fresh read's answer
+	}
+	r.d.SendFailed("radiator", "state", errors.New("Delivery failed (MAC_NO_ACK)"))
+	q := r.d.devices["radiator"]
+	q.mu.Lock()
+	taken := q.cur == nil || q.cur.confirm == nil || q.cur.confirm.failure != nil
+	q.mu.Unlock()
+	if taken {
+		t.Fatal("a bridge-reported failure ended an unlock's attempt")
+	}
+}
