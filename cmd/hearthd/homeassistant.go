@@ -84,7 +84,7 @@ func newHomeAssistant(cfg *config.Config, conn link, log *slog.Logger, version s
 		on: cfg.HomeAssistant.Discovery, conn: conn, log: log,
 		record: filepath.Join(cfg.DataDir, haRecordFile),
 		states: map[string][]byte{}, kick: make(chan struct{}, 1),
-		index:  map[string]int{},
+		index: map[string]int{},
 	}
 	breaker := map[string]bool{}
 	for _, s := range cfg.Services {

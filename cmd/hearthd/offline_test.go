@@ -78,7 +78,7 @@ func TestLostProbeAfterABridgeRestartFailsNoUnrelatedCommand(t *testing.T) {
 	h.result("warm-up")
 	h.nextSet()
 	h.advanceTimeout(5 * time.Second) // unconfirmed; then the backoff and the witness read are set
-	h.advance(time.Second)     // the backoff
+	h.advance(time.Second)            // the backoff
 	h.nextSet()
 	if r := h.final2("warm-up"); r.Status != devices.Succeeded {
 		t.Fatalf("warm-up: %s/%s", r.Status, r.Reason)
