@@ -44,7 +44,7 @@ func (d Discovery) ownConfig(topic string) bool {
 	return len(parts) == 4 && parts[1] == d.node() && parts[3] == "config"
 }
 
-// Topics returns the set of the configs' topics, for Stale.
+// Topics returns the set of the configs' topics, for Removals.
 func Topics(configs []Config) map[string]bool {
 	out := make(map[string]bool, len(configs))
 	for _, c := range configs {

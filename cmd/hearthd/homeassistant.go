@@ -111,9 +111,11 @@ func newHomeAssistant(cfg *config.Config, conn link, log *slog.Logger, version s
 	// A sensor's entities are its readings, which its bridge describes
 	// only once it runs: an earlier run's are kept until the bridge says
 	// otherwise (see capabilities).
-	for _, topic := range prev {
-		if h.on && h.sensorTopic(topic) {
-			h.current[topic] = true
+	if sensors := h.sensors(); h.on && len(sensors) > 0 {
+		for _, topic := range prev {
+			if slices.ContainsFunc(sensors, func(id string) bool { return h.disc.ReadingOf(topic, id) }) {
+				h.current[topic] = true
+			}
 		}
 	}
 	h.removals = h.disc.Removals(prev, h.current)
@@ -125,15 +127,15 @@ func newHomeAssistant(cfg *config.Config, conn link, log *slog.Logger, version s
 	return h
 }
 
-// sensorTopic reports whether topic may be a config of a reading of a
-// configured sensor (homeassistant.Discovery.ReadingOf).
-func (h *homeAssistant) sensorTopic(topic string) bool {
+// sensors returns the IDs of the configured sensors.
+func (h *homeAssistant) sensors() []string {
+	var out []string
 	for _, dev := range h.devices {
-		if dev.Class == devices.Sensor && h.disc.ReadingOf(topic, dev.ID) {
-			return true
+		if dev.Class == devices.Sensor {
+			out = append(out, dev.ID)
 		}
 	}
-	return false
+	return out
 }
 
 func (h *homeAssistant) readRecord() ([]string, error) {
@@ -205,17 +207,8 @@ func (h *homeAssistant) subscribe(ctx context.Context) error {
 func (h *homeAssistant) announce(ctx context.Context) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if len(h.removals) > 0 {
-		for _, c := range h.removals {
-			h.log.Info("home assistant discovery: removing an entity no longer configured", "topic", c.Topic)
-		}
-		if !h.publish(ctx, h.removals) {
-			return
-		}
-		h.removals = nil
-		if err := h.writeRecord(); err != nil {
-			h.log.Warn("home assistant discovery: announcements not recorded", "file", h.record, "err", err)
-		}
+	if !h.removeStale(ctx) {
+		return
 	}
 	if h.on && h.publish(ctx, h.disc.Configs(h.breakers, h.withAvailability())) {
 		// What locks and covers show, again: one that could not be
@@ -225,11 +218,29 @@ func (h *homeAssistant) announce(ctx context.Context) {
 			h.states[c.Topic] = c.Payload
 		}
 		h.statesMu.Unlock()
-		select {
-		case h.kick <- struct{}{}:
-		default:
-		}
+		h.wake()
 	}
+}
+
+// removeStale publishes the removals still to do (entities of earlier
+// runs no longer configured, a sensor's readings no longer described)
+// and, once all went out, records that they are done. It reports whether
+// none is left. Called with h.mu held.
+func (h *homeAssistant) removeStale(ctx context.Context) bool {
+	if len(h.removals) == 0 {
+		return true
+	}
+	for _, c := range h.removals {
+		h.log.Info("home assistant discovery: removing an entity no longer configured", "topic", c.Topic)
+	}
+	if !h.publish(ctx, h.removals) {
+		return false
+	}
+	h.removals = nil
+	if err := h.writeRecord(); err != nil {
+		h.log.Warn("home assistant discovery: announcements not recorded", "file", h.record, "err", err)
+	}
+	return true
 }
 
 // announceDevice publishes device's configs again: its bridge was first
@@ -237,12 +248,7 @@ func (h *homeAssistant) announce(ctx context.Context) {
 func (h *homeAssistant) announceDevice(ctx context.Context, device string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if len(h.removals) > 0 && h.publish(ctx, h.removals) { // a sensor's reading no longer described
-		h.removals = nil
-		if err := h.writeRecord(); err != nil {
-			h.log.Warn("home assistant discovery: announcements not recorded", "file", h.record, "err", err)
-		}
-	}
+	h.removeStale(ctx) // a sensor's reading no longer described
 	if i, ok := h.index[device]; ok {
 		h.publish(ctx, h.disc.DeviceConfigs(h.withAvailabilityOf(h.devices[i])))
 	}
@@ -314,9 +320,7 @@ func (h *homeAssistant) capabilities(device string, caps *devices.Capabilities) 
 		for _, c := range h.disc.DeviceConfigs(*dev) {
 			h.current[c.Topic] = true
 		}
-		for _, c := range h.disc.Removals(topicsOf(before), h.current) {
-			h.removals = append(h.removals, c) // a reading the bridge no longer lists
-		}
+		h.removals = append(h.removals, h.disc.Removals(topicsOf(before), h.current)...) // a reading the bridge no longer lists
 		if err := h.writeRecord(); err != nil {
 			h.log.Warn("home assistant discovery: announcements not recorded", "file", h.record, "err", err)
 		}
@@ -350,9 +354,13 @@ func (h *homeAssistant) queue(view func() *homeassistant.Config) {
 		h.states[c.Topic] = c.Payload
 	}
 	h.statesMu.Unlock()
-	if c == nil {
-		return
+	if c != nil {
+		h.wake()
 	}
+}
+
+// wake tells run that states are queued.
+func (h *homeAssistant) wake() {
 	select {
 	case h.kick <- struct{}{}:
 	default:
@@ -360,7 +368,7 @@ func (h *homeAssistant) queue(view func() *homeassistant.Config) {
 }
 
 // run publishes the queued ha_states, retained, until ctx ends. A publish
-// that fails is logged; the next change of the device publishes again.
+// that fails is logged; the next connect publishes it again (announce).
 func (h *homeAssistant) run(ctx context.Context) {
 	for {
 		select {
