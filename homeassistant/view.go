@@ -80,6 +80,13 @@ func (d Discovery) NewView(devs []devices.Device) *View {
 	return v
 }
 
+// showsState reports whether device's entity shows an ha_state: a lock
+// or a cover.
+func (v *View) showsState(device string) bool {
+	c := v.classes[device]
+	return c == devices.Lock || c == devices.Cover
+}
+
 // Availability takes an availability report of device from its bridge
 // (as Hearth mirrors it on <prefix>/<device>/availability). It reports
 // whether it is the first: the device's configs must then be published
@@ -108,7 +115,7 @@ func (v *View) Available(device string) bool {
 // returns the ha_state to publish (retained) if the state the device's
 // lock or cover entity shows changed, else nil.
 func (v *View) Result(r devices.Result) *Config {
-	if c := v.classes[r.Device]; c != devices.Lock && c != devices.Cover {
+	if !v.showsState(r.Device) {
 		return nil
 	}
 	v.mu.Lock()
@@ -130,8 +137,8 @@ func (v *View) Result(r devices.Result) *Config {
 // from its bridge's reports or restored from the store at start) and
 // returns the ha_state to publish, as Result does.
 func (v *View) State(device string, state map[string]any) *Config {
-	if c := v.classes[device]; c != devices.Lock && c != devices.Cover {
-		return nil // nothing shown from it: kept by nobody
+	if !v.showsState(device) {
+		return nil // kept by nobody
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
