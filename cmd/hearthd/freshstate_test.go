@@ -6,7 +6,6 @@ import (
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
-	"github.com/jonboulle/clockwork"
 
 	"github.com/hearthd/hearth/broker"
 	"github.com/hearthd/hearth/simulator"
@@ -37,7 +36,7 @@ func TestRetainedStateOfALockSatisfiesNoAutomationUntilTheFreshRead(t *testing.T
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { b.Close() })
-	clock := clockwork.NewFakeClockAt(t0)
+	clock := newDueClock(t0)
 	const latency = 2 * time.Second // the lock's answers, on the fake clock
 	dir := t.TempDir()
 	h1 := newHarness(t, harnessOptions{dataDir: dir, brokerURL: b.URL(), config: freshStateConfig, clock: clock,

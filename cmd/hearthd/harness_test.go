@@ -13,7 +13,6 @@ import (
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
-	"github.com/jonboulle/clockwork"
 	"go.uber.org/goleak"
 
 	"github.com/hearthd/hearth/config"
@@ -94,7 +93,7 @@ type harness struct {
 	// (a broker user, which may read every topic).
 	watchLogin login
 	cfg        *config.Config
-	clock      *clockwork.FakeClock
+	clock      *dueClock
 	d          *daemon
 	sim        *simulator.Sim
 	stopSim    func()
@@ -203,7 +202,7 @@ func (f *freshReads) received(device string) int {
 type harnessOptions struct {
 	dataDir string
 	faults  simulator.Faults
-	clock   *clockwork.FakeClock
+	clock   *dueClock
 	// brokerURL, if set, is an external broker hearthd connects to instead
 	// of starting its own, so that the broker outlives a restart.
 	brokerURL string
@@ -246,7 +245,7 @@ func newHarness(t testing.TB, o harnessOptions) *harness {
 		o.dataDir = t.TempDir()
 	}
 	if o.clock == nil {
-		o.clock = clockwork.NewFakeClockAt(t0)
+		o.clock = newDueClock(t0)
 	}
 	if o.config == "" {
 		o.config = testConfig
@@ -464,9 +463,26 @@ func (h *harness) noSetsYet() {
 	}
 }
 
-// advance waits until hearthd waits on the fake clock (an attempt timeout
-// or a backoff), then moves the clock by d.
+// advance waits until hearthd (or the simulator) waits on a timer that
+// moving the fake clock by d fires (an attempt timeout, a backoff), then
+// moves the clock by d. A timer due later (a witness read's wait) does
+// not count, so a move meant for a backoff is not made before the
+// backoff is set.
 func (h *harness) advance(d time.Duration) {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), eventWait)
+	defer cancel()
+	if err := h.clock.awaitDue(ctx, d); err != nil {
+		h.t.Fatalf("hearthd never waited on a timer due within %v", d)
+	}
+	h.clock.Advance(d)
+}
+
+// elapse waits until hearthd waits on the fake clock at all, then moves
+// it by d whether or not a timer falls due: for a move short of a timer
+// (to see that nothing happens before it), or one that only lets time
+// pass (towards a TTL, which no timer watches).
+func (h *harness) elapse(d time.Duration) {
 	h.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), eventWait)
 	defer cancel()

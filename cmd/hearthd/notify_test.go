@@ -115,7 +115,7 @@ func TestFailedLockNotifiesTheWebhookHonouringRetryAfter(t *testing.T) {
 		t.Fatalf("first POST %+v, published %s; want at +0s, Bearer tk_test, application/json, both\n%s", first, published, want)
 	}
 
-	h.advance(2*time.Second - time.Millisecond)
+	h.elapse(2*time.Second - time.Millisecond)
 	noPost(t, posts)
 	h.advance(time.Millisecond)
 	second := nextPost(t, posts)

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
-	"github.com/jonboulle/clockwork"
 
 	"github.com/hearthd/hearth/api"
 	"github.com/hearthd/hearth/broker"
@@ -114,7 +113,7 @@ func TestQuarantinedStoreStartsDegradedRefusesOldCommandsUntilAcked(t *testing.T
 	// Subscribed before hearthd starts: the notification is not retained.
 	notes := subscribe(t, b.URL(), "hearth/notifications")
 	watched := subscribe(t, b.URL(), "hearth/bridge/store")
-	clock := clockwork.NewFakeClockAt(t0.Add(time.Hour))
+	clock := newDueClock(t0.Add(time.Hour))
 	logs := newLogTap(t)
 	h2 := newHarness(t, harnessOptions{dataDir: dir, brokerURL: b.URL(), clock: clock, logger: logs.logger()})
 

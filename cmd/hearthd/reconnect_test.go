@@ -154,7 +154,7 @@ func TestWipedBrokerGetsStateAndAvailabilityBackWithinTheRateLimit(t *testing.T)
 		t.Fatalf("the wiped broker still had %s", msg.Topic())
 	default:
 	}
-	h.advance(10 * time.Millisecond) // Hearth's reconnect backoff
+	h.elapse(10 * time.Millisecond) // towards Hearth's reconnect backoff
 
 	// The sweep publishes one mirror per tenth of a second: the first at
 	// once, then one each time the clock moves 100 ms. Move the clock

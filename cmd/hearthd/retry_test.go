@@ -62,7 +62,7 @@ func TestConfiguredPolicySpacesAttempts(t *testing.T) {
 	for attempt, want := range []time.Duration{0, 8 * time.Second, 16 * time.Second} {
 		if attempt > 0 {
 			h.advanceTimeout(5 * time.Second) // attempt timeout
-			h.advance(3*time.Second - 1)      // 1 ns short of the fixed backoff
+			h.elapse(3*time.Second - 1)       // 1 ns short of the fixed backoff
 			h.advance(1)                      // the backoff ends
 		}
 		h.nextSet()

@@ -123,7 +123,7 @@ func TestSleepyStaleCommandsAreNeverDelivered(t *testing.T) {
 	if r := h.result("t21"); r.Status != devices.Queued || r.Reason != devices.ReasonAsleep {
 		t.Fatalf("t21: %s/%s; want queued/asleep", r.Status, r.Reason)
 	}
-	h.advance(59 * time.Minute)
+	h.elapse(59 * time.Minute)
 	h.publish("radiator", `{"current_heating_setpoint":18,"op_id":"t18","ttl":"1h"}`)
 	if r := h.await(func(r devices.Result) bool { return r.OpID == "t21" && r.Status.Terminal() }, "t21's end"); r.Status != devices.Superseded {
 		t.Errorf("t21: %s/%s; want superseded", r.Status, r.Reason)
@@ -168,7 +168,7 @@ func TestSleepyOnlyTheNewestIsDeliveredAtTheWake(t *testing.T) {
 
 	h.publish("radiator", `{"current_heating_setpoint":21,"op_id":"t21","ttl":"1h"}`)
 	h.result("t21")
-	h.advance(10 * time.Minute)
+	h.elapse(10 * time.Minute)
 	h.publish("radiator", `{"current_heating_setpoint":18,"op_id":"t18","ttl":"1h"}`)
 	if r := h.await(func(r devices.Result) bool { return r.OpID == "t21" && r.Status.Terminal() }, "t21's end"); r.Status != devices.Superseded {
 		t.Errorf("t21: %s/%s; want superseded", r.Status, r.Reason)
@@ -180,7 +180,7 @@ func TestSleepyOnlyTheNewestIsDeliveredAtTheWake(t *testing.T) {
 		t.Fatalf("t18: %s; want queued", r.Status)
 	}
 	dev.none()
-	h.advance(20 * time.Minute)
+	h.elapse(20 * time.Minute)
 	woke := h.clock.Now()
 	dev.wake()
 	if m := dev.next(); m.verb != "set" || m.payload["current_heating_setpoint"] != 18.0 || m.at.Before(woke) {
@@ -249,13 +249,13 @@ func TestSleepyUnansweredRequestWaitsForTheNextWake(t *testing.T) {
 	if r := h.result("late"); r.Status != devices.Queued || r.Reason != devices.ReasonAsleep || r.Attempts != 1 {
 		t.Errorf("late after the silent wake: %s/%s after %d attempts; want queued/asleep after 1", r.Status, r.Reason, r.Attempts)
 	}
-	h.advance(10 * time.Second) // past the awake window: nothing more
+	h.elapse(10 * time.Second) // past the awake window: nothing more
 	dev.none()
 
 	dev.mu.Lock()
 	dev.report, dev.answer = true, true
 	dev.mu.Unlock()
-	h.advance(time.Hour)
+	h.elapse(time.Hour)
 	dev.wake()
 	if m := dev.next(); m.verb != "set" || m.payload["current_heating_setpoint"] != 22.0 {
 		t.Fatalf("at the next wake: %s %v; want the set of 22", m.verb, m.payload)
