@@ -5,7 +5,9 @@
 // RegisterAudit), the dead-letter store (GET /api/v1/deadletters, see
 // RegisterDeadLetters) and the store's quarantine (GET /api/v1/store and
 // POST /api/v1/store/ack, see RegisterStore). Authenticate guards all of
-// it with the principals' bearer tokens.
+// it with the principals' bearer tokens. It also serves the operator
+// status page (GET / and /ui/, see RegisterUI), which holds no data and
+// reads everything from /api/v1 with the token its user gives it.
 //
 // It owns the HTTP shapes only: validating, storing and running commands
 // and keeping breakers belong to package dispatcher; it never reads the

@@ -31,7 +31,8 @@ const Realm = "hearth"
 // answered 401 with WWW-Authenticate: Bearer realm="hearth" and
 // {"error":"missing_token"}, one with an unknown token 401 with
 // error="invalid_token" in both, and neither reaches next. Other paths
-// (/healthz, /readyz, /metrics) pass untouched.
+// (/healthz, /readyz, /metrics, and the status page's / and /ui/, see
+// RegisterUI) pass untouched.
 //
 // Requests that pass carry their principal's name (or "" when the API is
 // open) for the handlers of this package; the command endpoints refuse to

@@ -594,6 +594,7 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 	api.RegisterDeadLetters(mux, deadLetterSource{d.store})
 	api.RegisterCommands(mux, d.commandAPI(dp.clock))
 	api.RegisterStore(mux, api.Store{Health: d.storeQ, MayAck: d.mayAckQuarantine, Logger: log.With("component", "api")})
+	api.RegisterUI(mux) // the status page: GET / and /ui/, no data, open
 	d.setHTTPPrincipals(cfg)
 	d.onReload = append(d.onReload, d.setHTTPPrincipals)
 	var httpCtx context.Context

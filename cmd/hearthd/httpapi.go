@@ -19,8 +19,9 @@ import (
 // api.RegisterDeadLetters, api.RegisterCommands, api.RegisterStore, and any
 // route added later under /api/), and api.Authenticate wraps the whole
 // mux, so every path under /api/ needs a principal's bearer token unless
-// http.allow_anonymous, whoever registered it, while health and metrics
-// stay open.
+// http.allow_anonymous, whoever registered it, while health, metrics
+// and the status page (api.RegisterUI: GET / and /ui/, which hold no data
+// and read everything from /api/v1 with the user's token) stay open.
 
 // The HTTP server's limits, which bound what a client costs hearthd
 // whether or not it ever sends a token: a slow or silent client is
