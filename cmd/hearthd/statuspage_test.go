@@ -1,0 +1,286 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/hearthd/hearth/devices"
+	"github.com/hearthd/hearth/simulator"
+)
+
+// updateScreenshot writes docs/status-page.png from
+// TestStatusPageFollowsACommandLive:
+//
+//	go test ./cmd/hearthd -run TestStatusPageFollowsACommandLive -update-screenshot
+var updateScreenshot = flag.Bool("update-screenshot", false, "write docs/status-page.png from the status page's browser test")
+
+// browserWait bounds each wait on the page; a whole browser test stays
+// well under 20 s.
+const browserWait = 10 * time.Second
+
+// chromium returns the path of Debian's chromium. Without one the test is
+// skipped on a developer's machine and fails in CI (CI set), where
+// .ci/run installs it.
+func chromium(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if ci := os.Getenv("CI"); ci != "" && ci != "false" {
+		t.Fatal("no chromium on PATH in CI: .ci/run installs Debian's chromium package")
+	}
+	t.Skip("no chromium on PATH (apt-get install chromium); CI runs this test")
+	return ""
+}
+
+// browser is one headless Chromium tab, and what its console said.
+type browser struct {
+	t   *testing.T
+	ctx context.Context
+
+	mu sync.Mutex
+	// problems are uncaught exceptions and Content-Security-Policy
+	// violations: a page that works has none.
+	problems []string
+}
+
+// newBrowser starts headless Chromium with a window of width×height CSS
+// pixels; the test's cleanup closes it (before the harness stops, as
+// cleanups run last first).
+func newBrowser(t *testing.T, width, height int) *browser {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromium(t)),
+		chromedp.NoSandbox, // root in a container has no user namespace for the sandbox
+		chromedp.WindowSize(width, height),
+		chromedp.Flag("lang", "en-GB"),
+	)
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelTab := chromedp.NewContext(allocCtx, chromedp.WithLogf(t.Logf))
+	b := &browser{t: t, ctx: ctx}
+	if err := chromedp.Do(ctx); err != nil { // starts the browser
+		cancelTab()
+		cancelAlloc()
+		t.Fatalf("start chromium: %v", err)
+	}
+	console := chromedp.Console(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for m, err := range console {
+			if err != nil {
+				return
+			}
+			if m.IsException() || strings.Contains(m.Text, "Content Security Policy") {
+				b.mu.Lock()
+				b.problems = append(b.problems, m.String())
+				b.mu.Unlock()
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		cancelTab()
+		cancelAlloc()
+		<-done
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		for _, p := range b.problems {
+			t.Errorf("the page's console: %s", p)
+		}
+	})
+	return b
+}
+
+// do runs actions in the tab, failing the test on an error.
+func (b *browser) do(what string, actions ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, browserWait)
+	defer cancel()
+	if err := chromedp.Do(ctx, actions...); err != nil {
+		b.t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// until waits until the JavaScript expression cond is true in the page,
+// re-checked on every change of the DOM and every 50 ms.
+func (b *browser) until(what, cond string) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, browserWait)
+	defer cancel()
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](cond, chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(browserWait))); err != nil {
+		b.t.Fatalf("waiting for %s (%s): %v", what, cond, err)
+	}
+}
+
+// eval returns the value of a JavaScript expression in the page.
+func eval[T any](b *browser, expr string) T {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, browserWait)
+	defer cancel()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr))
+	if err != nil {
+		b.t.Fatalf("evaluate %s: %v", expr, err)
+	}
+	return v
+}
+
+// js quotes s as a JavaScript string.
+func js(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// opCell is the expression for the text of the cell of class cls in op's
+// row of the page's command list ("" while there is none).
+func opCell(op, cls string) string {
+	return fmt.Sprintf(`(document.querySelector('#ops tr[data-op=' + CSS.escape(%s) + '] td.%s') || {}).textContent`, js(op), cls)
+}
+
+// deviceAttr is the expression for the value the page shows for attribute
+// attr of device's confirmed state.
+func deviceAttr(device, attr string) string {
+	return fmt.Sprintf(`(document.querySelector('#devices .card[data-device=' + CSS.escape(%s) + '] [data-attr=' + CSS.escape(%s) + '] .v') || {}).textContent`, js(device), js(attr))
+}
+
+// sendFromPage fills the page's command form and sends it.
+func (b *browser) sendFromPage(device, target, opID string) {
+	b.t.Helper()
+	b.do("send "+target+" to "+device+" from the page",
+		chromedp.SetValue("#cmd-device", ""), chromedp.SendKeys("#cmd-device", device),
+		chromedp.SetValue("#cmd-payload", ""), chromedp.SendKeys("#cmd-payload", target),
+		chromedp.SetValue("#cmd-op", ""), chromedp.SendKeys("#cmd-op", opID),
+		chromedp.Click(`#cmd-form button[type="submit"]`))
+}
+
+// The status page, loaded once from a running hearthd with simulated
+// devices, follows a command sent from its own form without a reload: the
+// row shows accepted while the light's answer is held (its latency runs
+// on the fake clock), then succeeded after 1 attempt, and the light's card
+// the state ON it reported; the result topic says the same. A lock command
+// fills the audit trail as it goes; a relative command is shown rejected
+// among the failures. On a 375 px wide phone the page does not scroll
+// sideways.
+func TestStatusPageFollowsACommandLive(t *testing.T) {
+	const latency = time.Second // every simulated answer, on the fake clock
+	h := newHarness(t, harnessOptions{simOnFakeClock: true, faults: simulator.Faults{Latency: latency}})
+	// The lock's answer to the fresh read after the start is held by the
+	// latency: let it through, so that the next move of the clock is the
+	// page's command's.
+	h.eventually("the fresh read of the lock received", func() bool { return h.fresh.received("Front Door") == 1 })
+	h.clock.Advance(latency)
+	h.settle("hall_light", "front_door")
+
+	b := newBrowser(t, 1100, 900)
+	b.do("load the page", chromedp.Navigate("http://"+h.d.httpAddr()+"/"))
+	b.until("the light's card with its state", deviceAttr("hall_light", "state")+` === "OFF"`)
+	b.until("the live event stream", `document.getElementById('conn').dataset.state === 'live'`)
+	if got := eval[bool](b, `document.getElementById('login').hidden`); !got {
+		t.Error("the token prompt shows on an open API")
+	}
+	b.until("the breaker of zigbee", `(document.querySelector('#services tr[data-service="zigbee"] td.breaker') || {}).textContent === 'closed'`)
+
+	b.sendFromPage("hall_light", `{"state":"ON"}`, "page-1")
+	b.until("page-1 accepted", opCell("page-1", "status")+` === "accepted"`)
+	if got := eval[string](b, deviceAttr("hall_light", "state")); got != "OFF" {
+		t.Errorf("while the answer is held the light shows %q; want OFF", got)
+	}
+	h.advance(latency) // the light answers
+	b.until("page-1 succeeded after 1 attempt", opCell("page-1", "status")+` === "succeeded" && `+opCell("page-1", "attempts")+` === "1"`)
+	b.until("the light's new state", deviceAttr("hall_light", "state")+` === "ON"`)
+	if r := h.final("page-1"); r.Status != devices.Succeeded || r.Attempts != 1 || r.State["state"] != "ON" {
+		t.Errorf("page-1 on the result topic: %s/%s after %d attempts, state %v; want succeeded after 1, ON", r.Status, r.Reason, r.Attempts, r.State)
+	}
+
+	// A safety-critical command: its audit entries show as they are made.
+	b.sendFromPage("front_door", "LOCK", "page-lock")
+	b.until("page-lock accepted", opCell("page-lock", "status")+` === "accepted"`)
+	h.advance(latency) // the fresh read's answer
+	h.advance(latency) // the lock's report
+	b.until("page-lock succeeded", opCell("page-lock", "status")+` === "succeeded"`)
+	b.until("the lock's new state", deviceAttr("front_door", "state")+` === "LOCK"`)
+	b.until("page-lock's end in the audit trail", `[...document.querySelectorAll('#audit tbody tr')].some(tr =>
+		tr.textContent.includes('page-lock') && tr.querySelector('td.event').textContent === 'ended: succeeded')`)
+
+	// A relative command is refused at once and listed among the failures.
+	b.sendFromPage("plug", `{"state":"TOGGLE"}`, "page-toggle")
+	b.until("page-toggle rejected", opCell("page-toggle", "status")+` === "rejected"`)
+	b.until("page-toggle among the failures", `!!document.querySelector('#failures tr[data-op="page-toggle"]')`)
+	if got := eval[string](b, `document.getElementById('cmd-result').textContent`); !strings.Contains(got, "relative_command") {
+		t.Errorf("the form says %q; want the reason relative_command", got)
+	}
+	if got := eval[string](b, `document.getElementById('conn').dataset.state`); got != "live" {
+		t.Errorf("the connection shows %q at the end; want live throughout", got)
+	}
+
+	if *updateScreenshot {
+		png, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(100)) // 100: PNG
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join("..", "..", "docs", "status-page.png"), png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// A phone: nothing wider than its screen.
+	b.do("a 375 px phone", chromedp.EmulateViewport(375, 812, chromedp.EmulateMobile))
+	b.until("the phone layout", `window.innerWidth === 375`)
+	if w := eval[int](b, `Math.max(document.documentElement.scrollWidth, document.body.scrollWidth)`); w > 375 {
+		wide := eval[string](b, `[...document.querySelectorAll('body *')].filter(e => e.getBoundingClientRect().right > 375).slice(0, 5).map(e => e.tagName + '.' + e.className + '#' + e.id).join(' ')`)
+		t.Errorf("at 375 px the page is %d px wide: it scrolls sideways (%s)", w, wide)
+	}
+}
+
+// statusPageConfig is testConfig with a principal whose HTTP token may
+// send anything.
+var statusPageConfig = withBridgeAccount(testConfig) + `
+principals:
+  phone:
+    http_token: phone-token-0123456789ab
+    allow: {"*": ["*"]}
+`
+
+// With principals configured, the page asks for a token and shows no
+// device, breaker or command without one, nor with a wrong one; with the
+// principal's token it shows them, keeps the token for the tab
+// (sessionStorage) across a reload, and forgets it on request.
+func TestStatusPageAsksForAToken(t *testing.T) {
+	h := newHarness(t, harnessOptions{config: statusPageConfig, simLogin: bridgeLogin, automationLogin: bridgeLogin})
+	if status, _, body := h.call("POST", "/api/v1/devices/plug/commands", "phone-token-0123456789ab", `{"state":"ON","op_id":"before"}`); status != 202 {
+		t.Fatalf("POST with the token: %d %s", status, body)
+	}
+	b := newBrowser(t, 1000, 800)
+	b.do("load the page", chromedp.Navigate("http://"+h.d.httpAddr()+"/"), chromedp.WaitVisible("#login"))
+	noData := `document.getElementById('data').hidden && document.querySelectorAll('#devices .card, #services tbody tr, #ops tbody tr').length === 0 && !document.body.innerText.includes('hall_light')`
+	b.until("the token prompt and no data", noData+` && document.getElementById('conn').dataset.state === 'signed-out'`)
+
+	b.do("a wrong token", chromedp.SendKeys("#token", "phone-token-0123456789aX"), chromedp.Click(`#login-form button[type="submit"]`))
+	b.until("the wrong token refused", `document.getElementById('login-msg').className === 'refused' && !document.getElementById('login').hidden`)
+	b.until("still no data", noData)
+	if got := eval[string](b, `sessionStorage.getItem('hearth.token') || ''`); got != "" {
+		t.Errorf("the refused token is kept: %q", got)
+	}
+
+	b.do("the right token", chromedp.SendKeys("#token", "phone-token-0123456789ab"), chromedp.Click(`#login-form button[type="submit"]`))
+	b.until("the devices", deviceAttr("hall_light", "state")+` === "OFF" && document.getElementById('login').hidden`)
+	b.until("the breakers and the command", `!!document.querySelector('#services tr[data-service="zigbee"]') && !!document.querySelector('#ops tr[data-op="before"]')`)
+
+	b.do("reload", chromedp.Reload())
+	b.until("the devices after a reload, with the kept token", deviceAttr("hall_light", "state")+` === "OFF"`)
+
+	b.do("forget the token", chromedp.Click("#signout"))
+	b.until("the prompt again, and no data", noData+` && !document.getElementById('login').hidden && sessionStorage.getItem('hearth.token') === null`)
+}
