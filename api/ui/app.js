@@ -45,14 +45,19 @@
   }
 
   // api fetches path from hearthd with the token; a 401 asks for one.
+  // Only a request of the current session changes the page: the answers
+  // to the other requests of a refused token find the prompt up already.
   async function api(path, opts = {}) {
+    const gen = session;
+    const sent = token;
     const headers = new Headers(opts.headers || {});
-    if (token) headers.set('Authorization', 'Bearer ' + token);
+    if (sent) headers.set('Authorization', 'Bearer ' + sent);
     const resp = await fetch(path, { ...opts, headers, cache: 'no-store', credentials: 'omit' });
     if (resp.status === 401) {
-      let code = '';
-      try { code = (await resp.json()).error || ''; } catch (_) { /* not JSON */ }
-      needToken(token ? 'That token was refused (' + (code || 'unauthorized') + '). Give another.' : '');
+      if (gen === session) {
+        const why = resp.headers.get('WWW-Authenticate') || '';
+        needToken(sent ? 'That token was refused' + (why.includes('invalid_token') ? ' (unknown token)' : '') + '. Give another.' : '');
+      }
       throw new AuthError('unauthorized');
     }
     return resp;
@@ -80,9 +85,11 @@
     return e;
   }
 
-  function badge(value, extra) {
+  // badge shows value (or text) in a pill whose class is value, which the
+  // style sheet colours: succeeded, open, online, ….
+  function badge(value, extra, text) {
     const v = value === undefined || value === null || value === '' ? '—' : String(value);
-    return el('span', { class: 'badge ' + v.replace(/[^a-z_]/gi, '') + (extra ? ' ' + extra : ''), text: v });
+    return el('span', { class: 'badge ' + v.replace(/[^a-z_]/gi, '') + (extra ? ' ' + extra : ''), text: text || v });
   }
 
   function td(label, content, cls) {
@@ -92,12 +99,16 @@
     return cell;
   }
 
+  // when shows an RFC 3339 time in local time: 19:00:04 today,
+  // 2026-11-29 19:00:04 another day.
   function when(s) {
     if (!s) return '—';
     const d = new Date(s);
     if (isNaN(d) || d.getUTCFullYear() < 1971) return '—';
-    const now = new Date();
-    return d.toDateString() === now.toDateString() ? d.toLocaleTimeString() : d.toLocaleString();
+    const p = (n) => String(n).padStart(2, '0');
+    const time = `${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())}`;
+    if (d.toDateString() === new Date().toDateString()) return time;
+    return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())} ${time}`;
   }
 
   function timeCell(label, s) {
@@ -122,7 +133,11 @@
       u.textContent = notes.error ? 'Not available: ' + notes.error.message : '';
     }
     const e = $('.empty', s);
-    if (e && 'empty' in notes) e.hidden = !notes.empty;
+    if (e && 'empty' in notes) {
+      e.hidden = !notes.empty;
+      const table = $('table', s);
+      if (table) table.hidden = !!notes.empty;
+    }
   }
 
   // ---- rendering ----
@@ -163,9 +178,9 @@
       if (awake && lease.until) span.append(el('span', { class: 'note', text: ' until ' + when(lease.until) }));
       badges.append(span);
     }
-    if (d.breaker) badges.append(el('span', { class: 'breaker', title: 'breaker of ' + (d.service || 'its service') }, badge(d.breaker)));
+    if (d.breaker) badges.append(el('span', { class: 'breaker', title: 'the breaker of ' + (d.service || 'its service') }, badge(d.breaker, '', 'breaker ' + d.breaker)));
     const pending = Number(d.pending) || 0;
-    badges.append(el('span', { class: 'pending-count' }, badge(pending + ' pending', pending ? 'pending' : '')));
+    badges.append(el('span', { class: 'pending-count' }, badge(pending ? 'pending' : 'none', '', pending + ' pending')));
     card.append(badges);
 
     const st = d.state;
@@ -227,7 +242,7 @@
         timeCell('Accepted', o.accepted_at || o.first_at),
         td('op_id', o.op_id, 'mono'),
         td('Device', o.device),
-        td('Target', compact(o.target), 'mono'),
+        td('Target', compact(o.target), 'mono target'),
         td('Status', badge(o.status), 'status'),
         td('Attempts', o.attempts ?? 0, 'attempts'),
         td('Reason', o.reason ? o.reason + (o.detail ? ': ' + o.detail : '') : ''),
@@ -271,7 +286,7 @@
         timeCell('Ended', d.updated_at),
         td('Device', d.device),
         td('op_id', d.op_id, 'mono'),
-        td('Target', compact(d.target), 'mono'),
+        td('Target', compact(d.target), 'mono target'),
         td('Status', badge(d.status), 'status'),
         td('Reason', d.reason ? d.reason + (d.detail ? ': ' + d.detail : '') : '')));
     }

@@ -19,8 +19,8 @@ import (
 	"github.com/hearthd/hearth/simulator"
 )
 
-// updateScreenshot writes docs/status-page.png from
-// TestStatusPageFollowsACommandLive:
+// updateScreenshot writes docs/status-page.png and status-page-phone.png
+// from TestStatusPageFollowsACommandLive:
 //
 //	go test ./cmd/hearthd -run TestStatusPageFollowsACommandLive -update-screenshot
 var updateScreenshot = flag.Bool("update-screenshot", false, "write docs/status-page.png from the status page's browser test")
@@ -121,7 +121,8 @@ func (b *browser) until(what, cond string) {
 	ctx, cancel := context.WithTimeout(b.ctx, browserWait)
 	defer cancel()
 	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](cond, chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(browserWait))); err != nil {
-		b.t.Fatalf("waiting for %s (%s): %v", what, cond, err)
+		shown, _ := chromedp.Run(b.ctx, chromedp.Evaluate[string](`document.body.innerText`))
+		b.t.Fatalf("waiting for %s (%s): %v; the page shows:\n%s", what, cond, err, shown)
 	}
 }
 
@@ -135,6 +136,27 @@ func eval[T any](b *browser, expr string) T {
 		b.t.Fatalf("evaluate %s: %v", expr, err)
 	}
 	return v
+}
+
+// screenshot writes the page (the whole of it, or the screen's view of
+// its top) to docs/name as a PNG when the test runs with
+// -update-screenshot.
+func (b *browser) screenshot(name string, whole bool) {
+	b.t.Helper()
+	if !*updateScreenshot {
+		return
+	}
+	shot := chromedp.CaptureScreenshot()
+	if whole {
+		shot = chromedp.FullScreenshot(100) // 100: PNG
+	}
+	png, err := chromedp.Run(b.ctx, shot)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join("..", "..", "docs", name), png, 0o644); err != nil {
+		b.t.Fatal(err)
+	}
 }
 
 // js quotes s as a JavaScript string.
@@ -159,9 +181,9 @@ func deviceAttr(device, attr string) string {
 func (b *browser) sendFromPage(device, target, opID string) {
 	b.t.Helper()
 	b.do("send "+target+" to "+device+" from the page",
-		chromedp.SetValue("#cmd-device", ""), chromedp.SendKeys("#cmd-device", device),
-		chromedp.SetValue("#cmd-payload", ""), chromedp.SendKeys("#cmd-payload", target),
-		chromedp.SetValue("#cmd-op", ""), chromedp.SendKeys("#cmd-op", opID),
+		chromedp.SetValue("#cmd-device", device),
+		chromedp.SetValue("#cmd-payload", target),
+		chromedp.SetValue("#cmd-op", opID),
 		chromedp.Click(`#cmd-form button[type="submit"]`))
 }
 
@@ -205,14 +227,14 @@ func TestStatusPageFollowsACommandLive(t *testing.T) {
 	}
 
 	// A safety-critical command: its audit entries show as they are made.
-	b.sendFromPage("front_door", "LOCK", "page-lock")
-	b.until("page-lock accepted", opCell("page-lock", "status")+` === "accepted"`)
+	b.sendFromPage("front_door", "UNLOCK", "page-unlock")
+	b.until("page-unlock accepted", opCell("page-unlock", "status")+` === "accepted"`)
 	h.advance(latency) // the fresh read's answer
 	h.advance(latency) // the lock's report
-	b.until("page-lock succeeded", opCell("page-lock", "status")+` === "succeeded"`)
-	b.until("the lock's new state", deviceAttr("front_door", "state")+` === "LOCK"`)
-	b.until("page-lock's end in the audit trail", `[...document.querySelectorAll('#audit tbody tr')].some(tr =>
-		tr.textContent.includes('page-lock') && tr.querySelector('td.event').textContent === 'ended: succeeded')`)
+	b.until("page-unlock succeeded", opCell("page-unlock", "status")+` === "succeeded"`)
+	b.until("the lock's new state", deviceAttr("front_door", "state")+` === "UNLOCK"`)
+	b.until("page-unlock's end in the audit trail", `[...document.querySelectorAll('#audit tbody tr')].some(tr =>
+		tr.textContent.includes('page-unlock') && tr.querySelector('td.event').textContent === 'ended: succeeded')`)
 
 	// A relative command is refused at once and listed among the failures.
 	b.sendFromPage("plug", `{"state":"TOGGLE"}`, "page-toggle")
@@ -225,15 +247,7 @@ func TestStatusPageFollowsACommandLive(t *testing.T) {
 		t.Errorf("the connection shows %q at the end; want live throughout", got)
 	}
 
-	if *updateScreenshot {
-		png, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(100)) // 100: PNG
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join("..", "..", "docs", "status-page.png"), png, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	b.screenshot("status-page.png", true)
 
 	// A phone: nothing wider than its screen.
 	b.do("a 375 px phone", chromedp.EmulateViewport(375, 812, chromedp.EmulateMobile))
@@ -242,6 +256,7 @@ func TestStatusPageFollowsACommandLive(t *testing.T) {
 		wide := eval[string](b, `[...document.querySelectorAll('body *')].filter(e => e.getBoundingClientRect().right > 375).slice(0, 5).map(e => e.tagName + '.' + e.className + '#' + e.id).join(' ')`)
 		t.Errorf("at 375 px the page is %d px wide: it scrolls sideways (%s)", w, wide)
 	}
+	b.screenshot("status-page-phone.png", false)
 }
 
 // statusPageConfig is testConfig with a principal whose HTTP token may
