@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 
 	"github.com/hearthd/hearth/devices"
@@ -187,6 +188,24 @@ func (b *browser) sendFromPage(device, target, opID string) {
 		chromedp.Click(`#cmd-form button[type="submit"]`))
 }
 
+// latency is how long every simulated device takes to answer in the
+// status page's tests, on the fake clock: a command stays accepted until
+// the test moves the clock.
+const latency = time.Second
+
+// newPageHarness is a hearthd with simulated devices whose answers take
+// latency, settled: the next move of the clock is a test's command's.
+func newPageHarness(t *testing.T) *harness {
+	t.Helper()
+	h := newHarness(t, harnessOptions{simOnFakeClock: true, faults: simulator.Faults{Latency: latency}})
+	// The lock's answer to the fresh read after the start is held by the
+	// latency: let it through.
+	h.eventually("the fresh read of the lock received", func() bool { return h.fresh.received("Front Door") == 1 })
+	h.clock.Advance(latency)
+	h.settle("hall_light", "front_door")
+	return h
+}
+
 // The status page, loaded once from a running hearthd with simulated
 // devices, follows a command sent from its own form without a reload: the
 // row shows accepted while the light's answer is held (its latency runs
@@ -196,15 +215,7 @@ func (b *browser) sendFromPage(device, target, opID string) {
 // among the failures. On a 375 px wide phone the page does not scroll
 // sideways.
 func TestStatusPageFollowsACommandLive(t *testing.T) {
-	const latency = time.Second // every simulated answer, on the fake clock
-	h := newHarness(t, harnessOptions{simOnFakeClock: true, faults: simulator.Faults{Latency: latency}})
-	// The lock's answer to the fresh read after the start is held by the
-	// latency: let it through, so that the next move of the clock is the
-	// page's command's.
-	h.eventually("the fresh read of the lock received", func() bool { return h.fresh.received("Front Door") == 1 })
-	h.clock.Advance(latency)
-	h.settle("hall_light", "front_door")
-
+	h := newPageHarness(t)
 	b := newBrowser(t, 1100, 900)
 	b.do("load the page", chromedp.Navigate("http://"+h.d.httpAddr()+"/"))
 	b.until("the light's card with its state", deviceAttr("hall_light", "state")+` === "OFF"`)
@@ -298,4 +309,67 @@ func TestStatusPageAsksForAToken(t *testing.T) {
 
 	b.do("forget the token", chromedp.Click("#signout"))
 	b.until("the prompt again, and no data", noData+` && !document.getElementById('login').hidden && sessionStorage.getItem('hearth.token') === null`)
+}
+
+// When GET /api/v1/events cannot be had (here the browser blocks it), the
+// page says it polls, and still follows a command from its form to its
+// end, and the light's new state, without a reload.
+func TestStatusPagePollsWhileTheStreamIsDown(t *testing.T) {
+	h := newPageHarness(t)
+	b := newBrowser(t, 1000, 800)
+	if _, err := chromedp.Call(b.ctx, network.SetBlockedURLs, network.SetBlockedURLsParams{
+		URLPatterns: []*network.BlockPattern{{URLPattern: "*://*:*/api/v1/events", Block: true}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	b.do("load the page", chromedp.Navigate("http://"+h.d.httpAddr()+"/"))
+	b.until("the light's state", deviceAttr("hall_light", "state")+` === "OFF"`)
+	b.until("the page saying it polls", `document.getElementById('conn').dataset.state === 'polling'`)
+
+	b.sendFromPage("hall_light", "ON", "poll-1")
+	b.until("poll-1 accepted", opCell("poll-1", "status")+` === "accepted"`)
+	h.advance(latency)
+	b.until("poll-1 succeeded", opCell("poll-1", "status")+` === "succeeded" && `+opCell("poll-1", "attempts")+` === "1"`)
+	b.until("the light's new state", deviceAttr("hall_light", "state")+` === "ON"`)
+	if got := eval[string](b, `document.getElementById('conn').dataset.state`); got != "polling" {
+		t.Errorf("the connection shows %q with the stream blocked; want polling", got)
+	}
+}
+
+// A device's report is outside input: markup in it is shown as text, and
+// nothing of it runs or becomes an element.
+func TestStatusPageShowsMarkupAsText(t *testing.T) {
+	h := newPageHarness(t)
+	b := newBrowser(t, 1000, 800)
+	b.do("load the page", chromedp.Navigate("http://"+h.d.httpAddr()+"/"))
+	b.until("the light's state", deviceAttr("hall_light", "state")+` === "OFF"`)
+	const evil = `<img src=x onerror="document.title='owned'"><b>bold</b>`
+	report, _ := json.Marshal(map[string]any{"state": "OFF", "brightness": 0, "color_temp": 250, "label": evil})
+	mustToken(t, h.client.Publish("zigbee2mqtt/"+address(h.cfg, "hall_light"), 1, false, report))
+	b.until("the label, as text", deviceAttr("hall_light", "label")+` === `+js(evil))
+	if n := eval[int](b, `document.querySelectorAll('#devices img, #devices b').length`); n != 0 {
+		t.Errorf("the report made %d elements in the page", n)
+	}
+	if title := eval[string](b, `document.title`); title != "Hearth" {
+		t.Errorf("the page's title is %q: the report's script ran", title)
+	}
+}
+
+// The page's SSE parser (WHATWG HTML 9.2.6) reads events whatever the
+// chunks: a line split anywhere, \r\n split between chunks, CR or LF
+// line ends, multi-line data, comments and a field without a space.
+func TestStatusPageParsesEventStreams(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	b := newBrowser(t, 800, 600)
+	b.do("load the page", chromedp.Navigate("http://"+h.d.httpAddr()+"/"), chromedp.WaitReady("#conn"))
+	got := eval[string](b, `(() => {
+		const seen = [];
+		const p = new window.HearthSSEParser((type, data) => seen.push(type + '=' + data), (c) => seen.push('comment=' + c));
+		for (const chunk of [': keepalive\n', 'event: res', 'ult\r', '\ndata: {"a":1}\r\n', '\r\n',
+			'data:x\ndata: y\n\n', 'event: state\rdata: {}\r\r', 'event: lost\n\n', 'data: tail']) p.push(chunk);
+		return seen.join('|');
+	})()`)
+	if want := "comment=keepalive|result={\"a\":1}|message=x\ny|state={}"; got != want {
+		t.Errorf("parsed %q; want %q", got, want)
+	}
 }
