@@ -215,6 +215,7 @@ func newPageHarness(t *testing.T) *harness {
 // among the failures. On a 375 px wide phone the page does not scroll
 // sideways.
 func TestStatusPageFollowsACommandLive(t *testing.T) {
+	chromium(t) // skip before starting anything
 	h := newPageHarness(t)
 	b := newBrowser(t, 1100, 900)
 	b.do("load the page", chromedp.Navigate("http://"+h.d.httpAddr()+"/"))
@@ -284,6 +285,7 @@ principals:
 // principal's token it shows them, keeps the token for the tab
 // (sessionStorage) across a reload, and forgets it on request.
 func TestStatusPageAsksForAToken(t *testing.T) {
+	chromium(t) // skip before starting anything
 	h := newHarness(t, harnessOptions{config: statusPageConfig, simLogin: bridgeLogin, automationLogin: bridgeLogin})
 	if status, _, body := h.call("POST", "/api/v1/devices/plug/commands", "phone-token-0123456789ab", `{"state":"ON","op_id":"before"}`); status != 202 {
 		t.Fatalf("POST with the token: %d %s", status, body)
@@ -315,6 +317,7 @@ func TestStatusPageAsksForAToken(t *testing.T) {
 // page says it polls, and still follows a command from its form to its
 // end, and the light's new state, without a reload.
 func TestStatusPagePollsWhileTheStreamIsDown(t *testing.T) {
+	chromium(t) // skip before starting anything
 	h := newPageHarness(t)
 	b := newBrowser(t, 1000, 800)
 	if _, err := chromedp.Call(b.ctx, network.SetBlockedURLs, network.SetBlockedURLsParams{
@@ -339,6 +342,7 @@ func TestStatusPagePollsWhileTheStreamIsDown(t *testing.T) {
 // A device's report is outside input: markup in it is shown as text, and
 // nothing of it runs or becomes an element.
 func TestStatusPageShowsMarkupAsText(t *testing.T) {
+	chromium(t) // skip before starting anything
 	h := newPageHarness(t)
 	b := newBrowser(t, 1000, 800)
 	b.do("load the page", chromedp.Navigate("http://"+h.d.httpAddr()+"/"))
@@ -359,6 +363,7 @@ func TestStatusPageShowsMarkupAsText(t *testing.T) {
 // chunks: a line split anywhere, \r\n split between chunks, CR or LF
 // line ends, multi-line data, comments and a field without a space.
 func TestStatusPageParsesEventStreams(t *testing.T) {
+	chromium(t) // skip before starting anything
 	h := newHarness(t, harnessOptions{})
 	b := newBrowser(t, 800, 600)
 	b.do("load the page", chromedp.Navigate("http://"+h.d.httpAddr()+"/"), chromedp.WaitReady("#conn"))
