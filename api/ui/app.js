@@ -211,6 +211,9 @@
       return;
     }
     change(d);
+    // A sleepy device's lease changes with what it sends, and no event
+    // says so: ask for it.
+    if (d.sleepy) wantRefresh('devices');
     const old = $('#devices .card[data-device="' + CSS.escape(id) + '"]');
     if (old) old.replaceWith(renderDevice(d));
     else renderDevices();
