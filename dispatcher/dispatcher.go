@@ -250,8 +250,10 @@ type Dispatcher struct {
 	rand                      retry.Rand // safe for concurrent use
 	lostDedup                 LostDedup
 
-	devices  map[string]*deviceQueue
-	services map[string]*Service
+	devices map[string]*deviceQueue
+	// deviceIDs lists the devices in Options order.
+	deviceIDs []string
+	services  map[string]*Service
 	// serviceNames lists the services in Options order.
 	serviceNames []string
 	intake       chan Request
@@ -373,6 +375,7 @@ func New(opts Options) (*Dispatcher, error) {
 		}
 		q := newDeviceQueue(d, dev, svc)
 		d.devices[dev.ID] = q
+		d.deviceIDs = append(d.deviceIDs, dev.ID)
 		if svc.silence != nil && witnessClass(dev.Class) && !dev.Sleep.Sleepy {
 			svc.silence.witnesses = append(svc.silence.witnesses, q)
 		}

@@ -590,6 +590,7 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 	d.health.Register(mux)
 	d.metrics.Register(mux)
 	api.Register(mux, disp)
+	api.RegisterDevices(mux, disp)
 	api.RegisterAudit(mux, auditSource{d.store})
 	api.RegisterDeadLetters(mux, deadLetterSource{d.store})
 	api.RegisterCommands(mux, d.commandAPI(dp.clock))
@@ -599,7 +600,7 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 	var httpCtx context.Context
 	httpCtx, d.endHTTP = context.WithCancel(context.Background())
 	var served net.Listener
-	d.httpSrv, served = newHTTPServer(api.Authenticate(&d.principals, mux), d.httpLn, dp.httpLimits) // see httpapi.go
+	d.httpSrv, served = newHTTPServer(api.Authenticate(&d.principals, api.JSONErrors(mux)), d.httpLn, dp.httpLimits) // see httpapi.go
 	d.httpSrv.BaseContext = func(net.Listener) context.Context { return httpCtx }
 	scheme := "http"
 	if cfg.HTTP.TLS.CertFile != "" {
