@@ -84,14 +84,8 @@ func (p paged[T]) parse(v url.Values) (pageQuery, error) {
 		known = append(known, f.name)
 	}
 	known = append(known, "after", "since", "limit", "newest")
-	for _, name := range slices.Sorted(maps.Keys(v)) {
-		vals := v[name]
-		if !slices.Contains(known, name) {
-			return q, fmt.Errorf("%s: unknown parameter (known: %s)", name, strings.Join(known, ", "))
-		}
-		if len(vals) > 1 {
-			return q, fmt.Errorf("%s: given %d times; give it once", name, len(vals))
-		}
+	if err := checkParams(v, known); err != nil {
+		return q, err
 	}
 	for _, f := range p.filters {
 		if s := v.Get(f.name); s != "" && f.check != nil {
@@ -129,4 +123,18 @@ func (p paged[T]) parse(v url.Values) (pageQuery, error) {
 		q.newest = b
 	}
 	return q, nil
+}
+
+// checkParams refuses a parameter of v that is not one of known, and one
+// given more than once; its error starts with the parameter's name.
+func checkParams(v url.Values, known []string) error {
+	for _, name := range slices.Sorted(maps.Keys(v)) {
+		if !slices.Contains(known, name) {
+			return fmt.Errorf("%s: unknown parameter (known: %s)", name, strings.Join(known, ", "))
+		}
+		if n := len(v[name]); n > 1 {
+			return fmt.Errorf("%s: given %d times; give it once", name, n)
+		}
+	}
+	return nil
 }

@@ -604,6 +604,10 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 	api.Register(mux, disp)
 	api.RegisterDevices(mux, disp)
 	api.RegisterEvents(mux, d.events, disp)
+	// A principal allowed every device lists every principal's commands;
+	// another, its own.
+	api.RegisterOps(mux, api.OpsList{Source: opsSource{d.store}, Logger: log.With("component", "api"),
+		SeesAll: func(principal string) bool { return d.mayAckQuarantine(principal) == nil }})
 	api.RegisterAudit(mux, auditSource{d.store})
 	api.RegisterDeadLetters(mux, deadLetterSource{d.store})
 	api.RegisterCommands(mux, d.commandAPI(dp.clock))
