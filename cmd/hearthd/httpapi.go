@@ -36,7 +36,8 @@ const (
 	httpReadTimeout = 30 * time.Second
 	// httpWriteTimeout bounds a response from the end of its request's
 	// headers; GET /api/v1/ops/{op_id}?wait= moves its own deadline out by
-	// its wait (api.MaxWait at most), so a long poll still answers.
+	// its wait (api.MaxWait at most), as does POST .../commands?wait=, so a
+	// long poll still answers; an event stream sets a deadline per write.
 	httpWriteTimeout = 30 * time.Second
 	// httpIdleTimeout closes a keep-alive connection idle this long.
 	httpIdleTimeout = 2 * time.Minute

@@ -192,3 +192,18 @@ func TestHTTPOpsListIsThePrincipals(t *testing.T) {
 		t.Errorf("phone (every device) sees %s; want both", body)
 	}
 }
+
+// POST ?wait= answers with the terminal result in one call: the light is
+// sent ON, reports it, and the answer is 200 succeeded.
+func TestHTTPPostWaitAnswersSucceeded(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	h.settle("hall_light")
+	status, header, body := h.call("POST", "/api/v1/devices/hall_light/commands?wait=10s", "", `{"state":"ON","op_id":"pw-1"}`)
+	r := decodeResult(t, body)
+	if status != http.StatusOK || r.Status != devices.Succeeded || r.Attempts != 1 || r.State["state"] != "ON" || header.Get("Location") != "/api/v1/ops/pw-1" {
+		t.Fatalf("POST ?wait=10s: %d %s; want 200 succeeded after 1 attempt", status, body)
+	}
+	if set := h.nextSet(); set.Device != "hall_light" {
+		t.Errorf("the set went to %s", set.Device)
+	}
+}
