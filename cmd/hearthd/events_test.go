@@ -158,8 +158,9 @@ func TestHTTPEventsNeedAToken(t *testing.T) {
 func TestHTTPEventsEndAtStop(t *testing.T) {
 	h := newHarness(t, harnessOptions{})
 	events, _ := h.stream("/api/v1/events", "")
+	h.stopAutomation() // before the broker goes: no client left reconnecting
 	stopped := make(chan struct{})
-	go func() { defer close(stopped); h.d.stop() }()
+	go func() { defer close(stopped); h.stopHearth() }()
 	select {
 	case <-stopped:
 	case <-time.After(eventWait):
