@@ -144,7 +144,10 @@ type Options struct {
 	// OnState, if set, is called with a device's state each time the
 	// dispatcher mirrors it on <prefix>/<device> (a report, retained or
 	// live, merged into what was known), after it is queued for
-	// publishing. It runs on the reporting goroutine and must not block.
+	// publishing, and before the result of a command the report
+	// confirms is published (it is called under the device's lock). It
+	// runs on the reporting goroutine, must not block and must not call
+	// the dispatcher.
 	OnState func(device string, state map[string]any)
 	// OnAvailability, if set, is called with each availability of a
 	// device its bridge reports, as the dispatcher mirrors it on

@@ -76,8 +76,8 @@ func (h *harness) nextEvent(events <-chan sseEvent) sseEvent {
 }
 
 // A command published through the broker is followed on GET
-// /api/v1/events: its accepted and then its succeeded result, and the
-// light's new state, as the dispatcher published them; a stream with
+// /api/v1/events: its accepted result, the light's new state, then its
+// succeeded result, in the order of the MQTT topics; a stream with
 // ?device=plug sees none of it, only the plug's own command.
 func TestHTTPEventsFollowACommand(t *testing.T) {
 	h := newHarness(t, harnessOptions{})
@@ -111,7 +111,12 @@ func TestHTTPEventsFollowACommand(t *testing.T) {
 			if err := json.Unmarshal([]byte(ev.data), &s); err != nil || s.Device != "hall_light" {
 				t.Fatalf("state event %s", ev.data)
 			}
-			sawState = s.State["state"] == "ON" && s.State["brightness"] == 77.0
+			if s.State["state"] == "ON" && s.State["brightness"] == 77.0 {
+				sawState = true
+				if len(statuses) != 1 {
+					t.Errorf("the light's new state came after results %v; want it between accepted and succeeded", statuses)
+				}
+			}
 		default:
 			t.Fatalf("unexpected event %+v", ev)
 		}
