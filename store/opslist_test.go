@@ -1,6 +1,7 @@
 package store
 
 import (
+	"strconv"
 	"testing"
 	"time"
 
@@ -63,5 +64,33 @@ func TestOpsNewestFirstPagedAndFiltered(t *testing.T) {
 		if got := ids(ops); got != c.want || more != c.more {
 			t.Errorf("%s: %q more %v; want %q more %v", c.name, got, more, c.want, c.more)
 		}
+	}
+}
+
+// The cost of a listing: every stored op is read and decoded, whatever
+// the page (see Ops); status=pending reads the pending ones only.
+func BenchmarkOpsListing10k(b *testing.B) {
+	s := openStore(b, "", hooks{})
+	ops := make([]devices.Op, 10000)
+	for i := range ops {
+		ops[i] = newOp("op-" + strconv.Itoa(i))
+		if i%100 != 0 {
+			ops[i].Status = devices.Succeeded
+		}
+	}
+	if err := s.Save(ops...); err != nil {
+		b.Fatal(err)
+	}
+	for _, q := range []struct {
+		name string
+		q    OpsQuery
+	}{{"newest50", OpsQuery{Limit: 50}}, {"pending50", OpsQuery{Pending: true, Limit: 50}}} {
+		b.Run(q.name, func(b *testing.B) {
+			for b.Loop() {
+				if _, _, err := s.Ops(q.q); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
