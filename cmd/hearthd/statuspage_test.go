@@ -210,7 +210,9 @@ func newPageHarness(t *testing.T) *harness {
 // devices, follows a command sent from its own form without a reload: the
 // row shows accepted while the light's answer is held (its latency runs
 // on the fake clock), then succeeded after 1 attempt, and the light's card
-// the state ON it reported; the result topic says the same. A lock command
+// the state ON it reported; the result topic says the same. A command
+// an automation publishes over MQTT shows up and ends the same way. An
+// unlock
 // fills the audit trail as it goes; a relative command is shown rejected
 // among the failures. On a 375 px wide phone the page does not scroll
 // sideways.
@@ -237,6 +239,13 @@ func TestStatusPageFollowsACommandLive(t *testing.T) {
 	if r := h.final("page-1"); r.Status != devices.Succeeded || r.Attempts != 1 || r.State["state"] != "ON" {
 		t.Errorf("page-1 on the result topic: %s/%s after %d attempts, state %v; want succeeded after 1, ON", r.Status, r.Reason, r.Attempts, r.State)
 	}
+
+	// A command from an automation, over MQTT, shows up as it goes too.
+	h.publish("plug", `{"state":"ON","op_id":"automation-1"}`)
+	b.until("automation-1 accepted", opCell("automation-1", "status")+` === "accepted"`)
+	h.advance(latency)
+	b.until("automation-1 succeeded", opCell("automation-1", "status")+` === "succeeded"`)
+	b.until("the plug's new state", deviceAttr("plug", "state")+` === "ON"`)
 
 	// A safety-critical command: its audit entries show as they are made.
 	b.sendFromPage("front_door", "UNLOCK", "page-unlock")
