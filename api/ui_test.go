@@ -116,3 +116,29 @@ func TestStatusPageServesOnlyItsFiles(t *testing.T) {
 		}
 	}
 }
+
+// Any file name under /ui/ is served only if it is one of the page's
+// files, and answered 404 not_found otherwise; nothing panics.
+func FuzzStatusPagePath(f *testing.F) {
+	for _, seed := range []string{"app.js", "style.css", "index.html", "", ".", "..", "../ui.go", "ui/app.js", "/app.js", "app.js/", "./app.js", "a\x00b", "%2e%2e"} {
+		f.Add(seed)
+	}
+	files := map[string]bool{"index.html": true, "app.js": true, "style.css": true}
+	f.Fuzz(func(t *testing.T, name string) {
+		r := httptest.NewRequest("GET", "/ui/x", nil)
+		r.URL.Path = "/ui/" + name
+		rec := httptest.NewRecorder()
+		serveUIFile(rec, r, name)
+		switch {
+		case files[name]:
+			if rec.Code != http.StatusOK {
+				t.Errorf("%q: %d; want 200", name, rec.Code)
+			}
+		case rec.Code != http.StatusNotFound || !strings.HasPrefix(rec.Body.String(), `{"error":"not_found",`):
+			t.Errorf("%q: %d %.80s; want 404 not_found", name, rec.Code, rec.Body.String())
+		}
+		if rec.Header().Get("Content-Security-Policy") != UIContentSecurityPolicy {
+			t.Errorf("%q: no Content-Security-Policy", name)
+		}
+	})
+}
