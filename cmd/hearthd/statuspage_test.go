@@ -16,6 +16,7 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 
+	"github.com/hearthd/hearth/api"
 	"github.com/hearthd/hearth/devices"
 	"github.com/hearthd/hearth/simulator"
 )
@@ -386,4 +387,29 @@ func TestStatusPageParsesEventStreams(t *testing.T) {
 	if want := "comment=keepalive|result={\"a\":1}|message=x\ny|state={}"; got != want {
 		t.Errorf("parsed %q; want %q", got, want)
 	}
+}
+
+// A stream hearthd ends (here a burst of events the page cannot keep up
+// with: event: dropped) is followed again after a short backoff, and the
+// page reads the state anew rather than trust what it saw of the burst.
+func TestStatusPageReconnectsAfterTheStreamEnds(t *testing.T) {
+	chromium(t) // skip before starting anything
+	h := newHarness(t, harnessOptions{})
+	h.settle("hall_light")
+	b := newBrowser(t, 1000, 800)
+	b.do("load the page", chromedp.Navigate("http://"+h.d.httpAddr()+"/"))
+	b.until("the light's state", deviceAttr("hall_light", "state")+` === "OFF"`)
+	b.until("the live event stream", `document.getElementById('conn').dataset.state === 'live'`)
+	eval[bool](b, `(() => {
+		window.connStates = [];
+		new MutationObserver(() => window.connStates.push(document.getElementById('conn').dataset.state))
+			.observe(document.getElementById('conn'), {attributes: true});
+		return true;
+	})()`)
+	// Far more than the stream's buffer, faster than a write each.
+	for i := range 20 * api.EventBuffer {
+		h.d.events.State("hall_light", map[string]any{"state": fmt.Sprintf("burst-%d", i)})
+	}
+	b.until("the stream lost and followed again", `window.connStates.some(s => s !== 'live') && document.getElementById('conn').dataset.state === 'live'`)
+	b.until("the light's real state, read again", deviceAttr("hall_light", "state")+` === "OFF"`)
 }
