@@ -271,13 +271,28 @@
 
   // upsertOp merges an op (GET /api/v1/ops) or a result (events, POST)
   // into the page's list. A result older than the one held is ignored.
+  //
+  // A stored op waiting for a sleepy device reads accepted where its last
+  // result said queued: a status earlier in a command's life (accepted,
+  // queued, then terminal) is taken only from a later record.
   function upsertOp(r) {
     if (!r || !r.op_id) return;
     const old = data.ops.get(r.op_id);
-    if (old && TERMINAL.has(old.status) && !TERMINAL.has(r.status)) return; // late interim result
-    if (old && Date.parse(old.at) > Date.parse(r.at)) return;
+    if (old) {
+      if (TERMINAL.has(old.status) && !TERMINAL.has(r.status)) return; // late interim result
+      const was = Date.parse(old.at);
+      const now = Date.parse(r.at);
+      if (was > now) return;
+      if (was === now && stage(r.status) < stage(old.status)) return;
+    }
     const merged = { ...(old || { first_at: r.at }), ...r };
     data.ops.set(r.op_id, merged);
+  }
+
+  // stage orders statuses along a command's life.
+  function stage(status) {
+    if (TERMINAL.has(status)) return 2;
+    return status === 'queued' ? 1 : 0;
   }
 
   function renderDeadLetters() {

@@ -413,3 +413,27 @@ func TestStatusPageReconnectsAfterTheStreamEnds(t *testing.T) {
 	b.until("the stream lost and followed again", `window.connStates.some(s => s !== 'live') && document.getElementById('conn').dataset.state === 'live'`)
 	b.until("the light's real state, read again", deviceAttr("hall_light", "state")+` === "OFF"`)
 }
+
+// A sleepy device's card shows its lease: asleep while it sleeps, with
+// its command queued and counted pending, then awake (until the end of
+// its window) once it wakes and the command succeeds.
+func TestStatusPageShowsASleepyDevicesLease(t *testing.T) {
+	chromium(t) // skip before starting anything
+	h := newHarness(t, harnessOptions{config: sleepyZWaveConfig, simOnFakeClock: true})
+	h.settle("porch")
+	b := newBrowser(t, 1000, 800)
+	b.do("load the page", chromedp.Navigate("http://"+h.d.httpAddr()+"/"))
+	card := `document.querySelector('#devices .card[data-device="thermostat"]')`
+	b.until("the thermostat asleep", card+` && `+card+`.querySelector('.lease .badge').textContent === 'asleep'`)
+	b.until("the live event stream", `document.getElementById('conn').dataset.state === 'live'`)
+
+	b.sendFromPage("thermostat", `{"current_heating_setpoint":21,"ttl":"10m"}`, "heat-page")
+	b.until("heat-page queued", opCell("heat-page", "status")+` === "queued"`)
+	b.until("one pending", card+`.querySelector('.pending-count').textContent === '1 pending'`)
+
+	h.clock.Advance(5 * time.Minute) // the wake
+	b.until("heat-page succeeded", opCell("heat-page", "status")+` === "succeeded"`)
+	b.until("the new setpoint", deviceAttr("thermostat", "current_heating_setpoint")+` === "21"`)
+	b.until("the thermostat awake, none pending", card+`.querySelector('.lease .badge').textContent === 'awake' && `+
+		card+`.querySelector('.lease').textContent.startsWith('awake until ') && `+card+`.querySelector('.pending-count').textContent === '0 pending'`)
+}
