@@ -20,6 +20,7 @@ var allowed = map[string][]string{
 	"devices":               {},
 	"retry":                 {},
 	"breaker":               {},
+	"buildinfo":             {},
 	"topic":                 {},
 	"config":                {"devices", "retry", "breaker", "topic", "automations"},
 	"configs":               {},

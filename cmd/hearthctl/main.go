@@ -36,6 +36,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/hearthd/hearth/buildinfo"
 )
 
 // Exit statuses.
@@ -110,6 +112,7 @@ func (c *cli) run(args []string) int {
 	fs.SetOutput(c.stderr)
 	fs.StringVar(&c.addr, "addr", defaultAddr, "hearthd's HTTP address (`URL`; default $HEARTH_ADDR, else "+defaultAddr+")")
 	fs.StringVar(&c.token, "token", "", "bearer `token` for the API (default $HEARTH_TOKEN)")
+	printVersion := fs.Bool("version", false, "print the version, the VCS revision and the Go release, and exit")
 	fs.Usage = func() {
 		fmt.Fprintf(c.stderr, "usage: hearthctl [-addr URL] [-token T] <command> [flags]\n\ncommands:\n")
 		for _, cmd := range commands {
@@ -123,6 +126,10 @@ func (c *cli) run(args []string) int {
 			return exitOK
 		}
 		return exitUsage // flag printed the error and the usage
+	}
+	if *printVersion {
+		fmt.Fprintln(c.stdout, buildinfo.Resolve(version, revision).Line("hearthctl"))
+		return exitOK
 	}
 	if c.token == "" {
 		c.token = c.getenv("HEARTH_TOKEN")
