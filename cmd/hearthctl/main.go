@@ -5,8 +5,12 @@
 // scripts; it shows whether the store was quarantined and acknowledges a
 // quarantine (GET /api/v1/store, POST /api/v1/store/ack). hearthctl
 // credentials shows or rotates the accounts of hearthd's credentials
-// file, which it reads directly.
+// file, which it reads directly. It acts, too: send sends a command (POST
+// /api/v1/devices/{device}/commands) and get reads one by op_id (GET
+// /api/v1/ops/{op_id}), each optionally waiting for it to end.
 //
+//	hearthctl [-addr ...] [-token T] send DEVICE PAYLOAD [-wait 10s] [-json]
+//	hearthctl [-addr ...] [-token T] get OP_ID [-wait 30s] [-json]
 //	hearthctl [-addr http://127.0.0.1:8080] [-token T] audit [-device D] [-op OPID] [-principal P] [-since 24h] [-limit N] [-after SEQ] [-json]
 //	hearthctl [-addr ...] [-token T] deadletters [-device D] [-status S] [-reason R] [-since 24h] [-limit N] [-after SEQ] [-json]
 //	hearthctl [-addr ...] [-token T] breakers [-json]
@@ -21,10 +25,14 @@
 //
 // The token, if any (-token, or the HEARTH_TOKEN environment variable), is
 // sent as "Authorization: Bearer <token>". Exit status: 0 done, 1 an error
-// (hearthd unreachable or answering with an error), 2 a usage mistake.
+// (hearthd unreachable or answering with an error, or a command sent or
+// read that ended otherwise than succeeded), 2 a usage mistake, 3 a
+// command still under way when send's or get's -wait passed. hearthctl
+// -version prints the build's version, VCS revision and Go release.
 package main
 
 import (
+	"bytes"
 	crand "crypto/rand"
 	"encoding/json"
 	"errors"
@@ -40,7 +48,7 @@ import (
 	"github.com/hearthd/hearth/buildinfo"
 )
 
-// Exit statuses.
+// Exit statuses (and exitPending, 3: see send).
 const (
 	exitOK    = 0
 	exitError = 1
@@ -66,6 +74,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		now:    time.Now,
 		client: &http.Client{Timeout: 30 * time.Second},
 		random: crand.Reader,
+		stdin:  os.Stdin,
 	}
 	return c.run(args)
 }
@@ -77,6 +86,7 @@ type cli struct {
 	now            func() time.Time
 	client         *http.Client
 	random         io.Reader // the secrets of credentials rotate
+	stdin          io.Reader // send's payload "-"
 
 	addr, token string // set by run from the global flags
 }
@@ -103,7 +113,9 @@ var commands = []struct {
 	{"credentials", "show the accounts of <data_dir>/credentials.yaml, or rotate one (reads the file, not the API)", (*cli).credentials},
 	{"breakers", "the circuit breaker of every service (GET /api/v1/breakers)", (*cli).breakers},
 	{"deadletters", "commands that ended expired, failed or superseded (GET /api/v1/deadletters)", (*cli).deadLetters},
+	{"get", "a command's result by op_id, -wait for it to end (GET /api/v1/ops/{op_id})", (*cli).getCmd},
 	{"ready", "exit 0 if hearthd is ready, 1 if not (GET /readyz; a container's health check)", (*cli).ready},
+	{"send", "send a command to a device and print its result, -wait for it to end (POST /api/v1/devices/{device}/commands)", (*cli).sendCmd},
 	{"store", "whether the store was quarantined (GET /api/v1/store); store ack acknowledges it (POST /api/v1/store/ack)", (*cli).store},
 }
 
@@ -155,8 +167,10 @@ func (c *cli) run(args []string) int {
 			return exitOK
 		case errors.Is(err, flag.ErrHelp):
 			return exitOK
-		case errors.Is(err, errNotReady):
-			return exitError // the failing checks are printed
+		case errors.Is(err, errNotReady), errors.Is(err, errNotSucceeded):
+			return exitError // the failing checks, or the result, are printed
+		case errors.Is(err, errStillPending):
+			return exitPending // the result so far is printed
 		case errors.Is(err, errFlags):
 			return exitUsage
 		case errors.As(err, &ue):
@@ -207,6 +221,24 @@ func (c *cli) post(path string, v any) error {
 
 // call sends a request with no body to hearthd; see get.
 func (c *cli) call(method, path string, query url.Values, v any) error {
+	resp, body, err := c.send(method, path, query, nil, 0)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode/100 != 2 {
+		return answerError(resp, body)
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		return fmt.Errorf("unexpected answer from %s: %v", resp.Request.URL, err)
+	}
+	return nil
+}
+
+// send sends a request to hearthd with body (nil for none) and returns
+// its answer and body, whatever the status. timeout, when more than 0,
+// replaces the client's for this request (a long poll's). Its errors say
+// that hearthd could not be reached, or its answer not read.
+func (c *cli) send(method, path string, query url.Values, body []byte, timeout time.Duration) (*http.Response, []byte, error) {
 	c.addr = strings.TrimRight(c.addr, "/")
 	if !strings.Contains(c.addr, "://") {
 		c.addr = "http://" + c.addr
@@ -215,34 +247,41 @@ func (c *cli) call(method, path string, query url.Values, v any) error {
 	if len(query) > 0 {
 		u += "?" + query.Encode()
 	}
-	req, err := http.NewRequest(method, u, nil)
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequest(method, u, rd)
 	if err != nil {
-		return usagef("bad -addr %q: %v", c.addr, err)
+		return nil, nil, usagef("bad -addr %q: %v", c.addr, err)
 	}
 	req.Header.Set("Accept", "application/json")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
-	resp, err := c.client.Do(req)
+	client := c.client
+	if timeout > 0 {
+		cl := *c.client
+		cl.Timeout = timeout
+		client = &cl
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		var ue *url.Error
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		return fmt.Errorf("cannot reach hearthd at %s: %v (is it running? -addr)", c.addr, err)
+		return nil, nil, fmt.Errorf("cannot reach hearthd at %s: %v (is it running? -addr)", c.addr, err)
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	answer, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
-		return fmt.Errorf("read answer of %s: %v", u, err)
+		return nil, nil, fmt.Errorf("read answer of %s: %v", u, err)
 	}
-	if resp.StatusCode/100 != 2 {
-		return answerError(resp, body)
-	}
-	if err := json.Unmarshal(body, v); err != nil {
-		return fmt.Errorf("unexpected answer from %s: %v", u, err)
-	}
-	return nil
+	return resp, answer, nil
 }
 
 // answerError describes a non-2xx answer: its status and the server's
