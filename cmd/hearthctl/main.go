@@ -33,6 +33,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	crand "crypto/rand"
 	"encoding/json"
 	"errors"
@@ -42,7 +43,9 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/hearthd/hearth/buildinfo"
@@ -75,6 +78,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		client: &http.Client{Timeout: 30 * time.Second},
 		random: crand.Reader,
 		stdin:  os.Stdin,
+		signals: func() (context.Context, context.CancelFunc) {
+			return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		},
 	}
 	return c.run(args)
 }
@@ -87,6 +93,9 @@ type cli struct {
 	client         *http.Client
 	random         io.Reader // the secrets of credentials rotate
 	stdin          io.Reader // send's payload "-"
+	// signals returns the context of a command that runs until
+	// interrupted (watch): done at SIGINT or SIGTERM.
+	signals func() (context.Context, context.CancelFunc)
 
 	addr, token string // set by run from the global flags
 }
@@ -113,10 +122,13 @@ var commands = []struct {
 	{"credentials", "show the accounts of <data_dir>/credentials.yaml, or rotate one (reads the file, not the API)", (*cli).credentials},
 	{"breakers", "the circuit breaker of every service (GET /api/v1/breakers)", (*cli).breakers},
 	{"deadletters", "commands that ended expired, failed or superseded (GET /api/v1/deadletters)", (*cli).deadLetters},
+	{"devices", "every device: availability, pending commands, breaker, state (GET /api/v1/devices)", (*cli).devicesCmd},
 	{"get", "a command's result by op_id, -wait for it to end (GET /api/v1/ops/{op_id})", (*cli).getCmd},
 	{"ready", "exit 0 if hearthd is ready, 1 if not (GET /readyz; a container's health check)", (*cli).ready},
 	{"send", "send a command to a device and print its result, -wait for it to end (POST /api/v1/devices/{device}/commands)", (*cli).sendCmd},
+	{"status", "a one-screen summary: readiness, breakers, devices, pending commands, recent failures, dead letters", (*cli).status},
 	{"store", "whether the store was quarantined (GET /api/v1/store); store ack acknowledges it (POST /api/v1/store/ack)", (*cli).store},
+	{"watch", "follow results, states, availability and breakers as they happen (GET /api/v1/events)", (*cli).watchCmd},
 }
 
 func (c *cli) run(args []string) int {
@@ -167,7 +179,7 @@ func (c *cli) run(args []string) int {
 			return exitOK
 		case errors.Is(err, flag.ErrHelp):
 			return exitOK
-		case errors.Is(err, errNotReady), errors.Is(err, errNotSucceeded):
+		case errors.Is(err, errNotReady), errors.Is(err, errNotSucceeded), errors.Is(err, errStatusIncomplete):
 			return exitError // the failing checks, or the result, are printed
 		case errors.Is(err, errStillPending):
 			return exitPending // the result so far is printed
