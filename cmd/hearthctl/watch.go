@@ -168,12 +168,24 @@ func (c *cli) stream(ctx context.Context, q url.Values, connected func(), each f
 		return errWatchFinal{fmt.Errorf("unexpected answer from %s/api/v1/events: Content-Type %q, not text/event-stream", c.addr, ct)}
 	}
 	connected()
-	sc := bufio.NewScanner(resp.Body)
+	if err := readEvents(resp.Body, each); err != nil && ctx.Err() == nil {
+		return fmt.Errorf("the stream broke: %v", err)
+	}
+	return nil
+}
+
+// readEvents reads a text/event-stream (the WHATWG HTML "event stream"
+// format) from r and hands each event to each until each returns false
+// (nil) or r ends (nil, or r's error). Comments (": keepalive") and
+// fields other than event and data are skipped; an event without an
+// event field is "message"; a line over maxEventBytes is an error.
+func readEvents(r io.Reader, each func(sse) bool) error {
+	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64<<10), maxEventBytes)
 	var ev sse
 	var data [][]byte
 	for sc.Scan() {
-		line := sc.Bytes()
+		line := bytes.TrimSuffix(sc.Bytes(), []byte("\r"))
 		switch {
 		case len(line) == 0: // dispatch
 			if data != nil {
@@ -198,10 +210,7 @@ func (c *cli) stream(ctx context.Context, q url.Values, connected func(), each f
 			}
 		}
 	}
-	if err := sc.Err(); err != nil && ctx.Err() == nil {
-		return fmt.Errorf("the stream broke: %v", err)
-	}
-	return nil
+	return sc.Err()
 }
 
 // queryText is "?"+q encoded, or "" for no query.
@@ -294,7 +303,10 @@ func eventLine(ev sse, now time.Time) string {
 		}
 		says = line.String()
 	}
-	return fmt.Sprintf("%-20s  %-12s  %-14s %s", at.UTC().Format(time.RFC3339), ev.event, about, says)
+	// One line whatever the server sent: a device, op_id or event type
+	// with a line break in it (JSON allows it) would forge a line.
+	return strings.NewReplacer("\n", " ", "\r", " ").Replace(
+		fmt.Sprintf("%-20s  %-12s  %-14s %s", at.UTC().Format(time.RFC3339), ev.event, about, says))
 }
 
 // printEventJSON prints ev as {"event":…,"data":…} on one line; data that
