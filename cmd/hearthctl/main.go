@@ -7,10 +7,16 @@
 // credentials shows or rotates the accounts of hearthd's credentials
 // file, which it reads directly. It acts, too: send sends a command (POST
 // /api/v1/devices/{device}/commands) and get reads one by op_id (GET
-// /api/v1/ops/{op_id}), each optionally waiting for it to end.
+// /api/v1/ops/{op_id}), each optionally waiting for it to end; devices
+// lists the devices (GET /api/v1/devices); watch follows the event stream
+// (GET /api/v1/events), one decoded line per event, reconnecting with
+// backoff until SIGINT; status is a one-screen summary.
 //
 //	hearthctl [-addr ...] [-token T] send DEVICE PAYLOAD [-wait 10s] [-json]
 //	hearthctl [-addr ...] [-token T] get OP_ID [-wait 30s] [-json]
+//	hearthctl [-addr ...] [-token T] devices [-json]
+//	hearthctl [-addr ...] [-token T] watch [-device D]... [-n N] [-json]
+//	hearthctl [-addr ...] [-token T] status [-since 24h]
 //	hearthctl [-addr http://127.0.0.1:8080] [-token T] audit [-device D] [-op OPID] [-principal P] [-since 24h] [-limit N] [-after SEQ] [-json]
 //	hearthctl [-addr ...] [-token T] deadletters [-device D] [-status S] [-reason R] [-since 24h] [-limit N] [-after SEQ] [-json]
 //	hearthctl [-addr ...] [-token T] breakers [-json]
