@@ -56,8 +56,8 @@ type AuditPage struct {
 // or after it), limit (1 to 1000; default 100), newest (true: the last
 // limit entries rather than the first after the cursor). The answer is 200
 // with an AuditPage: {"entries":[...],"next_after":N}. A bad, repeated or
-// unknown parameter is 400 and an error from src is 500, both with
-// {"error":"..."}; a 400's error starts with the parameter's name.
+// unknown parameter is 400 invalid_parameter, whose detail starts with the
+// parameter's name, and an error from src is 500 store_error.
 func RegisterAudit(mux *http.ServeMux, src AuditSource) {
 	mux.Handle("GET /api/v1/audit", paged[devices.AuditEntry]{
 		filters:  []filter{{name: "device"}, {name: "op_id"}, {name: "principal"}},

@@ -151,7 +151,7 @@ func TestAuditStoreErrorIs500(t *testing.T) {
 	srv, s := auditServer(t)
 	s.Close()
 	code, body := getAudit(t, srv, "")
-	if want := `{"error":"read audit trail: store is closed"}` + "\n"; code != http.StatusInternalServerError || body != want {
+	if want := `{"error":"store_error","detail":"read audit trail: store is closed"}` + "\n"; code != http.StatusInternalServerError || body != want {
 		t.Errorf("status %d, body %s; want 500, %s", code, body, want)
 	}
 }

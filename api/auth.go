@@ -28,9 +28,10 @@ const Realm = "hearth"
 // under /api/ (the API's routes, whoever registered them, such as
 // Register, RegisterCommands and routes added later): when p is not nil
 // and p.Required(), a request without an Authorization: Bearer header is
-// answered 401 with WWW-Authenticate: Bearer realm="hearth" and
-// {"error":"missing_token"}, one with an unknown token 401 with
-// error="invalid_token" in both, and neither reaches next. Other paths
+// answered 401 with WWW-Authenticate: Bearer realm="hearth", one with an
+// unknown token 401 with error="invalid_token" in that header (RFC 6750
+// §3.1); both bodies are {"error":"unauthorized","detail":…}, the detail
+// saying which, and neither reaches next. Other paths
 // (/healthz, /readyz, /metrics) pass untouched.
 //
 // Requests that pass carry their principal's name (or "" when the API is
@@ -48,14 +49,14 @@ func Authenticate(p Principals, next http.Handler) http.Handler {
 			token, given := bearer(r.Header.Get("Authorization"))
 			if !given {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="`+Realm+`"`)
-				writeError(w, http.StatusUnauthorized, "missing_token",
+				writeError(w, http.StatusUnauthorized, "unauthorized",
 					"this API needs a principal's token: send Authorization: Bearer <http_token>")
 				return
 			}
 			name, ok := p.ByToken(token)
 			if !ok {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="`+Realm+`", error="invalid_token", error_description="unknown token"`)
-				writeError(w, http.StatusUnauthorized, "invalid_token", "the bearer token is no principal's http_token")
+				writeError(w, http.StatusUnauthorized, "unauthorized", "the bearer token is no principal's http_token")
 				return
 			}
 			principal = name

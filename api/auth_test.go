@@ -38,8 +38,8 @@ func serve(t *testing.T, p Principals, path, authorization string) (rec *httptes
 }
 
 const (
-	missingBody   = `{"error":"missing_token","detail":"this API needs a principal's token: send Authorization: Bearer \u003chttp_token\u003e"}` + "\n"
-	invalidBody   = `{"error":"invalid_token","detail":"the bearer token is no principal's http_token"}` + "\n"
+	missingBody   = `{"error":"unauthorized","detail":"this API needs a principal's token: send Authorization: Bearer \u003chttp_token\u003e"}` + "\n"
+	invalidBody   = `{"error":"unauthorized","detail":"the bearer token is no principal's http_token"}` + "\n"
 	missingHeader = `Bearer realm="hearth"`
 	invalidHeader = `Bearer realm="hearth", error="invalid_token", error_description="unknown token"`
 )

@@ -77,6 +77,11 @@ type Commands struct {
 //     or may not be accepted; sending it again with the same op_id is
 //     safe.
 //
+// With ?wait=<Go duration> (at most MaxWait; otherwise 400 invalid_wait,
+// nothing submitted) an accepted command is waited for: 200 with its
+// terminal result if it ends within the wait, else 202 with its latest
+// stored result; other first results are answered at once, as without.
+//
 // GET /api/v1/ops/{op_id} answers 200 with the stored command as a result
 // (devices.Result JSON, the shape of hearth/<device>/result and of the
 // POST's answer; the status is the stored one, so a command waiting for
@@ -112,6 +117,10 @@ func (c *commands) post(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	device := r.PathValue("device")
+	wait, ok := c.parseWait(w, r)
+	if !ok {
+		return
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, devices.MaxPayloadBytes))
 	if tooLarge := (*http.MaxBytesError)(nil); errors.As(err, &tooLarge) {
 		writeJSON(w, http.StatusRequestEntityTooLarge, devices.Result{
@@ -140,6 +149,12 @@ func (c *commands) post(w http.ResponseWriter, r *http.Request) {
 		status := statusOf(res)
 		if status == http.StatusAccepted || status == http.StatusOK {
 			w.Header().Set("Location", "/api/v1/ops/"+url.PathEscape(res.OpID))
+		}
+		if status == http.StatusAccepted && wait > 0 {
+			res = c.awaitEnd(w, r, res, wait)
+			if res.Status.Terminal() {
+				status = http.StatusOK
+			}
 		}
 		writeJSON(w, status, res)
 	case <-r.Context().Done():
@@ -178,22 +193,13 @@ func (c *commands) get(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	opID := r.PathValue("op_id")
-	var wait time.Duration
-	if s := r.URL.Query().Get("wait"); s != "" {
-		d, err := time.ParseDuration(s)
-		if err != nil || d < 0 || d > MaxWait {
-			writeError(w, http.StatusBadRequest, "invalid_wait",
-				fmt.Sprintf("wait is %q; want a Go duration from 0s to %s, such as 30s", s, MaxWait))
-			return
-		}
-		wait = d
+	wait, ok := c.parseWait(w, r)
+	if !ok {
+		return
 	}
 	var wake <-chan struct{}
 	if wait > 0 {
-		// The server's WriteTimeout counts from the end of the request's
-		// headers; a long poll moves its own deadline past its wait. A
-		// writer that cannot (a test's recorder) has no deadline to move.
-		http.NewResponseController(w).SetWriteDeadline(time.Now().Add(wait + longPollSlack))
+		extendDeadline(w, wait)
 		var stop func()
 		wake, stop = c.Waiter.watch(opID) // before the read: see Waiter.watch
 		defer stop()
@@ -215,23 +221,83 @@ func (c *commands) get(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if wait > 0 && !op.Status.Terminal() {
-		timer := c.Clock.NewTimer(wait)
-		defer timer.Stop()
-	waiting:
-		for !op.Status.Terminal() {
-			select {
-			case <-wake:
-				if now, found, err := c.Ops.Lookup(opID); err == nil && found {
-					op = now
-				}
-			case <-timer.Chan():
-				break waiting
-			case <-r.Context().Done():
-				break waiting // the client left, or Hearth stops
-			}
-		}
+		op = c.waitFor(r, opID, op, wait, wake)
 	}
 	writeJSON(w, http.StatusOK, op.Result())
+}
+
+// ParseWait reads a ?wait= value: a Go duration from 0s to MaxWait.
+func ParseWait(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 || d > MaxWait {
+		return 0, fmt.Errorf("wait is %q; want a Go duration from 0s to %s, such as 30s", s, MaxWait)
+	}
+	return d, nil
+}
+
+// parseWait reads r's ?wait= (0 when not given), or answers 400
+// invalid_wait and returns false.
+func (c *commands) parseWait(w http.ResponseWriter, r *http.Request) (time.Duration, bool) {
+	s := r.URL.Query().Get("wait")
+	if s == "" {
+		return 0, true
+	}
+	d, err := ParseWait(s)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_wait", err.Error())
+		return 0, false
+	}
+	return d, true
+}
+
+// extendDeadline moves w's write deadline past wait: the server's
+// WriteTimeout counts from the end of the request's headers, and a long
+// poll answers after its wait. A writer that cannot (a test's recorder)
+// has no deadline to move.
+func extendDeadline(w http.ResponseWriter, wait time.Duration) {
+	http.NewResponseController(w).SetWriteDeadline(time.Now().Add(wait + longPollSlack))
+}
+
+// waitFor waits up to wait (on c's clock) for op, read from the store,
+// to end: woken by wake (Waiter.watch of opID, registered before op was
+// read), it reads op again. It returns op as last read, ended or not,
+// when the wait passes or r's context ends (the client left, or Hearth
+// stops).
+func (c *commands) waitFor(r *http.Request, opID string, op devices.Op, wait time.Duration, wake <-chan struct{}) devices.Op {
+	timer := c.Clock.NewTimer(wait)
+	defer timer.Stop()
+	for !op.Status.Terminal() {
+		select {
+		case <-wake:
+			if now, found, err := c.Ops.Lookup(opID); err == nil && found {
+				op = now
+			}
+		case <-timer.Chan():
+			return op
+		case <-r.Context().Done():
+			return op
+		}
+	}
+	return op
+}
+
+// awaitEnd waits up to wait for the command whose first result, accepted,
+// is first to end, and returns its terminal result, or, if it has not
+// ended by then, its latest stored one (first if it cannot be read).
+func (c *commands) awaitEnd(w http.ResponseWriter, r *http.Request, first devices.Result, wait time.Duration) devices.Result {
+	extendDeadline(w, wait)
+	// A terminal result is stored before the waiter hears of it: watching
+	// first, then reading, misses none.
+	wake, stop := c.Waiter.watch(first.OpID)
+	defer stop()
+	op, found, err := c.Ops.Lookup(first.OpID)
+	if err != nil || !found {
+		if err != nil {
+			c.Logger.Error("lookup op", "op_id", first.OpID, "err", err)
+		}
+		return first
+	}
+	return c.waitFor(r, first.OpID, op, wait, wake).Result()
 }
 
 func (c *commands) unavailable(w http.ResponseWriter, detail string) {

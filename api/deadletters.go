@@ -69,8 +69,9 @@ var deadLetterStatuses = []devices.Status{devices.Failed, devices.Expired, devic
 // after it), limit (1 to 1000; default 100), newest (true: the last limit
 // dead letters rather than the first after the cursor). The answer is 200
 // with a DeadLetterPage: {"dead_letters":[...],"next_after":N}. A bad,
-// repeated or unknown parameter is 400 and an error from src is 500, both
-// with {"error":"..."}; a 400's error starts with the parameter's name.
+// repeated or unknown parameter is 400 invalid_parameter, whose detail
+// starts with the parameter's name, and an error from src is 500
+// store_error.
 func RegisterDeadLetters(mux *http.ServeMux, src DeadLetterSource) {
 	mux.Handle("GET /api/v1/deadletters", paged[devices.DeadLetter]{
 		filters:  []filter{{name: "device"}, {name: "status", check: checkDeadLetterStatus}, {name: "reason"}},

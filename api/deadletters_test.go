@@ -180,7 +180,7 @@ func TestDeadLetterStoreErrorIs500(t *testing.T) {
 	srv, s := deadLetterServer(t)
 	s.Close()
 	code, body := getDeadLetters(t, srv, "")
-	if want := `{"error":"read dead letters: store is closed"}` + "\n"; code != http.StatusInternalServerError || body != want {
+	if want := `{"error":"store_error","detail":"read dead letters: store is closed"}` + "\n"; code != http.StatusInternalServerError || body != want {
 		t.Errorf("status %d, body %s; want 500, %s", code, body, want)
 	}
 }

@@ -17,8 +17,9 @@ import (
 // Its query parameters, each at most once, are its filters, then after
 // (a Seq), since (RFC 3339), limit (1 to maxLimit) and newest (a bool). A
 // bad, repeated or unknown parameter is 400 with {"error":"..."} whose
-// error starts with the parameter's name; an error from read is 500 with
-// {"error":"read <what>: ..."}. Otherwise the answer is 200 with
+// detail starts with the parameter's name
+// ({"error":"invalid_parameter","detail":"limit: ..."}); an error from
+// read is 500 with {"error":"store_error","detail":"read <what>: ..."}. Otherwise the answer is 200 with
 // page(records, nextAfter): records are [] (never null) when none match,
 // and nextAfter is the last record's Seq, or the request's after if there
 // is none.
@@ -58,12 +59,12 @@ func (p paged[T]) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	v := r.URL.Query()
 	q, err := p.parse(v)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error(), "")
+		writeError(w, http.StatusBadRequest, "invalid_parameter", err.Error())
 		return
 	}
 	records, err := p.read(v, q)
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, "read "+p.what+": "+err.Error(), "")
+		writeError(w, http.StatusInternalServerError, "store_error", "read "+p.what+": "+err.Error())
 		return
 	}
 	next := q.after
@@ -84,14 +85,8 @@ func (p paged[T]) parse(v url.Values) (pageQuery, error) {
 		known = append(known, f.name)
 	}
 	known = append(known, "after", "since", "limit", "newest")
-	for _, name := range slices.Sorted(maps.Keys(v)) {
-		vals := v[name]
-		if !slices.Contains(known, name) {
-			return q, fmt.Errorf("%s: unknown parameter (known: %s)", name, strings.Join(known, ", "))
-		}
-		if len(vals) > 1 {
-			return q, fmt.Errorf("%s: given %d times; give it once", name, len(vals))
-		}
+	if err := checkParams(v, known); err != nil {
+		return q, err
 	}
 	for _, f := range p.filters {
 		if s := v.Get(f.name); s != "" && f.check != nil {
@@ -129,4 +124,18 @@ func (p paged[T]) parse(v url.Values) (pageQuery, error) {
 		q.newest = b
 	}
 	return q, nil
+}
+
+// checkParams refuses a parameter of v that is not one of known, and one
+// given more than once; its error starts with the parameter's name.
+func checkParams(v url.Values, known []string) error {
+	for _, name := range slices.Sorted(maps.Keys(v)) {
+		if !slices.Contains(known, name) {
+			return fmt.Errorf("%s: unknown parameter (known: %s)", name, strings.Join(known, ", "))
+		}
+		if n := len(v[name]); n > 1 {
+			return fmt.Errorf("%s: given %d times; give it once", name, n)
+		}
+	}
+	return nil
 }

@@ -57,12 +57,15 @@ func getQuery(t *testing.T, srv *httptest.Server, path, query string) (int, stri
 type badParameter struct{ query, err string }
 
 // checkBadParameters checks that get answers each query 400 with
-// {"error":err}.
+// {"error":"invalid_parameter","detail":err}.
 func checkBadParameters(t *testing.T, get func(query string) (int, string), tests []badParameter) {
 	t.Helper()
 	for _, tt := range tests {
 		code, body := get(tt.query)
-		want, _ := json.Marshal(map[string]string{"error": tt.err})
+		want, _ := json.Marshal(struct {
+			Error  string `json:"error"`
+			Detail string `json:"detail"`
+		}{"invalid_parameter", tt.err})
 		if code != http.StatusBadRequest || body != string(want)+"\n" {
 			t.Errorf("?%s: status %d, body %s\nwant 400, %s", tt.query, code, body, want)
 		}

@@ -144,7 +144,10 @@ type Options struct {
 	// OnState, if set, is called with a device's state each time the
 	// dispatcher mirrors it on <prefix>/<device> (a report, retained or
 	// live, merged into what was known), after it is queued for
-	// publishing. It runs on the reporting goroutine and must not block.
+	// publishing, and before the result of a command the report
+	// confirms is published (it is called under the device's lock). It
+	// runs on the reporting goroutine, must not block and must not call
+	// the dispatcher.
 	OnState func(device string, state map[string]any)
 	// OnAvailability, if set, is called with each availability of a
 	// device its bridge reports, as the dispatcher mirrors it on
@@ -250,8 +253,10 @@ type Dispatcher struct {
 	rand                      retry.Rand // safe for concurrent use
 	lostDedup                 LostDedup
 
-	devices  map[string]*deviceQueue
-	services map[string]*Service
+	devices map[string]*deviceQueue
+	// deviceIDs lists the devices in Options order.
+	deviceIDs []string
+	services  map[string]*Service
 	// serviceNames lists the services in Options order.
 	serviceNames []string
 	intake       chan Request
@@ -373,6 +378,7 @@ func New(opts Options) (*Dispatcher, error) {
 		}
 		q := newDeviceQueue(d, dev, svc)
 		d.devices[dev.ID] = q
+		d.deviceIDs = append(d.deviceIDs, dev.ID)
 		if svc.silence != nil && witnessClass(dev.Class) && !dev.Sleep.Sleepy {
 			svc.silence.witnesses = append(svc.silence.witnesses, q)
 		}

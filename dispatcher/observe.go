@@ -340,11 +340,14 @@ func (q *deviceQueue) report(state map[string]any, retained bool) {
 	// Pushed under q.mu, as a republish sweep pushes: whichever comes
 	// last carries the newest state.
 	q.d.out.push(q.d.topic(q.dev.ID, ""), r.Mirror, true)
-	q.mu.Unlock()
-	q.d.saver.mark(q.dev.ID, r.Mirror, now)
 	if q.d.onState != nil {
+		// Under q.mu too: the attempt this report confirms ends (finish
+		// takes q.mu) only after the hook heard the state, so that its
+		// hearers, like the topics, get the state before the result.
 		q.d.onState(q.dev.ID, r.Mirror)
 	}
+	q.mu.Unlock()
+	q.d.saver.mark(q.dev.ID, r.Mirror, now)
 	if r.Answered && q.d.onFreshState != nil {
 		q.d.onFreshState(q.dev.Device)
 	}

@@ -122,7 +122,7 @@ func TestDeadLettersAfterPagesForward(t *testing.T) {
 func TestDeadLettersBadStatusIsHearthdsError(t *testing.T) {
 	srv := deadServer(t)
 	code, stdout, stderr := hearthctl("-addr", srv.URL, "deadletters", "-status", "succeeded")
-	want := `hearthctl: hearthd answered 400 Bad Request: status: "succeeded" is not a dead letter's status (failed, expired or superseded)` + "\n"
+	want := `hearthctl: hearthd answered 400 Bad Request: invalid_parameter: status: "succeeded" is not a dead letter's status (failed, expired or superseded)` + "\n"
 	if code != 1 || stdout != "" || stderr != want {
 		t.Errorf("exit %d, stdout %q, stderr %q; want 1, nothing, %q", code, stdout, stderr, want)
 	}

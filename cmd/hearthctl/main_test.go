@@ -254,7 +254,7 @@ func TestTokenIsSentAsBearer(t *testing.T) {
 func TestServerErrorIsPrintedWithItsStatus(t *testing.T) {
 	srv := newServer(t, "", trail()...)
 	code, stdout, stderr := hearthctl("-addr", srv.URL, "audit", "-limit", "5000")
-	want := `hearthctl: hearthd answered 400 Bad Request: limit: "5000" is not a number from 1 to 1000` + "\n"
+	want := `hearthctl: hearthd answered 400 Bad Request: invalid_parameter: limit: "5000" is not a number from 1 to 1000` + "\n"
 	if code != 1 || stdout != "" || stderr != want {
 		t.Errorf("exit %d, stdout %q, stderr %q; want 1, nothing, %q", code, stdout, stderr, want)
 	}

@@ -22,3 +22,12 @@ type auditSource struct{ s *store.Store }
 func (a auditSource) Audit(q api.AuditQuery) ([]devices.AuditEntry, error) {
 	return a.s.Audit(store.AuditQuery(q))
 }
+
+// opsSource serves the store's commands to the API (api.OpsSource).
+type opsSource struct{ s *store.Store }
+
+// Ops converts the API's query to the store's: the two types have the
+// same fields, which this conversion keeps true at compile time.
+func (o opsSource) Ops(q api.OpsQuery) ([]devices.Op, bool, error) {
+	return o.s.Ops(store.OpsQuery(q))
+}

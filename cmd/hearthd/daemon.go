@@ -90,6 +90,9 @@ type daemon struct {
 	// principals authenticate the HTTP API; results wakes its waits.
 	principals httpPrincipals
 	results    api.Waiter
+	// events fans the dispatcher's results, states, availabilities and
+	// breaker transitions out to GET /api/v1/events.
+	events *api.Events
 	// endHTTP ends every HTTP request's context: stop calls it once the
 	// dispatcher has stopped, so that a POST whose command the stopped
 	// intake will never answer, and a GET waiting for an op, return
@@ -410,6 +413,7 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 			return nil, fmt.Errorf("service %s: protocol %q is not supported", s.Name, s.Protocol)
 		}
 	}
+	d.events = api.NewEvents(dp.clock)
 	devs := make([]dispatcher.Device, len(cfg.Devices))
 	for i, dev := range cfg.Devices {
 		devs[i] = dispatcher.Device{Device: dev.Device, TTL: dev.TTL, AttemptTimeout: dev.AttemptTimeout, ReadBack: dev.ReadBack}
@@ -434,15 +438,23 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 			if d.engine != nil {
 				d.engine.BreakerState(c.Service, c.To.String(), c.Replay)
 			}
+			d.events.Breaker(c)
 		},
 		OnResult: func(r devices.Result) {
 			d.results.Notify(r)
 			d.ha.result(r)
+			d.events.Result(r)
 		},
-		OnState:        d.ha.state,
-		OnAvailability: d.ha.availability,
-		OnFreshRead:    dp.onFreshRead,
-		OnFreshState:   dp.onFreshState,
+		OnState: func(device string, state map[string]any) {
+			d.ha.state(device, state)
+			d.events.State(device, state)
+		},
+		OnAvailability: func(device string, online bool) {
+			d.ha.availability(device, online)
+			d.events.Availability(device, online)
+		},
+		OnFreshRead:  dp.onFreshRead,
+		OnFreshState: dp.onFreshState,
 		// op_ids the quarantined store held are lost: commands issued
 		// before the quarantine are refused for the dedup window.
 		LostDedup: d.storeQ.lostDedup(),
@@ -591,6 +603,12 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 	d.health.Register(mux)
 	d.metrics.Register(mux)
 	api.Register(mux, disp)
+	api.RegisterDevices(mux, disp)
+	api.RegisterEvents(mux, d.events, disp)
+	// A principal allowed every device lists every principal's commands;
+	// another, its own.
+	api.RegisterOps(mux, api.OpsList{Source: opsSource{d.store}, Logger: log.With("component", "api"),
+		SeesAll: func(principal string) bool { return d.mayAckQuarantine(principal) == nil }})
 	api.RegisterAudit(mux, auditSource{d.store})
 	api.RegisterDeadLetters(mux, deadLetterSource{d.store})
 	api.RegisterCommands(mux, d.commandAPI(dp.clock))
@@ -600,7 +618,7 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 	var httpCtx context.Context
 	httpCtx, d.endHTTP = context.WithCancel(context.Background())
 	var served net.Listener
-	d.httpSrv, served = newHTTPServer(api.Authenticate(&d.principals, mux), d.httpLn, dp.httpLimits) // see httpapi.go
+	d.httpSrv, served = newHTTPServer(api.Authenticate(&d.principals, api.JSONErrors(mux)), d.httpLn, dp.httpLimits) // see httpapi.go
 	d.httpSrv.BaseContext = func(net.Listener) context.Context { return httpCtx }
 	scheme := "http"
 	if cfg.HTTP.TLS.CertFile != "" {
@@ -649,6 +667,9 @@ func (d *daemon) stop() {
 			if d.engineDone != nil {
 				<-d.engineDone
 			}
+		}
+		if d.events != nil {
+			d.events.Close() // no event stream holds the shutdown
 		}
 		if d.endHTTP != nil {
 			d.endHTTP()

@@ -15,12 +15,13 @@ import (
 )
 
 // How the HTTP server is composed (start): one mux holds /healthz,
-// /readyz, /metrics and every API route (api.Register, api.RegisterAudit,
-// api.RegisterDeadLetters, api.RegisterCommands, api.RegisterStore, and any
-// route added later under /api/), and api.Authenticate wraps the whole
-// mux, so every path under /api/ needs a principal's bearer token unless
-// http.allow_anonymous, whoever registered it, while health and metrics
-// stay open.
+// /readyz, /metrics and every API route (api.Register, api.RegisterDevices,
+// api.RegisterAudit, api.RegisterDeadLetters, api.RegisterCommands,
+// api.RegisterStore, and any route added later under /api/);
+// api.JSONErrors wraps it, so that the mux's own 404 and 405 are the
+// API's JSON errors, and api.Authenticate wraps that, so every path under
+// /api/ needs a principal's bearer token unless http.allow_anonymous,
+// whoever registered it, while health and metrics stay open.
 
 // The HTTP server's limits, which bound what a client costs hearthd
 // whether or not it ever sends a token: a slow or silent client is
@@ -35,7 +36,8 @@ const (
 	httpReadTimeout = 30 * time.Second
 	// httpWriteTimeout bounds a response from the end of its request's
 	// headers; GET /api/v1/ops/{op_id}?wait= moves its own deadline out by
-	// its wait (api.MaxWait at most), so a long poll still answers.
+	// its wait (api.MaxWait at most), as does POST .../commands?wait=, so a
+	// long poll still answers; an event stream sets a deadline per write.
 	httpWriteTimeout = 30 * time.Second
 	// httpIdleTimeout closes a keep-alive connection idle this long.
 	httpIdleTimeout = 2 * time.Minute

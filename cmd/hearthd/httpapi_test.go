@@ -114,7 +114,7 @@ func TestHTTPPrincipals(t *testing.T) {
 		}
 	}
 	status, header, body := h.call("GET", "/api/v1/breakers", "", "")
-	if status != http.StatusUnauthorized || header.Get("WWW-Authenticate") != `Bearer realm="hearth"` || !strings.Contains(body, `"error":"missing_token"`) {
+	if status != http.StatusUnauthorized || header.Get("WWW-Authenticate") != `Bearer realm="hearth"` || !strings.Contains(body, `"error":"unauthorized"`) {
 		t.Errorf("breakers without a token: %d %q %s", status, header.Get("WWW-Authenticate"), body)
 	}
 	status, _, body = h.call("POST", "/api/v1/devices/front_door/commands", "", `{"state":"UNLOCK","op_id":"anon-1"}`)

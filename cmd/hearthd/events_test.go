@@ -1,0 +1,184 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hearthd/hearth/config"
+	"github.com/hearthd/hearth/devices"
+)
+
+// sseEvent is one server-sent event as a client reads it.
+type sseEvent struct{ name, data string }
+
+// stream opens GET path (an event stream) on the daemon, with a bearer
+// token unless token is "", and returns its events, read until the
+// stream ends (the channel then closes). It is subscribed when stream
+// returns: the daemon answers the headers after it subscribes.
+func (h *harness) stream(path, token string) (<-chan sseEvent, *http.Response) {
+	h.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	h.t.Cleanup(cancel)
+	req, err := http.NewRequestWithContext(ctx, "GET", "http://"+h.d.httpAddr()+path, nil)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	out := make(chan sseEvent, 4096)
+	go func() {
+		defer close(out)
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		var ev sseEvent
+		for sc.Scan() {
+			switch line := sc.Text(); {
+			case line == "":
+				out <- ev
+				ev = sseEvent{}
+			case strings.HasPrefix(line, "event: "):
+				ev.name = line[len("event: "):]
+			case strings.HasPrefix(line, "data: "):
+				ev.data = line[len("data: "):]
+			}
+		}
+	}()
+	return out, resp
+}
+
+// nextEvent waits for the stream's next event other than a keepalive.
+func (h *harness) nextEvent(events <-chan sseEvent) sseEvent {
+	h.t.Helper()
+	deadline := time.After(eventWait)
+	for {
+		select {
+		case ev, ok := <-events:
+			if !ok {
+				h.t.Fatal("the event stream ended")
+			}
+			if ev.name != "" {
+				return ev
+			}
+		case <-deadline:
+			h.t.Fatal("timed out waiting for an event")
+		}
+	}
+}
+
+// A command published through the broker is followed on GET
+// /api/v1/events: its accepted result, the light's new state, then its
+// succeeded result, in the order of the MQTT topics; a stream with
+// ?device=plug sees none of it, only the plug's own command.
+func TestHTTPEventsFollowACommand(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	h.settle("hall_light", "plug")
+	all, resp := h.stream("/api/v1/events", "")
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("GET /api/v1/events: %d %q", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	plugs, _ := h.stream("/api/v1/events?device=plug", "")
+
+	h.publish("hall_light", `{"state":"ON","brightness":77,"op_id":"ev-1"}`)
+	if r := h.final("ev-1"); r.Status != devices.Succeeded {
+		t.Fatalf("ev-1: %s %s", r.Status, r.Reason)
+	}
+	var statuses []devices.Status
+	sawState := false
+	for len(statuses) < 2 || !sawState {
+		ev := h.nextEvent(all)
+		switch ev.name {
+		case "result":
+			r := decodeResult(t, ev.data)
+			if r.OpID != "ev-1" || r.Device != "hall_light" {
+				t.Fatalf("a result of another command: %s", ev.data)
+			}
+			statuses = append(statuses, r.Status)
+		case "state":
+			var s struct {
+				Device string         `json:"device"`
+				State  map[string]any `json:"state"`
+			}
+			if err := json.Unmarshal([]byte(ev.data), &s); err != nil || s.Device != "hall_light" {
+				t.Fatalf("state event %s", ev.data)
+			}
+			if s.State["state"] == "ON" && s.State["brightness"] == 77.0 {
+				sawState = true
+				if len(statuses) != 1 {
+					t.Errorf("the light's new state came after results %v; want it between accepted and succeeded", statuses)
+				}
+			}
+		default:
+			t.Fatalf("unexpected event %+v", ev)
+		}
+	}
+	if statuses[0] != devices.Accepted || statuses[1] != devices.Succeeded {
+		t.Errorf("results %v; want accepted, then succeeded", statuses)
+	}
+
+	h.publish("plug", `{"state":"ON","op_id":"ev-2"}`)
+	h.final("ev-2")
+	ev := h.nextEvent(plugs)
+	if r := decodeResult(t, ev.data); ev.name != "result" || r.OpID != "ev-2" || r.Status != devices.Accepted {
+		t.Fatalf("the plug's stream began with %+v; want ev-2 accepted (nothing of the light)", ev)
+	}
+	for {
+		ev := h.nextEvent(plugs)
+		if !strings.Contains(ev.data, `"device":"plug"`) {
+			t.Fatalf("the plug's stream carried %+v", ev)
+		}
+		if ev.name == "result" && decodeResult(t, ev.data).Status == devices.Succeeded {
+			break
+		}
+	}
+}
+
+// With principals, a stream needs a token like the rest of the API.
+func TestHTTPEventsNeedAToken(t *testing.T) {
+	h := newHarness(t, harnessOptions{simLogin: bridgeLogin, automationLogin: bridgeLogin})
+	withPrincipals, err := config.Parse("test.yaml", []byte(principalsConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.d.reload(withPrincipals)
+	status, header, body := h.call("GET", "/api/v1/events", "", "")
+	if status != http.StatusUnauthorized || header.Get("WWW-Authenticate") != `Bearer realm="hearth"` || !strings.HasPrefix(body, `{"error":"unauthorized"`) {
+		t.Errorf("without a token: %d %q %s", status, header.Get("WWW-Authenticate"), body)
+	}
+	if _, resp := h.stream("/api/v1/events", "phone-token-0123456789ab"); resp.StatusCode != http.StatusOK {
+		t.Errorf("with phone's token: %d", resp.StatusCode)
+	}
+}
+
+// The daemon's stop ends an open stream rather than wait for it.
+func TestHTTPEventsEndAtStop(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	events, _ := h.stream("/api/v1/events", "")
+	h.stopAutomation() // before the broker goes: no client left reconnecting
+	stopped := make(chan struct{})
+	go func() { defer close(stopped); h.stopHearth() }()
+	select {
+	case <-stopped:
+	case <-time.After(eventWait):
+		t.Fatal("stop hangs on an open event stream")
+	}
+	for {
+		select {
+		case _, ok := <-events:
+			if !ok {
+				return
+			}
+		case <-time.After(eventWait):
+			t.Fatal("the stream is still open after stop")
+		}
+	}
+}
