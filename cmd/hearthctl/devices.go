@@ -8,37 +8,20 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
-	"time"
-)
 
-// deviceStatus is one device of GET /api/v1/devices, as issue 18's
-// contract gives it (dispatcher.DeviceStatus on hearthd's side).
-type deviceStatus struct {
-	ID             string         `json:"id"`
-	Service        string         `json:"service"`
-	Class          string         `json:"class"`
-	SafetyCritical bool           `json:"safety_critical"`
-	Sleepy         bool           `json:"sleepy"`
-	State          map[string]any `json:"state"`
-	Availability   string         `json:"availability"` // online, offline, unknown
-	Lease          *struct {
-		Awake bool      `json:"awake"`
-		Until time.Time `json:"until"`
-	} `json:"lease"`
-	Pending int    `json:"pending"`
-	Breaker string `json:"breaker"` // its service's, "" if none
-}
+	"github.com/hearthd/hearth/dispatcher"
+)
 
 // getDevices asks GET /api/v1/devices and returns the devices, decoded
 // and as hearthd wrote them.
-func (c *cli) getDevices() ([]deviceStatus, []json.RawMessage, error) {
+func (c *cli) getDevices() ([]dispatcher.DeviceStatus, []json.RawMessage, error) {
 	var answer struct {
 		Devices []json.RawMessage `json:"devices"`
 	}
 	if err := c.get("/api/v1/devices", nil, &answer); err != nil {
 		return nil, nil, err
 	}
-	list := make([]deviceStatus, len(answer.Devices))
+	list := make([]dispatcher.DeviceStatus, len(answer.Devices))
 	for i, raw := range answer.Devices {
 		if err := json.Unmarshal(raw, &list[i]); err != nil {
 			return nil, nil, fmt.Errorf("unexpected answer from hearthd: device %d: %v", i, err)
@@ -74,7 +57,7 @@ func (c *cli) devicesCmd(args []string) error {
 
 // printDevices prints devices as a table with a header, or says there are
 // none.
-func printDevices(w io.Writer, list []deviceStatus) error {
+func printDevices(w io.Writer, list []dispatcher.DeviceStatus) error {
 	if len(list) == 0 {
 		_, err := fmt.Fprintln(w, "no devices")
 		return err

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hearthd/hearth/devices"
+	"github.com/hearthd/hearth/api"
 	"github.com/hearthd/hearth/dispatcher"
 )
 
@@ -25,13 +25,6 @@ const statusDeadLetters = 1000
 // errStatusIncomplete is a status with a part hearthd did not answer, or
 // a hearthd not ready (all said on stdout): exit status 1.
 var errStatusIncomplete = errors.New("hearthd is not ready, or a part of its status could not be read")
-
-// opSummary is one op of GET /api/v1/ops (issue 18's contract): a result
-// and when it was accepted.
-type opSummary struct {
-	devices.Result
-	AcceptedAt time.Time `json:"accepted_at"`
-}
 
 // status is hearthctl status [-since 24h]: one screen that says whether
 // hearthd is ready (GET /readyz), its breakers (GET /api/v1/breakers), its
@@ -141,7 +134,7 @@ func (c *cli) status(args []string) error {
 	sinceText := from.UTC().Format(time.RFC3339)
 	q := url.Values{"status": {"failed"}, "since": {from.UTC().Format(time.RFC3339Nano)}, "limit": {strconv.Itoa(statusFailures)}}
 	var ops struct {
-		Ops  []opSummary `json:"ops"`
+		Ops  []api.OpSummary `json:"ops"`
 		Next string      `json:"next"`
 	}
 	if err := c.get("/api/v1/ops", q, &ops); err != nil {
