@@ -135,7 +135,7 @@ func (c *cli) status(args []string) error {
 	q := url.Values{"status": {"failed"}, "since": {from.UTC().Format(time.RFC3339Nano)}, "limit": {strconv.Itoa(statusFailures)}}
 	var ops struct {
 		Ops  []api.OpSummary `json:"ops"`
-		Next string      `json:"next"`
+		Next string          `json:"next"`
 	}
 	if err := c.get("/api/v1/ops", q, &ops); err != nil {
 		failed("failures", err)
