@@ -2,7 +2,9 @@
 # Hearth: build the binaries (hearthd, hearthctl, hearth-sim), run hearthd
 # on a small Debian base, as a non-root user.
 #
-#   docker build -t hearth .
+#   docker build -t hearth \
+#       --build-arg VERSION="$(git describe --tags --always --dirty)" \
+#       --build-arg REVISION="$(git rev-parse HEAD)" .
 #   docker run -d --name hearth -p 1883:1883 -p 8080:8080 \
 #       -v hearth-config:/etc/hearth -v hearth-data:/var/lib/hearth hearth
 #   docker exec hearth hearthctl credentials -data-dir /var/lib/hearth   # the generated accounts
@@ -29,7 +31,12 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/ ./cmd/...
+# The version and revision that -version prints (scripts/build.sh stamps
+# them with -ldflags -X); without the build args the script asks git, and
+# failing that the binaries say "devel".
+ARG VERSION=""
+ARG REVISION=""
+RUN VERSION="$VERSION" REVISION="$REVISION" OUT=/out/ sh scripts/build.sh
 
 FROM debian:bookworm-slim
 # ca-certificates: the system roots Go's crypto/tls reads

@@ -20,6 +20,7 @@ var allowed = map[string][]string{
 	"devices":               {},
 	"retry":                 {},
 	"breaker":               {},
+	"buildinfo":             {},
 	"topic":                 {},
 	"config":                {"devices", "retry", "breaker", "topic", "automations"},
 	"configs":               {},
@@ -41,10 +42,11 @@ var allowed = map[string][]string{
 	// The scenarios of hearth-sim: their logic, with the Hearth parts
 	// they run against passed in through interfaces they own.
 	"simulator/scenario/chart":      {},
+	"simulator/scenario/progress":   {},
 	"simulator/scenario/contention": {"retry", "simulator", "simulator/scenario/chart"},
-	"simulator/scenario/powerloss":  {"broker", "retry", "simulator", "simulator/scenario/chart"},
-	"simulator/scenario/outage":     {"broker", "retry", "simulator"},
-	"simulator/scenario/sleepy":     {"broker", "devices", "simulator"},
+	"simulator/scenario/powerloss":  {"broker", "retry", "simulator", "simulator/scenario/chart", "simulator/scenario/progress"},
+	"simulator/scenario/outage":     {"broker", "retry", "simulator", "simulator/scenario/progress"},
+	"simulator/scenario/sleepy":     {"broker", "devices", "simulator", "simulator/scenario/progress"},
 }
 
 // never lists what a package must not depend on even indirectly.

@@ -20,6 +20,13 @@
 //	           [-probe-timeout D] [-summary-every D] [-hearthd-log FILE]
 //	hearth-sim sleepy [-devices N] [-duration D] [-wake D] [-window D]
 //	           [-rate R] [-seed N] [-v]
+//	hearth-sim -version
+//
+// -version prints the build's version, VCS revision and Go release.
+//
+// The scenarios that run for tens of seconds (power-loss, outage, sleepy)
+// say which phase they are in on stderr when it is a terminal, and
+// nothing more when it is not (see progress.go).
 //
 // Device names in -offline are Hearth device IDs from the config.
 //
@@ -66,6 +73,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hearthd/hearth/buildinfo"
 	"github.com/hearthd/hearth/config"
 	"github.com/hearthd/hearth/configs"
 	"github.com/hearthd/hearth/retry"
@@ -78,6 +86,8 @@ func main() {
 	var err error
 	args := os.Args[1:]
 	switch {
+	case len(args) == 1 && (args[0] == "-version" || args[0] == "--version"):
+		fmt.Println(buildinfo.Resolve(version, revision).Line("hearth-sim"))
 	case len(args) > 0 && args[0] == "contention":
 		err = runContention(ctx, args[1:], os.Stdout, os.Stderr)
 	case len(args) > 0 && args[0] == "power-loss":
@@ -106,7 +116,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 			"       hearth-sim contention [flags]  the retry contention study (see hearth-sim contention -h)\n"+
 			"       hearth-sim power-loss [flags]  the reconnect flood after a power loss (see hearth-sim power-loss -h)\n"+
 			"       hearth-sim outage [flags]      a bridge outage against a hearthd: its circuit breaker (see hearth-sim outage -h)\n"+
-			"       hearth-sim sleepy [flags]      a fleet of sleepy Z-Wave thermostats over a simulated day (see hearth-sim sleepy -h)\n\nflags:\n")
+			"       hearth-sim sleepy [flags]      a fleet of sleepy Z-Wave thermostats over a simulated day (see hearth-sim sleepy -h)\n"+
+			"       hearth-sim -version            the version, VCS revision and Go release of this build\n\nflags:\n")
 		fs.PrintDefaults()
 	}
 	brokerURL := fs.String("broker", "tcp://127.0.0.1:1883", "MQTT broker URL")

@@ -122,6 +122,7 @@ func runOutage(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return fmt.Errorf("outage: %w", err)
 	}
 	h.bin = bin
+	c.Progress = phasesFor(stderr, "outage")
 	sum, err := outage.Run(ctx, c, h, stdout, stderr)
 	if err != nil {
 		return fmt.Errorf("outage: %w", err)

@@ -79,5 +79,6 @@ func runPowerLoss(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if c.External() && !set["transport"] {
 		c.Transport = "tcp"
 	}
+	c.Progress = phasesFor(stderr, "power-loss")
 	return powerloss.Run(ctx, c, stdout, stderr)
 }

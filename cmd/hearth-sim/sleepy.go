@@ -87,6 +87,7 @@ func runSleepy(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := c.Validate(); err != nil {
 		return fmt.Errorf("sleepy: %w", err)
 	}
+	c.Progress = phasesFor(stderr, "sleepy")
 	s, err := sleepy.Run(ctx, c, fleetHearth{}, stdout, stderr)
 	if err != nil {
 		return fmt.Errorf("sleepy: %w", err)

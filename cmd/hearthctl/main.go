@@ -5,8 +5,18 @@
 // scripts; it shows whether the store was quarantined and acknowledges a
 // quarantine (GET /api/v1/store, POST /api/v1/store/ack). hearthctl
 // credentials shows or rotates the accounts of hearthd's credentials
-// file, which it reads directly.
+// file, which it reads directly. It acts, too: send sends a command (POST
+// /api/v1/devices/{device}/commands) and get reads one by op_id (GET
+// /api/v1/ops/{op_id}), each optionally waiting for it to end; devices
+// lists the devices (GET /api/v1/devices); watch follows the event stream
+// (GET /api/v1/events), one decoded line per event, reconnecting with
+// backoff until SIGINT; status is a one-screen summary.
 //
+//	hearthctl [-addr ...] [-token T] send DEVICE PAYLOAD [-wait 10s] [-json]
+//	hearthctl [-addr ...] [-token T] get OP_ID [-wait 30s] [-json]
+//	hearthctl [-addr ...] [-token T] devices [-json]
+//	hearthctl [-addr ...] [-token T] watch [-device D]... [-n N] [-json]
+//	hearthctl [-addr ...] [-token T] status [-since 24h]
 //	hearthctl [-addr http://127.0.0.1:8080] [-token T] audit [-device D] [-op OPID] [-principal P] [-since 24h] [-limit N] [-after SEQ] [-json]
 //	hearthctl [-addr ...] [-token T] deadletters [-device D] [-status S] [-reason R] [-since 24h] [-limit N] [-after SEQ] [-json]
 //	hearthctl [-addr ...] [-token T] breakers [-json]
@@ -21,10 +31,15 @@
 //
 // The token, if any (-token, or the HEARTH_TOKEN environment variable), is
 // sent as "Authorization: Bearer <token>". Exit status: 0 done, 1 an error
-// (hearthd unreachable or answering with an error), 2 a usage mistake.
+// (hearthd unreachable or answering with an error, or a command sent or
+// read that ended otherwise than succeeded), 2 a usage mistake, 3 a
+// command still under way when send's or get's -wait passed. hearthctl
+// -version prints the build's version, VCS revision and Go release.
 package main
 
 import (
+	"bytes"
+	"context"
 	crand "crypto/rand"
 	"encoding/json"
 	"errors"
@@ -34,11 +49,15 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
+
+	"github.com/hearthd/hearth/buildinfo"
 )
 
-// Exit statuses.
+// Exit statuses (and exitPending, 3: see send).
 const (
 	exitOK    = 0
 	exitError = 1
@@ -64,6 +83,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		now:    time.Now,
 		client: &http.Client{Timeout: 30 * time.Second},
 		random: crand.Reader,
+		stdin:  os.Stdin,
+		signals: func() (context.Context, context.CancelFunc) {
+			return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		},
 	}
 	return c.run(args)
 }
@@ -75,6 +98,10 @@ type cli struct {
 	now            func() time.Time
 	client         *http.Client
 	random         io.Reader // the secrets of credentials rotate
+	stdin          io.Reader // send's payload "-"
+	// signals returns the context of a command that runs until
+	// interrupted (watch): done at SIGINT or SIGTERM.
+	signals func() (context.Context, context.CancelFunc)
 
 	addr, token string // set by run from the global flags
 }
@@ -101,8 +128,13 @@ var commands = []struct {
 	{"credentials", "show the accounts of <data_dir>/credentials.yaml, or rotate one (reads the file, not the API)", (*cli).credentials},
 	{"breakers", "the circuit breaker of every service (GET /api/v1/breakers)", (*cli).breakers},
 	{"deadletters", "commands that ended expired, failed or superseded (GET /api/v1/deadletters)", (*cli).deadLetters},
+	{"devices", "every device: availability, pending commands, breaker, state (GET /api/v1/devices)", (*cli).devicesCmd},
+	{"get", "a command's result by op_id, -wait for it to end (GET /api/v1/ops/{op_id})", (*cli).getCmd},
 	{"ready", "exit 0 if hearthd is ready, 1 if not (GET /readyz; a container's health check)", (*cli).ready},
+	{"send", "send a command to a device and print its result, -wait for it to end (POST /api/v1/devices/{device}/commands)", (*cli).sendCmd},
+	{"status", "a one-screen summary: readiness, breakers, devices, pending commands, recent failures, dead letters", (*cli).status},
 	{"store", "whether the store was quarantined (GET /api/v1/store); store ack acknowledges it (POST /api/v1/store/ack)", (*cli).store},
+	{"watch", "follow results, states, availability and breakers as they happen (GET /api/v1/events)", (*cli).watchCmd},
 }
 
 func (c *cli) run(args []string) int {
@@ -110,6 +142,7 @@ func (c *cli) run(args []string) int {
 	fs.SetOutput(c.stderr)
 	fs.StringVar(&c.addr, "addr", defaultAddr, "hearthd's HTTP address (`URL`; default $HEARTH_ADDR, else "+defaultAddr+")")
 	fs.StringVar(&c.token, "token", "", "bearer `token` for the API (default $HEARTH_TOKEN)")
+	printVersion := fs.Bool("version", false, "print the version, the VCS revision and the Go release, and exit")
 	fs.Usage = func() {
 		fmt.Fprintf(c.stderr, "usage: hearthctl [-addr URL] [-token T] <command> [flags]\n\ncommands:\n")
 		for _, cmd := range commands {
@@ -123,6 +156,10 @@ func (c *cli) run(args []string) int {
 			return exitOK
 		}
 		return exitUsage // flag printed the error and the usage
+	}
+	if *printVersion {
+		fmt.Fprintln(c.stdout, buildinfo.Resolve(version, revision).Line("hearthctl"))
+		return exitOK
 	}
 	if c.token == "" {
 		c.token = c.getenv("HEARTH_TOKEN")
@@ -148,8 +185,10 @@ func (c *cli) run(args []string) int {
 			return exitOK
 		case errors.Is(err, flag.ErrHelp):
 			return exitOK
-		case errors.Is(err, errNotReady):
-			return exitError // the failing checks are printed
+		case errors.Is(err, errNotReady), errors.Is(err, errNotSucceeded), errors.Is(err, errStatusIncomplete):
+			return exitError // the failing checks, or the result, are printed
+		case errors.Is(err, errStillPending):
+			return exitPending // the result so far is printed
 		case errors.Is(err, errFlags):
 			return exitUsage
 		case errors.As(err, &ue):
@@ -200,6 +239,24 @@ func (c *cli) post(path string, v any) error {
 
 // call sends a request with no body to hearthd; see get.
 func (c *cli) call(method, path string, query url.Values, v any) error {
+	resp, body, err := c.send(method, path, query, nil, 0)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode/100 != 2 {
+		return answerError(resp, body)
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		return fmt.Errorf("unexpected answer from %s: %v", resp.Request.URL, err)
+	}
+	return nil
+}
+
+// send sends a request to hearthd with body (nil for none) and returns
+// its answer and body, whatever the status. timeout, when more than 0,
+// replaces the client's for this request (a long poll's). Its errors say
+// that hearthd could not be reached, or its answer not read.
+func (c *cli) send(method, path string, query url.Values, body []byte, timeout time.Duration) (*http.Response, []byte, error) {
 	c.addr = strings.TrimRight(c.addr, "/")
 	if !strings.Contains(c.addr, "://") {
 		c.addr = "http://" + c.addr
@@ -208,34 +265,41 @@ func (c *cli) call(method, path string, query url.Values, v any) error {
 	if len(query) > 0 {
 		u += "?" + query.Encode()
 	}
-	req, err := http.NewRequest(method, u, nil)
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequest(method, u, rd)
 	if err != nil {
-		return usagef("bad -addr %q: %v", c.addr, err)
+		return nil, nil, usagef("bad -addr %q: %v", c.addr, err)
 	}
 	req.Header.Set("Accept", "application/json")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
-	resp, err := c.client.Do(req)
+	client := c.client
+	if timeout > 0 {
+		cl := *c.client
+		cl.Timeout = timeout
+		client = &cl
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		var ue *url.Error
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		return fmt.Errorf("cannot reach hearthd at %s: %v (is it running? -addr)", c.addr, err)
+		return nil, nil, fmt.Errorf("cannot reach hearthd at %s: %v (is it running? -addr)", c.addr, err)
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	answer, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
-		return fmt.Errorf("read answer of %s: %v", u, err)
+		return nil, nil, fmt.Errorf("read answer of %s: %v", u, err)
 	}
-	if resp.StatusCode/100 != 2 {
-		return answerError(resp, body)
-	}
-	if err := json.Unmarshal(body, v); err != nil {
-		return fmt.Errorf("unexpected answer from %s: %v", u, err)
-	}
-	return nil
+	return resp, answer, nil
 }
 
 // answerError describes a non-2xx answer: its status and the server's

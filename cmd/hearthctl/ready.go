@@ -39,31 +39,12 @@ func (c *cli) ready(args []string) error {
 	if *timeout <= 0 {
 		return usagef("-timeout %v: want more than 0", *timeout)
 	}
-	addr := strings.TrimRight(c.addr, "/")
-	if !strings.Contains(addr, "://") {
-		addr = "http://" + addr
-	}
-	req, err := http.NewRequest(http.MethodGet, addr+"/readyz", nil)
+	answer, err := c.readyz(*timeout)
 	if err != nil {
-		return usagef("bad -addr %q: %v", c.addr, err)
+		return err
 	}
-	client := *c.client
-	client.Timeout = *timeout
-	resp, err := client.Do(req)
-	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err
-		}
-		return fmt.Errorf("cannot reach hearthd at %s: %v", addr, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return fmt.Errorf("read answer of %s/readyz: %v", addr, err)
-	}
-	var report health.Report
-	jsonErr := json.Unmarshal(body, &report)
+	resp, body, report, jsonErr := answer.resp, answer.body, answer.report, answer.jsonErr
+	addr := c.addr
 	switch {
 	case resp.StatusCode == http.StatusOK && jsonErr == nil && report.Status == "ready":
 		if !*quiet {
@@ -94,4 +75,44 @@ func (c *cli) ready(args []string) error {
 	default:
 		return fmt.Errorf("unexpected answer from %s/readyz: %s: %s", addr, resp.Status, cell(strings.TrimSpace(string(body))))
 	}
+}
+
+// readyAnswer is hearthd's answer to GET /readyz.
+type readyAnswer struct {
+	resp    *http.Response
+	body    []byte
+	report  health.Report
+	jsonErr error // the body is not a health.Report
+}
+
+// readyz asks GET /readyz (no token) within timeout. Its error says that
+// hearthd could not be reached.
+func (c *cli) readyz(timeout time.Duration) (readyAnswer, error) {
+	var a readyAnswer
+	c.addr = strings.TrimRight(c.addr, "/")
+	if !strings.Contains(c.addr, "://") {
+		c.addr = "http://" + c.addr
+	}
+	req, err := http.NewRequest(http.MethodGet, c.addr+"/readyz", nil)
+	if err != nil {
+		return a, usagef("bad -addr %q: %v", c.addr, err)
+	}
+	client := *c.client
+	client.Timeout = timeout
+	resp, err := client.Do(req)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return a, fmt.Errorf("cannot reach hearthd at %s: %v", c.addr, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return a, fmt.Errorf("read answer of %s/readyz: %v", c.addr, err)
+	}
+	a.resp, a.body = resp, body
+	a.jsonErr = json.Unmarshal(body, &a.report)
+	return a, nil
 }

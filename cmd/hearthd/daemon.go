@@ -25,6 +25,7 @@ import (
 	"github.com/hearthd/hearth/automations"
 	"github.com/hearthd/hearth/breaker"
 	"github.com/hearthd/hearth/broker"
+	"github.com/hearthd/hearth/buildinfo"
 	"github.com/hearthd/hearth/config"
 	"github.com/hearthd/hearth/devices"
 	"github.com/hearthd/hearth/dispatcher"
@@ -322,7 +323,7 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 		dp.connOptions(&connOpts)
 	}
 	d.conn = newLink(d.broker, connOpts)
-	d.ha = newHomeAssistant(cfg, d.conn, log.With("component", "homeassistant"), version())
+	d.ha = newHomeAssistant(cfg, d.conn, log.With("component", "homeassistant"), buildinfo.Resolve(version, revision).Version)
 
 	breakerRand := dp.rand // stateless in tests
 	if breakerRand == nil {

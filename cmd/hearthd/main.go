@@ -7,6 +7,15 @@
 //	hearthd [-config FILE] [-data-dir DIR] [-mqtt-listen ADDR] [-mqtt-url URL]
 //	        [-http-listen ADDR] [-log-level LEVEL] [-demo]
 //	hearthd -print-mosquitto-acl [-config FILE] [-data-dir DIR] [-mqtt-url URL]
+//	hearthd -check-config FILE [-mqtt-listen ADDR] [-http-listen ADDR] ...
+//	hearthd -version
+//
+// -check-config loads and validates FILE (with the other flags applied
+// over it, as a start would) and prints every problem it finds, one per
+// line as file:line: key: message, or "FILE: ok"; it exits 0 when the
+// config is valid and 1 when not, and opens nothing: no data directory,
+// no listener, no broker. -version prints the build's version, VCS
+// revision and Go release (see scripts/build.sh) and exits.
 //
 // -print-mosquitto-acl prints, for a config with an external broker, the
 // dynamic-security file that makes Mosquitto 2 enforce the accounts and
@@ -36,6 +45,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/hearthd/hearth/buildinfo"
 	"github.com/hearthd/hearth/config"
 	"github.com/hearthd/hearth/configs"
 )
@@ -46,6 +56,9 @@ func main() {
 	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return // -h: usage printed
+		}
+		if errors.Is(err, errConfigInvalid) {
+			os.Exit(1) // -check-config printed the problems
 		}
 		fmt.Fprintln(os.Stderr, "hearthd:", err)
 		os.Exit(1)
@@ -64,6 +77,10 @@ type options struct {
 	// printMosquittoACL prints an external Mosquitto's dynamic-security
 	// file for the config and exits.
 	printMosquittoACL bool
+	// checkConfig is -check-config's file: validate it and exit.
+	checkConfig string
+	// printVersion prints the build's version and exits.
+	printVersion bool
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -77,12 +94,23 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.httpListen, "http-listen", "", "HTTP listen address, host:port (overrides http.listen)")
 	fs.StringVar(&o.logLevel, "log-level", "", "log level: debug, info, warn or error (default info; warn with -demo)")
 	fs.BoolVar(&o.printMosquittoACL, "print-mosquitto-acl", false, "print Mosquitto 2's dynamic-security JSON (accounts, hashed passwords, ACLs) for the config's external broker on stdout, the mosquitto.conf lines on stderr, and exit")
+	fs.StringVar(&o.checkConfig, "check-config", "", "validate this configuration `file` (with the other flags applied), print every problem, exit 0 if valid and 1 if not; opens nothing")
+	fs.BoolVar(&o.printVersion, "version", false, "print the version, the VCS revision and the Go release, and exit")
 	fs.BoolVar(&o.demo, "demo", false, "run simulated devices in the same process and send them a few commands (anonymous, on loopback only)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected argument %q (flags start with -)", fs.Arg(0))
+	}
+	if o.checkConfig != "" {
+		if o.configFile != "" && o.configFile != o.checkConfig {
+			return o, fmt.Errorf("-check-config %s and -config %s: give the file to check once", o.checkConfig, o.configFile)
+		}
+		if o.demo {
+			return o, errors.New("-check-config checks a file; -demo runs one: give one of them")
+		}
+		o.configFile = o.checkConfig
 	}
 	return o, nil
 }
@@ -186,6 +214,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	o, err := parseFlags(args, stderr)
 	if err != nil {
 		return err
+	}
+	if o.printVersion {
+		_, err := fmt.Fprintln(stdout, buildinfo.Resolve(version, revision).Line("hearthd"))
+		return err
+	}
+	if o.checkConfig != "" {
+		return checkConfig(o, stdout)
 	}
 	level, err := parseLevel(o.logLevel, o.demo)
 	if err != nil {

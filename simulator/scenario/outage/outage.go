@@ -36,11 +36,16 @@ import (
 	"github.com/hearthd/hearth/broker"
 	"github.com/hearthd/hearth/retry"
 	"github.com/hearthd/hearth/simulator"
+	"github.com/hearthd/hearth/simulator/scenario/progress"
 )
 
 // Config is one outage scenario: hearth-sim outage's flags, named alike
 // (see its usage for what each means). Call Derive, then Validate.
 type Config struct {
+	// Progress gets a line per phase (hearthd starting, before, outage,
+	// after, the checks) with the time left in it; nil prints none. The
+	// timeline on stdout is printed either way.
+	Progress *progress.Phases
 	// Before, Outage and After are the timeline: traffic before the
 	// bridge goes offline, how long it is offline, traffic after it is
 	// back (-before, -outage, -after).
@@ -347,6 +352,7 @@ func Run(ctx context.Context, c Config, h Hearth, stdout, stderr io.Writer) (Sum
 		return sum, err
 	}
 	defer hlog.Close()
+	c.Progress.Printf("starting hearthd (its log: %s)", logFile)
 	hd, err := h.Start(configFile, hlog)
 	if err != nil {
 		return sum, err
@@ -376,6 +382,7 @@ func Run(ctx context.Context, c Config, h Hearth, stdout, stderr io.Writer) (Sum
 	fmt.Fprintf(stdout, "%s.\n\n", hd)
 
 	runErr := obs.drive(ctx, client, sim, hd.Done())
+	c.Progress.Printf("stopping hearthd; checking the timeline")
 	stopped = true
 	stopErr := hd.Stop()
 	obs.finish()
@@ -735,6 +742,7 @@ func (o *outageObserver) drive(ctx context.Context, client paho.Client, sim *sim
 	}
 	o.line(start, "traffic starts: %s; breaker %s %s", o.c.describeTraffic(), outageService, o.state)
 	o.mu.Unlock()
+	o.c.Progress.Printf("before the outage: %v of traffic", o.c.Before)
 
 	outageAt := start.Add(o.c.Before)
 	backAt := outageAt.Add(o.c.Outage)
@@ -761,6 +769,7 @@ func (o *outageObserver) drive(ctx context.Context, client paho.Client, sim *sim
 			if err := sim.SetBridgeOnline(outageBase, false, o.c.Announce); err != nil {
 				return err
 			}
+			o.c.Progress.Printf("outage: bridge %s offline for %v", outageBase, o.c.Outage)
 		}
 		if phase == 1 && !now.Before(backAt) {
 			phase = 2
@@ -772,6 +781,7 @@ func (o *outageObserver) drive(ctx context.Context, client paho.Client, sim *sim
 			o.outageEnd = now
 			o.line(now, "RECOVERY: bridge %s is back", outageBase)
 			o.mu.Unlock()
+			o.c.Progress.Printf("after the outage: %v of traffic", o.c.After)
 		}
 		if !now.Before(endAt) {
 			o.mu.Lock()

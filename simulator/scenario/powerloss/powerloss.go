@@ -35,6 +35,7 @@ import (
 	"github.com/hearthd/hearth/retry"
 	"github.com/hearthd/hearth/simulator"
 	"github.com/hearthd/hearth/simulator/scenario/chart"
+	"github.com/hearthd/hearth/simulator/scenario/progress"
 )
 
 // Config is one power-loss scenario: hearth-sim power-loss's flags, named
@@ -42,6 +43,9 @@ import (
 type Config struct {
 	// Devices is the number of simulated devices (-devices).
 	Devices int
+	// Progress gets a line per phase of each run (connecting, cut, all
+	// back); nil prints none.
+	Progress *progress.Phases
 	// Strategy names the reconnect backoff of a single run, one of
 	// Strategies' names (-strategy); with Compare every strategy runs.
 	Strategy string
@@ -199,7 +203,6 @@ func Run(ctx context.Context, c Config, stdout, stderr io.Writer) error {
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	var runs []floodRun
 	for _, s := range strats {
-		fmt.Fprintf(stderr, "power-loss: %s: %d devices…\n", s.Name, c.Devices)
 		r, err := runFlood(ctx, c, s, log)
 		if err != nil {
 			return fmt.Errorf("power-loss: %s: %w", s.Name, err)
@@ -436,10 +439,12 @@ func runFlood(ctx context.Context, c Config, s Strategy, log *slog.Logger) (floo
 	}()
 
 	begin := time.Now()
+	c.Progress.Printf("%s: connecting %d devices", s.Name, c.Devices)
 	if err := waitFor(ctx, flood.Ready(), ramp+c.Timeout); err != nil {
 		return run, fmt.Errorf("setup: %d devices not connected: %w", lostDevices(flood.Result()), err)
 	}
 	run.setup = time.Since(begin)
+	c.Progress.Printf("%s: all %d devices connected; cutting the %s", s.Name, c.Devices, c.Cut)
 	for _, d := range flood.Result().Devices {
 		run.setupAttempts += d.Attempts
 	}
@@ -459,6 +464,7 @@ func runFlood(ctx context.Context, c Config, s Strategy, log *slog.Logger) (floo
 		cut = flood.Cut()
 		run.cutTook = time.Since(cut)
 	}
+	c.Progress.Printf("%s: cut; waiting up to %v for the devices to come back", s.Name, c.Timeout)
 	if err := waitFor(ctx, flood.Back(), c.Timeout-time.Since(cut)); err != nil && ctx.Err() != nil {
 		return run, err
 	}
@@ -488,6 +494,11 @@ func runFlood(ctx context.Context, c Config, s Strategy, log *slog.Logger) (floo
 		conns.mu.Unlock()
 	}
 	slices.Sort(run.accepts)
+	if run.lost > 0 {
+		c.Progress.Printf("%s: %d of %d devices back, %d lost", s.Name, c.Devices-run.lost, c.Devices, run.lost)
+	} else {
+		c.Progress.Printf("%s: all %d devices back", s.Name, c.Devices)
+	}
 	return run, nil
 }
 

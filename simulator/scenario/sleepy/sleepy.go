@@ -36,12 +36,16 @@ import (
 	"github.com/hearthd/hearth/broker"
 	"github.com/hearthd/hearth/devices"
 	"github.com/hearthd/hearth/simulator"
+	"github.com/hearthd/hearth/simulator/scenario/progress"
 )
 
 // Config is one fleet: hearth-sim sleepy's flags, named alike.
 type Config struct {
 	// Devices is the number of sleepy thermostats, 1–3999 (-devices).
 	Devices int
+	// Progress gets a line per phase (start, every 6 simulated hours,
+	// the checks); nil prints none.
+	Progress *progress.Phases
 	// Duration is the simulated time over which commands are issued; the
 	// run goes on until the last TTL (-duration).
 	Duration time.Duration
@@ -341,6 +345,7 @@ func runFleet(ctx context.Context, c Config, hs Hearth, p *fleetPlan, log *slog.
 	// has seen every node's status Asleep, published before the values)
 	// and the gateway online.
 	d := &fleetDriver{c: c, p: p, clock: clock, rec: rec, sim: sim, observer: observer, h: h, stdout: stdout, start: time.Now()}
+	c.Progress.Printf("starting %d thermostats and Hearth", len(p.devices))
 	if !d.await("the simulated gateway and Hearth ready", func(r *fleetRecorder) []string {
 		var missing []string
 		if n := len(r.mirrors); n < len(p.devices) {
@@ -358,6 +363,7 @@ func runFleet(ctx context.Context, c Config, hs Hearth, p *fleetPlan, log *slog.
 	d.notes = nil
 
 	instants := p.instants()
+	c.Progress.Printf("ready; simulating %v of commands", c.Duration)
 	lastProgress := p.t0
 	aborted, reached := "", p.t0
 	for _, in := range instants {
@@ -375,10 +381,11 @@ func runFleet(ctx context.Context, c Config, hs Hearth, p *fleetPlan, log *slog.
 		reached = in.at
 		if in.at.Sub(lastProgress) >= time.Hour*6 || in == instants[len(instants)-1] {
 			lastProgress = in.at
-			fmt.Fprintf(stderr, "sleepy: %s simulated, %d commands issued, %s\n", fmtOffset(in.at.Sub(p.t0)), rec.issued(), time.Since(d.start).Round(time.Second))
+			c.Progress.Printf("%s simulated, %d commands issued", fmtOffset(in.at.Sub(p.t0)), rec.issued())
 		}
 	}
 
+	c.Progress.Printf("checking what the thermostats received")
 	o, err := d.observed()
 	if err != nil {
 		return Summary{}, err

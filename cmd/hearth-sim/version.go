@@ -1,0 +1,4 @@
+package main
+
+var version = "devel"
+var revision = ""

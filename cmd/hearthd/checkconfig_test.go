@@ -1,0 +1,121 @@
+package main
+
+import (
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// checkConfigIn runs the built hearthd -check-config with args in dir and
+// returns its exit status and output.
+func checkConfigIn(t *testing.T, dir string, args ...string) (int, string, string) {
+	t.Helper()
+	hearthd, _ := builtBinaries(t)
+	cmd := exec.Command(hearthd, args...)
+	cmd.Dir = dir
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return code, stdout.String(), stderr.String()
+}
+
+// entries lists dir's names.
+func entries(t *testing.T, dir string) []string {
+	t.Helper()
+	des, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, de := range des {
+		names = append(names, de.Name())
+	}
+	return names
+}
+
+// The documented sample is valid: exit 0, one line, and nothing created
+// (its data_dir, "data", is relative to the working directory). Its
+// listen addresses are taken by this test first: a check that opened them
+// would fail.
+func TestCheckConfigOfTheSampleSaysOKAndOpensNothing(t *testing.T) {
+	dir := t.TempDir()
+	sample, err := os.ReadFile(filepath.Join("..", "..", "configs", "hearth.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "hearth.yaml"), sample, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	mqttLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mqttLn.Close()
+	httpLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer httpLn.Close()
+
+	code, stdout, stderr := checkConfigIn(t, dir, "-check-config", "hearth.yaml",
+		"-mqtt-listen", mqttLn.Addr().String(), "-http-listen", httpLn.Addr().String())
+	want := "hearth.yaml: ok (1 service, 6 devices, 0 principals, 0 automations)\n"
+	if code != 0 || stdout != want || stderr != "" {
+		t.Errorf("exit %d, stdout %q, stderr %q; want 0, %q, no stderr", code, stdout, stderr, want)
+	}
+	if got := entries(t, dir); !slices.Equal(got, []string{"hearth.yaml"}) {
+		t.Errorf("the directory holds %q after the check; want only hearth.yaml (no data directory)", got)
+	}
+}
+
+// A broken file: every problem, one per line with its line and key, then
+// how many; exit 1; nothing created.
+func TestCheckConfigPrintsEveryProblem(t *testing.T) {
+	dir := t.TempDir()
+	broken := "" +
+		"prefix: \"home/+\"\n" +
+		"bogus: 1\n" +
+		"services:\n" +
+		"  zigbee:\n" +
+		"    protocol: zigbee2mqtt\n" +
+		"devices:\n" +
+		"  hall:\n" +
+		"    service: zigbee\n" +
+		"    class: toaster\n" +
+		"  porch:\n" +
+		"    service: zwave\n" +
+		"    class: light\n"
+	if err := os.WriteFile(filepath.Join(dir, "broken.yaml"), []byte(broken), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := checkConfigIn(t, dir, "-check-config", "broken.yaml")
+	want := "" +
+		"broken.yaml:1: prefix: \"home/+\" contains '+', an MQTT wildcard\n" +
+		"broken.yaml:2: bogus: unknown key (known here: prefix, data_dir, defaults, mqtt, http, homeassistant, services, devices, automations, principals)\n" +
+		"broken.yaml:9: devices.hall.class: unknown class \"toaster\" (known: light, switch, lock, cover, climate, valve, alarm, sensor)\n" +
+		"broken.yaml:11: devices.porch.service: no service \"zwave\" (services: zigbee)\n" +
+		"broken.yaml: 4 problems\n"
+	if code != 1 || stdout != want || stderr != "" {
+		t.Errorf("exit %d, stderr %q, stdout\n%s\nwant exit 1, stdout\n%s", code, stderr, stdout, want)
+	}
+	if got := entries(t, dir); !slices.Equal(got, []string{"broken.yaml"}) {
+		t.Errorf("the directory holds %q after the check; want only broken.yaml", got)
+	}
+
+	code, stdout, _ = checkConfigIn(t, dir, "-check-config", "missing.yaml")
+	want = "missing.yaml: cannot read config file: no such file or directory (the working directory is " + dir + ")\nmissing.yaml: 1 problem\n"
+	if code != 1 || stdout != want {
+		t.Errorf("a missing file: exit %d, stdout %q; want 1, %q", code, stdout, want)
+	}
+}
