@@ -236,6 +236,21 @@ func (m *Device) Done() { m.current = nil }
 // Idle reports whether no command waits or is being attempted.
 func (m *Device) Idle() bool { return len(m.waiting) == 0 && m.current == nil }
 
+// Pending counts the commands that have not ended: waiting, or being
+// attempted.
+func (m *Device) Pending() int {
+	n := 0
+	for _, c := range m.waiting {
+		if !c.ended {
+			n++
+		}
+	}
+	if m.current != nil && !m.current.ended {
+		n++
+	}
+	return n
+}
+
 // Waiting returns the commands waiting, in acceptance order.
 func (m *Device) Waiting() []*Command { return slices.Clone(m.waiting) }
 
