@@ -74,6 +74,8 @@ type daemon struct {
 	disp    *dispatcher.Dispatcher
 	health  *health.Checker
 	metrics *health.Metrics
+	// cmdMetrics feeds metrics from the dispatcher and the connection.
+	cmdMetrics *commandMetrics
 	// storeQ tells of a quarantine of the store until it is acknowledged.
 	storeQ *storeQuarantine
 	engine *automations.Engine
@@ -139,6 +141,7 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 	}
 	log := dp.logger
 	d := &daemon{cfg: cfg, log: log, health: health.NewChecker(), metrics: health.NewMetrics()}
+	d.cmdMetrics = &commandMetrics{m: d.metrics}
 	defer func() {
 		if err != nil {
 			d.stop()
@@ -148,7 +151,7 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 	sh := &storeHealth{log: log, metrics: d.metrics, clock: dp.clock}
 	// A damaged store is moved aside and a fresh one opened (quarantine.go
 	// tells of it); a locked or unreadable one stops the start.
-	d.store, err = store.Open(cfg.DataDir, store.Options{LockTimeout: dp.lockTimeout, OnCommit: sh.onCommit, OnDamage: sh.onDamage,
+	d.store, err = store.Open(cfg.DataDir, store.Options{LockTimeout: dp.lockTimeout, OnCommit: sh.onCommit, OnCommitTime: d.metrics.StoreCommitTook, OnDamage: sh.onDamage,
 		Quarantine: true, Now: dp.clock.Now})
 	if err != nil {
 		return nil, err
@@ -189,6 +192,7 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 	// commands from its start; it lets them through once the dispatcher
 	// runs.
 	d.intake = newIntake(cfg.Prefix, log)
+	d.intake.acked = d.metrics.PubackWait
 	if d.brokerURL == "" {
 		// Hearth's own account, with or without principals.
 		d.internalPassword = newInternalPassword()
@@ -305,6 +309,7 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 			}
 		},
 		OnConnect: func(ctx context.Context) {
+			d.cmdMetrics.connected()
 			if disp != nil {
 				disp.Reconnected()
 			}
@@ -319,7 +324,7 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 		dp.connOptions(&connOpts)
 	}
 	d.conn = newLink(d.broker, connOpts)
-	d.ha = newHomeAssistant(cfg, d.conn, log.With("component", "homeassistant"), version())
+	d.ha = newHomeAssistant(cfg, d.conn, log.With("component", "homeassistant"), buildVersion())
 
 	breakerRand := dp.rand // stateless in tests
 	if breakerRand == nil {
@@ -438,6 +443,9 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 			d.results.Notify(r)
 			d.ha.result(r)
 		},
+		OnEnd:          d.cmdMetrics.ended,
+		OnAttempt:      d.cmdMetrics.attempted,
+		OnRetryAfter:   d.metrics.RetryAfter,
 		OnState:        d.ha.state,
 		OnAvailability: d.ha.availability,
 		OnFreshRead:    dp.onFreshRead,
@@ -451,6 +459,7 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 		return nil, err
 	}
 	d.disp = disp
+	d.cmdMetrics.watch(disp, d.conn.Connected)
 	sh.setNotify(disp.Notify)
 	d.storeQ.publisher = d.conn
 	if n, ok := d.storeQ.notification(); ok {

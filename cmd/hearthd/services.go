@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"runtime/debug"
 
 	"github.com/hearthd/hearth/config"
 	"github.com/hearthd/hearth/dispatcher"
@@ -58,13 +57,4 @@ func notifyService(s config.Service, r retry.Rand) (dispatcher.Service, error) {
 		svc.Breaker = breakerOptions(s.Breaker, r)
 	}
 	return svc, nil
-}
-
-// version is hearthd's version as Home Assistant shows it: the module
-// version when built from a tagged module, else "devel".
-func version() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
-	}
-	return "devel"
 }
