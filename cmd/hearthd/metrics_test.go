@@ -155,6 +155,7 @@ func TestMetricsCountEveryCommandByAttempt(t *testing.T) {
 	if e := h.nextSet(); !e.Dropped {
 		t.Fatal("the simulator did not drop the first set")
 	}
+	h.eventually("attempt 1's timeout set", func() bool { return h.clock.dueIn(5 * time.Second) })
 	h.advanceTimeout(5 * time.Second)
 	h.advance(time.Second)
 	if r := h.await(func(r devices.Result) bool { return r.OpID == "second" && r.Status.Terminal() }, "second's end"); r.Status != devices.Succeeded || r.Attempts != 2 {
@@ -169,9 +170,13 @@ func TestMetricsCountEveryCommandByAttempt(t *testing.T) {
 	h.publish("plug", `{"state":"ON","op_id":"silent"}`)
 	h.result("silent")
 	h.nextSet()
+	h.eventually("attempt 1's timeout set", func() bool { return h.clock.dueIn(5 * time.Second) })
 	h.advanceTimeout(5 * time.Second)
 	h.advance(time.Second)
 	h.nextSet()
+	// The witness read after attempt 1 may still have its wait pending,
+	// due sooner: move only once attempt 2's own timeout is set.
+	h.eventually("attempt 2's timeout set", func() bool { return h.clock.dueIn(5 * time.Second) })
 	h.advance(5 * time.Second)
 	if r := h.await(func(r devices.Result) bool { return r.OpID == "silent" && r.Status.Terminal() }, "silent's end"); r.Status != devices.Failed || r.Reason != devices.ReasonTimeout {
 		t.Fatalf("silent: %s/%s; want failed/timeout", r.Status, r.Reason)
@@ -295,11 +300,9 @@ func hearthdScrape(t *testing.T) scrape {
 	h.final("ok")
 	h.publish("plug", `{"state":"ON","op_id":"silent"}`)
 	h.result("silent")
-	h.nextSet()
-	h.advanceTimeout(5 * time.Second)
-	h.advance(time.Second)
-	h.nextSet()
-	h.advance(5 * time.Second)
+	if op := h.driveUntilEnded("silent", 1); op.Status != devices.Failed {
+		t.Fatalf("silent: %s/%s; want failed", op.Status, op.Reason)
+	}
 	h.await(func(r devices.Result) bool { return r.OpID == "silent" && r.Status.Terminal() }, "silent's end")
 	return scrapeMetrics(t, h.d)
 }
