@@ -1,13 +1,18 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
 	"runtime"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,22 +20,25 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"gopkg.in/yaml.v3"
 
 	"github.com/hearthd/hearth/devices"
 	"github.com/hearthd/hearth/simulator"
 )
 
 // metricsConfig is testConfig (Zigbee2MQTT, 2 attempts of 5 s, backoff
-// base 1 s) with a webhook notify service at url, which receives the
-// notification of a safety-critical command not carried out.
+// base 1 s) with its breaker holding commands while open, and a webhook
+// notify service at url, which receives the notification of a
+// safety-critical command not carried out.
 func metricsConfig(url string) string {
 	cfg := strings.Replace(testConfig, "devices:\n", fmt.Sprintf(`  alerts:
     protocol: webhook
     url: %s
 devices:
 `, url), 1)
-	if cfg == testConfig {
-		panic("testConfig has no devices section")
+	cfg = strings.Replace(cfg, "    protocol: zigbee2mqtt\n", "    protocol: zigbee2mqtt\n    breaker: {hold: true}\n", 1)
+	if strings.Count(cfg, "alerts:") != 1 || strings.Count(cfg, "hold: true") != 1 {
+		panic("testConfig changed: update metricsConfig")
 	}
 	return cfg
 }
@@ -134,14 +142,15 @@ func sameSeries(t *testing.T, s scrape, name string, want ...string) {
 	}
 }
 
-// The issue's test: commands that succeed on the first attempt, on the
-// second, that fail after both, that expire on arrival at a lock, and one
-// to a device that does not exist, each counted once on /metrics, with
-// the exact values of every series they touch — success by attempt
-// number, attempts per command, the latencies on the fake clock, the
-// queues, the retry budgets, the safety alert and the Retry-After the
-// alert's webhook asked for. A repeated op_id is no new command.
-func TestMetricsCountEveryCommandByAttempt(t *testing.T) {
+// metricsScenario runs, on a hearthd with a webhook notify service,
+// commands that succeed on the first attempt, on the second, that fail
+// after both, that expire on arrival at a lock, and one to a device that
+// does not exist, then a repeat of an op_id that ended, and the
+// webhook's Retry-After; then it opens the bridge's breaker and sends a
+// command it holds; and returns GET /metrics then, every family of
+// Hearth's with a sample. The fake clock stands at +19 s.
+func metricsScenario(t *testing.T) scrape {
+	t.Helper()
 	var h *harness
 	srv, posts := notifyServer(t, &h, "2", http.StatusServiceUnavailable, http.StatusOK)
 	h = newHarness(t, harnessOptions{config: metricsConfig(srv.URL), faults: simulator.Faults{DropFirst: 1, Silent: []string{"plug"}}})
@@ -204,8 +213,23 @@ func TestMetricsCountEveryCommandByAttempt(t *testing.T) {
 	h.eventually("the webhook's retry counted", func() bool {
 		return len(scrapeMetrics(t, h.d).series("hearth_retry_after_waits_total")) > 0
 	})
+	// The bridge goes offline: its breaker opens, and a command waits
+	// for it, held (counted held before its queued result is out).
+	h.openBreaker()
+	h.publish("hall_light", `{"state":"ON","op_id":"held"}`)
+	if r := h.await(func(r devices.Result) bool { return r.OpID == "held" && r.Status == devices.Queued }, "held queued"); r.Reason != devices.ReasonBreakerOpen {
+		t.Fatalf("held: queued %s; want breaker_open", r.Reason)
+	}
+	return scrapeMetrics(t, h.d)
+}
 
-	s := scrapeMetrics(t, h.d)
+// The issue's test: the commands of metricsScenario, each counted once on
+// /metrics, with the exact values of every series they touch — success by
+// attempt number, attempts per command, the latencies on the fake clock,
+// the queues, the retry budgets, the safety alert and the Retry-After the
+// alert's webhook asked for. A repeated op_id is no new command.
+func TestMetricsCountEveryCommandByAttempt(t *testing.T) {
+	s := metricsScenario(t)
 	sameSeries(t, s, "hearth_commands_total",
 		"service=zigbee,class=light,status=succeeded,reason= → 2",
 		"service=zigbee,class=switch,status=failed,reason=timeout → 1",
@@ -237,9 +261,13 @@ func TestMetricsCountEveryCommandByAttempt(t *testing.T) {
 		"service=zigbee,class=light → count 2 sum 0")
 	sameSeries(t, s, "hearth_safety_commands_not_carried_out_total",
 		"service=zigbee,class=lock,status=expired,reason=ttl_elapsed → 1")
-	sameSeries(t, s, "hearth_queue_depth", "service=zigbee → 0")
+	sameSeries(t, s, "hearth_queue_depth", "service=zigbee → 1")
 	sameSeries(t, s, "hearth_sleepy_commands_pending", "service=zigbee → 0")
-	sameSeries(t, s, "hearth_breaker_held_commands", "service=zigbee → 0")
+	sameSeries(t, s, "hearth_breaker_held_commands", "service=zigbee → 1")
+	sameSeries(t, s, "hearth_breaker_transitions_total", "service=zigbee,from=closed,to=open → 1")
+	sameSeries(t, s, "hearth_breaker_state",
+		"service=zigbee,state=open → 1", "service=zigbee,state=closed → 0", "service=zigbee,state=half_open → 0",
+		"service=alerts,state=open → 0", "service=alerts,state=closed → 1", "service=alerts,state=half_open → 0")
 	// At +19 s the 10 s windows hold one retry each (zigbee's at +12 s,
 	// alerts' at +19 s) and no first attempt but the webhook's (0.2 of a
 	// token): the floor of 3, less one.
@@ -250,11 +278,11 @@ func TestMetricsCountEveryCommandByAttempt(t *testing.T) {
 	sameSeries(t, s, "hearth_mqtt_reconnects_total", " → 0")
 	sameSeries(t, s, "hearth_build_info",
 		fmt.Sprintf("goversion=%s,revision=%s,version=devel → 1", runtime.Version(), buildRevision()))
-	// Six commands came over MQTT, each acknowledged once; the store's
+	// Seven commands came over MQTT, each acknowledged once; the store's
 	// commits are at least one per accepted command (device state and
 	// attempts take more, as they come).
-	if c := s.families["hearth_intake_puback_wait_seconds"].Metric[0].Histogram.GetSampleCount(); c != 6 {
-		t.Errorf("hearth_intake_puback_wait_seconds count %d; want 6", c)
+	if c := s.families["hearth_intake_puback_wait_seconds"].Metric[0].Histogram.GetSampleCount(); c != 7 {
+		t.Errorf("hearth_intake_puback_wait_seconds count %d; want 7", c)
 	}
 	if c := s.families["hearth_store_commit_seconds"].Metric[0].Histogram.GetSampleCount(); c < 4 {
 		t.Errorf("hearth_store_commit_seconds count %d; want at least 4", c)
@@ -291,26 +319,177 @@ func runPromtool(t *testing.T, stdin string, args ...string) string {
 	return string(out)
 }
 
-// hearthdScrape is /metrics of a hearthd that has run a command of each
-// kind the series count, so that every family has a sample.
-func hearthdScrape(t *testing.T) scrape {
-	h := newHarness(t, harnessOptions{faults: simulator.Faults{Silent: []string{"plug"}}})
-	h.settle("hall_light")
-	h.publish("hall_light", `{"state":"ON","op_id":"ok"}`)
-	h.final("ok")
-	h.publish("plug", `{"state":"ON","op_id":"silent"}`)
-	h.result("silent")
-	if op := h.driveUntilEnded("silent", 1); op.Status != devices.Failed {
-		t.Fatalf("silent: %s/%s; want failed", op.Status, op.Reason)
-	}
-	h.await(func(r devices.Result) bool { return r.OpID == "silent" && r.Status.Terminal() }, "silent's end")
-	return scrapeMetrics(t, h.d)
-}
-
 // /metrics passes promtool's lint (names, units, _total on counters,
 // help on every family), as Prometheus' own tooling reads it.
 func TestMetricsPassPromtoolCheck(t *testing.T) {
 	promtool(t)
-	s := hearthdScrape(t)
+	s := metricsScenario(t)
 	runPromtool(t, s.text, "check", "metrics")
+}
+
+// The shipped alert rules pass promtool's check, and their unit tests
+// (deploy/prometheus/hearth-rules.test.yml: the attempt-1 ratio, the
+// safety-critical command, the breaker and the store) pass.
+func TestShippedAlertRulesPassPromtool(t *testing.T) {
+	promtool(t)
+	runPromtool(t, "", "check", "rules", "../../deploy/prometheus/hearth-rules.yml")
+	runPromtool(t, "", "test", "rules", "../../deploy/prometheus/hearth-rules.test.yml")
+}
+
+// hearthMetric finds the names of Hearth's series in a PromQL expression,
+// with its quoted strings (label values) left out.
+var (
+	hearthMetric = regexp.MustCompile(`\bhearth_[a-zA-Z0-9_:]*`)
+	promQLString = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
+)
+
+// exported returns the series names a scrape shows: each family's, and
+// a histogram's _bucket, _sum and _count.
+func (s scrape) exported() map[string]bool {
+	names := map[string]bool{}
+	for name, f := range s.families {
+		names[name] = true
+		if f.GetType() == dto.MetricType_HISTOGRAM {
+			for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+				names[name+suffix] = true
+			}
+		}
+	}
+	return names
+}
+
+// namesOnlyExported fails for every hearth_ name in expr that /metrics
+// does not show, and for an expression that names none.
+func namesOnlyExported(t *testing.T, where, expr string, exported map[string]bool) {
+	t.Helper()
+	names := hearthMetric.FindAllString(promQLString.ReplaceAllString(expr, `""`), -1)
+	if len(names) == 0 {
+		t.Errorf("%s: %q names no series of Hearth's", where, expr)
+	}
+	for _, n := range names {
+		if !exported[n] {
+			t.Errorf("%s: %q names %s, which hearthd does not export", where, expr, n)
+		}
+	}
+}
+
+// The Grafana dashboard (deploy/grafana/hearth.json) is JSON Grafana
+// imports — a title, a uid, the Prometheus data source as an input, every
+// panel a target or more — and every expression in it, and in the alert
+// rules, names only series hearthd exports, read from a scrape of a
+// hearthd that ran every kind of command; with Grafana's variables
+// replaced, every dashboard expression is PromQL promtool accepts.
+func TestShippedDashboardAndRulesNameOnlyExportedMetrics(t *testing.T) {
+	raw, err := os.ReadFile("../../deploy/grafana/hearth.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type target struct {
+		Expr string `json:"expr"`
+	}
+	type panel struct {
+		ID      int      `json:"id"`
+		Type    string   `json:"type"`
+		Title   string   `json:"title"`
+		Targets []target `json:"targets"`
+		Panels  []panel  `json:"panels"`
+	}
+	var dash struct {
+		Title  string `json:"title"`
+		UID    string `json:"uid"`
+		Inputs []struct {
+			Name, Type, PluginID string
+		} `json:"__inputs"`
+		Panels     []panel `json:"panels"`
+		Templating struct {
+			List []struct {
+				Query struct {
+					Query string `json:"query"`
+				} `json:"query"`
+			} `json:"list"`
+		} `json:"templating"`
+	}
+	if err := json.Unmarshal(raw, &dash); err != nil {
+		t.Fatalf("hearth.json: %v", err)
+	}
+	if dash.Title == "" || dash.UID == "" || len(dash.Inputs) != 1 || dash.Inputs[0].Name != "DS_PROMETHEUS" {
+		t.Errorf("dashboard title %q uid %q inputs %+v; want a title, a uid and the one input DS_PROMETHEUS", dash.Title, dash.UID, dash.Inputs)
+	}
+
+	s := metricsScenario(t)
+	exported := s.exported()
+	var exprs []string
+	ids := map[int]bool{}
+	var walk func([]panel)
+	walk = func(ps []panel) {
+		for _, p := range ps {
+			if ids[p.ID] {
+				t.Errorf("panel %q: id %d used twice", p.Title, p.ID)
+			}
+			ids[p.ID] = true
+			walk(p.Panels)
+			if p.Type == "row" {
+				continue
+			}
+			if len(p.Targets) == 0 {
+				t.Errorf("panel %q has no target", p.Title)
+			}
+			for _, tg := range p.Targets {
+				namesOnlyExported(t, "dashboard panel "+strconv.Quote(p.Title), tg.Expr, exported)
+				exprs = append(exprs, tg.Expr)
+			}
+		}
+	}
+	walk(dash.Panels)
+	for _, v := range dash.Templating.List {
+		namesOnlyExported(t, "dashboard variable", v.Query.Query, exported)
+	}
+	for _, want := range []string{"hearth_command_success_by_attempt_total", "hearth_commands_total", "hearth_command_duration_seconds_bucket",
+		"hearth_attempt_confirm_seconds_bucket", "hearth_queue_depth", "hearth_breaker_state", "hearth_store_commit_seconds_bucket", "hearth_mqtt_connected"} {
+		if !slices.ContainsFunc(exprs, func(e string) bool { return strings.Contains(e, want) }) {
+			t.Errorf("no dashboard panel shows %s", want)
+		}
+	}
+
+	rawRules, err := os.ReadFile("../../deploy/prometheus/hearth-rules.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rules struct {
+		Groups []struct {
+			Rules []struct {
+				Alert string `yaml:"alert"`
+				Expr  string `yaml:"expr"`
+			} `yaml:"rules"`
+		} `yaml:"groups"`
+	}
+	if err := yaml.Unmarshal(rawRules, &rules); err != nil {
+		t.Fatalf("hearth-rules.yml: %v", err)
+	}
+	alerts := 0
+	for _, g := range rules.Groups {
+		for _, r := range g.Rules {
+			alerts++
+			namesOnlyExported(t, "alert "+r.Alert, r.Expr, exported)
+		}
+	}
+	if alerts < 4 {
+		t.Errorf("hearth-rules.yml has %d alerts; want at least the 4 the issue names", alerts)
+	}
+
+	// The dashboard's expressions as recording rules, for promtool to
+	// parse: Grafana's variables become what Grafana would put there.
+	promtool(t)
+	var b strings.Builder
+	b.WriteString("groups:\n  - name: dashboard\n    rules:\n")
+	vars := strings.NewReplacer("$__rate_interval", "5m", "$service", ".*")
+	for i, e := range exprs {
+		q, _ := json.Marshal(vars.Replace(e)) // a JSON string is a YAML string
+		fmt.Fprintf(&b, "      - record: hearth:dashboard_panel_%d\n        expr: %s\n", i, q)
+	}
+	file := filepath.Join(t.TempDir(), "dashboard-rules.yml")
+	if err := os.WriteFile(file, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	runPromtool(t, "", "check", "rules", file)
 }
