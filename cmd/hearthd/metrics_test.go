@@ -493,3 +493,38 @@ func TestShippedDashboardAndRulesNameOnlyExportedMetrics(t *testing.T) {
 	}
 	runPromtool(t, "", "check", "rules", file)
 }
+
+// The README's Metrics table lists every series of Hearth's that /metrics
+// shows, and no other.
+func TestREADMEListsEveryMetric(t *testing.T) {
+	raw, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(raw), "\n### Metrics\n")
+	if !ok {
+		t.Fatal("README.md has no ### Metrics section")
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	listed := map[string]bool{}
+	for _, line := range strings.Split(section, "\n") {
+		if !strings.HasPrefix(line, "| `hearth_") {
+			continue
+		}
+		first, _, _ := strings.Cut(strings.TrimPrefix(line, "| "), " |")
+		for _, n := range hearthMetric.FindAllString(first, -1) {
+			listed[n] = true
+		}
+	}
+	s := metricsScenario(t)
+	for name := range s.families {
+		if strings.HasPrefix(name, "hearth_") && !listed[name] {
+			t.Errorf("README's Metrics section does not list %s", name)
+		}
+	}
+	for name := range listed {
+		if _, ok := s.families[name]; !ok {
+			t.Errorf("README's Metrics section lists %s, which hearthd does not export", name)
+		}
+	}
+}
