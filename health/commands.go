@@ -154,6 +154,16 @@ func (m *Metrics) CommandEnded(e CommandEnd) {
 	}
 }
 
+// CommandClass makes the series of a configured service and device
+// class exist from the start, at 0: hearth_commands_total{status=
+// "succeeded",reason=""} and hearth_command_success_by_attempt_total
+// {attempt="1"}, so that a ratio of first-attempt successes is 0, not
+// absent, for a service none of whose commands has succeeded yet.
+func (m *Metrics) CommandClass(service, class string) {
+	m.cmd.ends.WithLabelValues(service, class, "succeeded", "")
+	m.cmd.successByAttempt.WithLabelValues(service, class, "1")
+}
+
 // AttemptSent counts attempt number n (1 for the first) to a device of
 // class on service: hearth_attempts_sent_total.
 func (m *Metrics) AttemptSent(service, class string, n int) {

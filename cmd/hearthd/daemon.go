@@ -416,6 +416,7 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 	}
 	devs := make([]dispatcher.Device, len(cfg.Devices))
 	for i, dev := range cfg.Devices {
+		d.metrics.CommandClass(dev.Service, string(dev.Class))
 		devs[i] = dispatcher.Device{Device: dev.Device, TTL: dev.TTL, AttemptTimeout: dev.AttemptTimeout, ReadBack: dev.ReadBack}
 	}
 	disp, err = dispatcher.New(dispatcher.Options{

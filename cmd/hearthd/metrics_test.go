@@ -230,13 +230,21 @@ func metricsScenario(t *testing.T) scrape {
 // alert's webhook asked for. A repeated op_id is no new command.
 func TestMetricsCountEveryCommandByAttempt(t *testing.T) {
 	s := metricsScenario(t)
+	// Every configured service and class has its succeeded and
+	// attempt="1" series from the start, at 0 until one succeeds.
 	sameSeries(t, s, "hearth_commands_total",
 		"service=zigbee,class=light,status=succeeded,reason= → 2",
+		"service=zigbee,class=switch,status=succeeded,reason= → 0",
+		"service=zigbee,class=lock,status=succeeded,reason= → 0",
+		"service=zigbee,class=cover,status=succeeded,reason= → 0",
 		"service=zigbee,class=switch,status=failed,reason=timeout → 1",
 		"service=zigbee,class=lock,status=expired,reason=ttl_elapsed → 1",
 		"service=,class=,status=rejected,reason=unknown_device → 1")
 	sameSeries(t, s, "hearth_command_success_by_attempt_total",
 		"service=zigbee,class=light,attempt=1 → 1",
+		"service=zigbee,class=switch,attempt=1 → 0",
+		"service=zigbee,class=lock,attempt=1 → 0",
+		"service=zigbee,class=cover,attempt=1 → 0",
 		"service=zigbee,class=light,attempt=2 → 1")
 	sameSeries(t, s, "hearth_attempts_sent_total",
 		"service=zigbee,class=light,attempt=1 → 2",
