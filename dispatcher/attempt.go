@@ -68,6 +68,9 @@ func (q *deviceQueue) execute(ctx context.Context, t *task) {
 			}
 			continue // the window passed unconfirmed: the policy decides
 		case machine.StepBackoff:
+			if step.RetryAfter {
+				d.retryAfter(svc.Name, step.Wait)
+			}
 			if !q.sleep(ctx, t, step.Wait) {
 				return
 			}
@@ -199,6 +202,7 @@ func (q *deviceQueue) attempt(ctx context.Context, t *task, a *machine.Attempts,
 	if sent && (err == nil || !notSent(err)) {
 		q.sentSinceResume(t)
 		q.auditSent(op, resend)
+		q.sentAttempt(op, resend, err)
 	}
 	switch {
 	case !sent:

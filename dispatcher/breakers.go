@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hearthd/hearth/breaker"
@@ -30,6 +31,9 @@ type serviceBreaker struct {
 	// for a probe's place.
 	vouched, spared time.Time
 	waiters         map[string]int
+	// held counts the commands waiting, reported queued, for the open
+	// breaker to let them through (Service.Hold).
+	held atomic.Int64
 }
 
 // vouch records that the half-open period begun at since follows the
@@ -302,6 +306,9 @@ func (q *deviceQueue) admit(ctx context.Context, t *task, deadline time.Time) (p
 		}
 		if !queued {
 			queued = true
+			b.held.Add(1)
+			defer b.held.Add(-1) // once: queued stays set
+
 			q.mu.Lock()
 			r := t.Op.Result()
 			q.mu.Unlock()

@@ -327,5 +327,6 @@ func (q *deviceQueue) finish(t *task, status devices.Status, reason devices.Reas
 		q.d.deadLetter(op)
 	}
 	q.d.publishResult(op.Result())
+	q.d.ended(q.dev.Device, op)
 	q.d.alertIfSafetyCritical(q.dev.Device, op)
 }

@@ -141,6 +141,23 @@ type Options struct {
 	// which is logged). It runs on whichever goroutine produced the
 	// result and must not block.
 	OnResult func(devices.Result)
+	// OnEnd, if set, is called once for every command that ends, as its
+	// terminal result is published: succeeded, failed, expired,
+	// superseded, or rejected at the intake (a rejection of each request,
+	// a repeat of a rejected op_id included). Never for a repeat of a
+	// stored result, nor for the results republished at Run. It runs on
+	// whichever goroutine ended the command and must not block.
+	OnEnd func(End)
+	// OnAttempt, if set, is called with every attempt that left Hearth
+	// (the bridge took it, or refused it), as it was sent; not for one
+	// taken back because the connection was down. It runs on the
+	// device's worker and must not block.
+	OnAttempt func(Attempt)
+	// OnRetryAfter, if set, is called with each wait a service asked for
+	// with a Retry-After that the retry policy honours, before the wait,
+	// for a command's attempts or a notification's. It runs on the
+	// waiting goroutine and must not block.
+	OnRetryAfter func(service string, wait time.Duration)
 	// OnState, if set, is called with a device's state each time the
 	// dispatcher mirrors it on <prefix>/<device> (a report, retained or
 	// live, merged into what was known), after it is queued for
@@ -241,6 +258,11 @@ type Dispatcher struct {
 	dead      DeadLetters // nil: no dead-letter store
 	onBreaker func(BreakerChange)
 	onResult  func(devices.Result)
+	// onEnd, onAttempt and onRetryAfter: Options.OnEnd, OnAttempt and
+	// OnRetryAfter, or nil.
+	onEnd        func(End)
+	onAttempt    func(Attempt)
+	onRetryAfter func(string, time.Duration)
 	// onState and onAvailability: Options.OnState and OnAvailability, or
 	// nil.
 	onState        func(string, map[string]any)
@@ -306,6 +328,7 @@ func New(opts Options) (*Dispatcher, error) {
 	d.onBreaker = opts.OnBreakerChange
 	d.authz, d.auditLog, d.dead = opts.Authorizer, opts.Audit, opts.DeadLetters
 	d.onResult = opts.OnResult
+	d.onEnd, d.onAttempt, d.onRetryAfter = opts.OnEnd, opts.OnAttempt, opts.OnRetryAfter
 	d.onState, d.onAvailability = opts.OnState, opts.OnAvailability
 	d.onFreshRead, d.onFreshState = opts.OnFreshRead, opts.OnFreshState
 	d.lostDedup = opts.LostDedup

@@ -159,6 +159,9 @@ func (d *Dispatcher) admit(batch []Request) {
 		case it.queue != nil:
 			r := it.op.Result()
 			d.publishResult(r)
+			if it.op.Status.Terminal() {
+				d.ended(it.queue.dev.Device, it.op) // expired on arrival
+			}
 			d.log.Info("command accepted", "op_id", it.op.OpID, "device", it.op.Device, "status", it.op.Status, "target", it.op.Target, "deadline", it.op.Deadline)
 			if it.req.Done != nil {
 				it.req.Done(r)
@@ -166,7 +169,9 @@ func (d *Dispatcher) admit(batch []Request) {
 			switch {
 			case it.supersededBy != "":
 				d.log.Info("command superseded", "op_id", it.op.OpID, "device", it.op.Device, "by", it.supersededBy, "attempts", 0)
-				d.publishResult(machine.SupersededBy(it.op, it.supersededBy, now).Result())
+				op := machine.SupersededBy(it.op, it.supersededBy, now)
+				d.publishResult(op.Result())
+				d.ended(it.queue.dev.Device, op)
 			case it.firstStored:
 				it.queue.pushFirstStored(it.op)
 			case !it.op.Status.Terminal():
@@ -197,6 +202,7 @@ func (d *Dispatcher) admit(batch []Request) {
 	}
 	for _, op := range superseded {
 		d.publishResult(op.Result())
+		d.endedOn(op)
 	}
 }
 
@@ -270,6 +276,11 @@ func (d *Dispatcher) answer(req Request, r devices.Result) {
 	}
 	if r.Device != "" && devices.ValidID(r.Device) == nil {
 		d.publishResult(r)
+	}
+	if r.Status == devices.Rejected {
+		// Every rejection is of this request; any other result answers
+		// a repeat of a command that ended, or will end, on its own.
+		d.rejected(r)
 	}
 	if req.Done != nil {
 		req.Done(r)

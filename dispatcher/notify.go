@@ -195,6 +195,9 @@ func (d *Dispatcher) deliver(ctx context.Context, q *notifyQueue, n *notificatio
 				return
 			}
 			delay = dec.Wait
+			if dec.RetryAfter {
+				d.retryAfter(s.Name, delay)
+			}
 			log.Info("notification retry", "attempt", attempts+1, "delay", delay, "class", dec.Class, "retry_after", dec.RetryAfter)
 			if !d.sleepFor(ctx, delay) {
 				log.Warn("stopping: notification dropped undelivered (notifications are not stored)", "attempts", attempts)

@@ -225,6 +225,7 @@ func (d *Dispatcher) resume(pending []devices.Op) {
 	for _, op := range ended {
 		d.log.Info("command ended", "op_id", op.OpID, "device", op.Device, "status", op.Status, "reason", op.Reason)
 		d.publishResult(op.Result())
+		d.endedOn(op)
 		if q, known := d.devices[op.Device]; known {
 			d.alertIfSafetyCritical(q.dev.Device, op)
 		}

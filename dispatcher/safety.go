@@ -90,13 +90,7 @@ func endEntry(dev devices.Device, op devices.Op, now time.Time) devices.AuditEnt
 // <prefix>/notifications (and so to every notify service) and logs it at
 // ERROR: a lock that did not lock must reach a person.
 func (d *Dispatcher) alertIfSafetyCritical(dev devices.Device, op devices.Op) {
-	if !dev.SafetyCritical() {
-		return
-	}
-	switch {
-	case op.Status == devices.Failed, op.Status == devices.Expired:
-	case op.Status == devices.Rejected && (op.Reason == devices.ReasonUnauthorized || op.Reason == devices.ReasonStaleCommand):
-	default:
+	if !safetyAlert(dev, op) {
 		return
 	}
 	action := devices.Action(dev, op.Target)
@@ -116,6 +110,23 @@ func (d *Dispatcher) alertIfSafetyCritical(dev devices.Device, op devices.Op) {
 		Principal: op.Principal,
 		Reason:    string(op.Reason),
 	})
+}
+
+// safetyAlert reports whether op, ended, is a safety-critical command
+// not carried out, which alertIfSafetyCritical tells of: dev is
+// safety-critical, and op failed or expired, or was rejected unauthorized
+// or stale_command.
+func safetyAlert(dev devices.Device, op devices.Op) bool {
+	if !dev.SafetyCritical() {
+		return false
+	}
+	switch {
+	case op.Status == devices.Failed, op.Status == devices.Expired:
+		return true
+	case op.Status == devices.Rejected && (op.Reason == devices.ReasonUnauthorized || op.Reason == devices.ReasonStaleCommand):
+		return true
+	}
+	return false
 }
 
 // authorizedNow checks again, at the moment of a send after a fresh read,

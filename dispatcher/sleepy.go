@@ -286,6 +286,11 @@ func (q *deviceQueue) deliverAwake(ctx context.Context, t *task, gen uint64) {
 		if sent && (err == nil || !notSent(err)) {
 			q.sentSinceResume(t)
 			q.auditSent(op, false)
+			if err == nil || !deliveryUnknown(err) {
+				// One whose delivery is unknown is given back, and sent
+				// again as this attempt at the next lease.
+				q.sentAttempt(op, false, err)
+			}
 		}
 		if !sent {
 			q.release(permit, breaker.Canceled)

@@ -135,6 +135,9 @@ type sleepyOptions struct {
 	// attemptTimeout and readBack are the radiator's Device fields.
 	attemptTimeout time.Duration
 	readBack       bool
+	// onEnd and onAttempt are Options.OnEnd and OnAttempt.
+	onEnd     func(End)
+	onAttempt func(Attempt)
 }
 
 // startSleepy starts a dispatcher with one service "zw" (2 attempts, 5 s
@@ -180,6 +183,8 @@ func startSleepy(t *testing.T, o sleepyOptions) *sleepyRig {
 		Clock:       clock,
 		OnResult:    func(res devices.Result) { r.results <- res },
 		LostDedup:   o.lostDedup,
+		OnEnd:       o.onEnd,
+		OnAttempt:   o.onAttempt,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -27,10 +27,14 @@ type Metrics struct {
 	// storeQuarantined is 1 while a quarantine of the store is not
 	// acknowledged.
 	storeQuarantined prometheus.Gauge
+	// cmd are the series of commands, attempts, the store's commits,
+	// the intake and the MQTT connection (commands.go).
+	cmd *commandMetrics
 }
 
 // NewMetrics returns Metrics with a new registry holding the Go runtime
-// and process collectors and the breaker metrics.
+// and process collectors, the breaker and store metrics and the series of
+// commands (commands.go).
 func NewMetrics() *Metrics {
 	m := &Metrics{
 		reg: prometheus.NewRegistry(),
@@ -60,6 +64,8 @@ func NewMetrics() *Metrics {
 				"is not acknowledged (hearthctl store ack), 0 otherwise.",
 		}),
 	}
+	m.cmd = newCommandMetrics()
+	m.reg.MustRegister(m.cmd.collectors()...)
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),

@@ -145,6 +145,9 @@ type Step struct {
 	State  map[string]any // the confirmed state, when it succeeded
 	// StepBackoff:
 	Wait time.Duration
+	// RetryAfter (StepBackoff): Wait is what the service asked for with
+	// a Retry-After (retry.Decision.RetryAfter), not the policy's backoff.
+	RetryAfter bool
 	// StepResolve, StepAttempt: the gates must pass by Until;
 	// StepReadBack: the read's answer must come by Until.
 	Until time.Time
@@ -211,7 +214,7 @@ func (a *Attempts) Next(now time.Time, r retry.Rand) Step {
 			return a.giveUp(op, dec, p.MaxAttempts)
 		}
 		a.approved, a.delay = true, dec.Wait
-		return Step{Kind: StepBackoff, Wait: dec.Wait}
+		return Step{Kind: StepBackoff, Wait: dec.Wait, RetryAfter: dec.RetryAfter}
 	}
 	return a.attempt(op, until)
 }

@@ -1,6 +1,7 @@
 package retry
 
 import (
+	"math"
 	"sync"
 	"time"
 )
@@ -117,4 +118,19 @@ func (b *Budget) counts(now time.Time) (firsts, retries int) {
 		}
 	}
 	return firsts, retries
+}
+
+// Tokens returns the retries the budget would allow at now: within the
+// window ending at now, max(MinRetries, Ratio·first attempts) less the
+// retries counted, never below 0. It may be fractional (Ratio of a token
+// per first attempt), and it only reads: it counts nothing. A nil
+// *Budget allows every retry and has +Inf tokens.
+func (b *Budget) Tokens(now time.Time) float64 {
+	if b == nil {
+		return math.Inf(1)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	firsts, retries := b.counts(now)
+	return max(max(float64(b.minRetries), b.ratio*float64(firsts))-float64(retries), 0)
 }

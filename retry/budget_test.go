@@ -1,6 +1,7 @@
 package retry
 
 import (
+	"math"
 	"slices"
 	"sync"
 	"testing"
@@ -259,5 +260,41 @@ func TestBudgetRatioProductIsNotRoundedDown(t *testing.T) {
 	}
 	if got != 29 {
 		t.Errorf("retries allowed for 100 first attempts at ratio 0.29: %d, want 29", got)
+	}
+}
+
+// Tokens says what TryRetry would allow, without spending it: the floor on
+// a quiet service, Ratio per first attempt above it, one less per retry,
+// none below zero, and all back once the window has passed.
+func TestBudgetTokensTellWhatIsLeft(t *testing.T) {
+	b := NewBudget(0.5, 2, 10*time.Second)
+	steps := []struct {
+		what string
+		do   func()
+		at   time.Time
+		want float64
+	}{
+		{"quiet: the floor", func() {}, epoch, 2},
+		{"6 first attempts: 0.5·6", func() {
+			for range 6 {
+				b.FirstAttempt(epoch)
+			}
+		}, epoch, 3},
+		{"one retry spent", func() { b.TryRetry(epoch) }, epoch.Add(time.Second), 2},
+		{"two more spent, one refused", func() {
+			b.TryRetry(epoch)
+			b.TryRetry(epoch)
+			b.TryRetry(epoch)
+		}, epoch.Add(time.Second), 0},
+		{"the window passed", func() {}, epoch.Add(11 * time.Second), 2},
+	}
+	for _, s := range steps {
+		s.do()
+		if got := b.Tokens(s.at); got != s.want {
+			t.Errorf("%s: Tokens = %v, want %v", s.what, got, s.want)
+		}
+	}
+	if got := (*Budget)(nil).Tokens(epoch); !math.IsInf(got, 1) {
+		t.Errorf("nil budget: Tokens = %v, want +Inf", got)
 	}
 }

@@ -68,6 +68,12 @@ type Options struct {
 	// woken, so it must be quick and must not call the Store. A nil
 	// OnCommit is never called.
 	OnCommit func(err error)
+	// OnCommitTime, if set, is called after every group commit, with
+	// OnCommit, with how long the commit took in real (monotonic) time:
+	// its transaction, the fsync included, whether it succeeded or not.
+	// It runs in the writer goroutine, so it must be quick and must not
+	// call the Store.
+	OnCommitTime func(took time.Duration)
 
 	// OnDamage, if set, is called whenever a read, a prune or a commit
 	// of the open Store finds damage: with the error (wrapping
@@ -122,8 +128,10 @@ type Store struct {
 
 	commits  atomic.Uint64 // read-write transactions run by the writer
 	onCommit func(error)   // Options.OnCommit, or nil
-	onDamage func(error)   // Options.OnDamage, or nil
-	hooks    hooks
+	// onCommitTime is Options.OnCommitTime, or nil.
+	onCommitTime func(time.Duration)
+	onDamage     func(error) // Options.OnDamage, or nil
+	hooks        hooks
 }
 
 // hooks let tests observe and hold the writer. They are set before the
@@ -263,7 +271,7 @@ func openFile(dir string, opts Options, h hooks, fresh *Quarantine) (*Store, err
 			return nil, err
 		}
 	}
-	s := &Store{db: db, path: path, stopped: make(chan struct{}), onCommit: opts.OnCommit, onDamage: opts.OnDamage, hooks: h}
+	s := &Store{db: db, path: path, stopped: make(chan struct{}), onCommit: opts.OnCommit, onCommitTime: opts.OnCommitTime, onDamage: opts.OnDamage, hooks: h}
 	s.wake = sync.NewCond(&s.mu)
 	go s.writer()
 	return s, nil
@@ -375,7 +383,11 @@ func (s *Store) writer() {
 		if len(group) == 0 {
 			return // closed and drained
 		}
+		began := time.Now()
 		failed, err := s.commit(group)
+		if s.onCommitTime != nil {
+			s.onCommitTime(time.Since(began))
+		}
 		if s.onCommit != nil {
 			s.onCommit(err)
 		}

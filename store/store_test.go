@@ -725,3 +725,55 @@ func TestOnCommitReportsEachCommitsOutcome(t *testing.T) {
 		t.Error("an op whose commit failed was stored")
 	}
 }
+
+// OnCommitTime hears how long each group commit took, with OnCommit, a
+// commit held in its writer (a slow disk) included in full.
+func TestOnCommitTimeMeasuresEachCommit(t *testing.T) {
+	var mu sync.Mutex
+	var took []time.Duration
+	var held time.Duration // how long beforeCommit held the second commit
+	release := make(chan struct{})
+	commits := 0
+	s, err := open(t.TempDir(), Options{OnCommitTime: func(d time.Duration) { mu.Lock(); took = append(took, d); mu.Unlock() }}, hooks{
+		beforeCommit: func(int) {
+			commits++ // the writer goroutine only
+			if commits != 2 {
+				return
+			}
+			began := time.Now()
+			<-release
+			mu.Lock()
+			held = time.Since(began)
+			mu.Unlock()
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	if err := s.Save(newOp("first")); err != nil {
+		t.Fatal(err)
+	}
+	saved := make(chan error, 1)
+	go func() { saved <- s.Save(newOp("held")) }()
+	// Released once the test has done something the commit must wait
+	// for: a read of the first op, which bbolt serves beside the writer.
+	if _, found, err := s.Lookup("first"); err != nil || !found {
+		t.Fatalf("Lookup(first) = %v, %v", found, err)
+	}
+	close(release)
+	if err := <-saved; err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(took) != 2 {
+		t.Fatalf("OnCommitTime heard %d commits; want 2", len(took))
+	}
+	if took[0] <= 0 {
+		t.Errorf("first commit took %v; want > 0", took[0])
+	}
+	if took[1] < held {
+		t.Errorf("held commit took %v; want at least the %v it was held", took[1], held)
+	}
+}

@@ -40,6 +40,12 @@ func newBrokerMetrics(reg prometheus.Registerer) *brokerMetrics {
 			Help: "PUBLISHes and wills the embedded broker's topic ACL refused.",
 		}),
 	}
+	// Every reason from the start, at 0: a rate() over a series that
+	// appears only at the first refusal misses that one.
+	for _, r := range []string{broker.RefusedRate, broker.RefusedMaxConnections, broker.RefusedCredentials,
+		broker.RefusedNotAuthorized, broker.RefusedLoginFailures, broker.RefusedOther} {
+		m.connects.WithLabelValues(r)
+	}
 	reg.MustRegister(m.connects, m.publishes)
 	return m
 }

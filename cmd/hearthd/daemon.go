@@ -75,6 +75,8 @@ type daemon struct {
 	disp    *dispatcher.Dispatcher
 	health  *health.Checker
 	metrics *health.Metrics
+	// cmdMetrics feeds metrics from the dispatcher and the connection.
+	cmdMetrics *commandMetrics
 	// storeQ tells of a quarantine of the store until it is acknowledged.
 	storeQ *storeQuarantine
 	engine *automations.Engine
@@ -143,6 +145,7 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 	}
 	log := dp.logger
 	d := &daemon{cfg: cfg, log: log, health: health.NewChecker(), metrics: health.NewMetrics()}
+	d.cmdMetrics = &commandMetrics{m: d.metrics}
 	defer func() {
 		if err != nil {
 			d.stop()
@@ -152,7 +155,7 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 	sh := &storeHealth{log: log, metrics: d.metrics, clock: dp.clock}
 	// A damaged store is moved aside and a fresh one opened (quarantine.go
 	// tells of it); a locked or unreadable one stops the start.
-	d.store, err = store.Open(cfg.DataDir, store.Options{LockTimeout: dp.lockTimeout, OnCommit: sh.onCommit, OnDamage: sh.onDamage,
+	d.store, err = store.Open(cfg.DataDir, store.Options{LockTimeout: dp.lockTimeout, OnCommit: sh.onCommit, OnCommitTime: d.metrics.StoreCommitTook, OnDamage: sh.onDamage,
 		Quarantine: true, Now: dp.clock.Now})
 	if err != nil {
 		return nil, err
@@ -193,6 +196,7 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 	// commands from its start; it lets them through once the dispatcher
 	// runs.
 	d.intake = newIntake(cfg.Prefix, log)
+	d.intake.acked = d.metrics.PubackWait
 	if d.brokerURL == "" {
 		// Hearth's own account, with or without principals.
 		d.internalPassword = newInternalPassword()
@@ -309,6 +313,7 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 			}
 		},
 		OnConnect: func(ctx context.Context) {
+			d.cmdMetrics.connected()
 			if disp != nil {
 				disp.Reconnected()
 			}
@@ -416,6 +421,7 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 	d.events = api.NewEvents(dp.clock)
 	devs := make([]dispatcher.Device, len(cfg.Devices))
 	for i, dev := range cfg.Devices {
+		d.metrics.CommandClass(dev.Service, string(dev.Class))
 		devs[i] = dispatcher.Device{Device: dev.Device, TTL: dev.TTL, AttemptTimeout: dev.AttemptTimeout, ReadBack: dev.ReadBack}
 	}
 	disp, err = dispatcher.New(dispatcher.Options{
@@ -445,6 +451,9 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 			d.ha.result(r)
 			d.events.Result(r)
 		},
+		OnEnd:        d.cmdMetrics.ended,
+		OnAttempt:    d.cmdMetrics.attempted,
+		OnRetryAfter: d.metrics.RetryAfter,
 		OnState: func(device string, state map[string]any) {
 			d.ha.state(device, state)
 			d.events.State(device, state)
@@ -464,6 +473,7 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 		return nil, err
 	}
 	d.disp = disp
+	d.cmdMetrics.watch(disp, d.conn.Connected)
 	sh.setNotify(disp.Notify)
 	d.storeQ.publisher = d.conn
 	if n, ok := d.storeQ.notification(); ok {

@@ -158,3 +158,18 @@ func (t *dueTicker) Reset(d time.Duration) {
 	t.e = t.c.record(d, d)
 	t.Ticker.Reset(d)
 }
+
+// dueIn reports whether a timer is due exactly d from now: for a test
+// that must know one particular timer is set (an attempt's timeout) while
+// another, sooner, is pending (a witness read's wait, never stopped).
+func (c *dueClock) dueIn(d time.Duration) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	at := c.FakeClock.Now().Add(d)
+	for e := range c.due {
+		if e.period == 0 && e.at.Equal(at) {
+			return true
+		}
+	}
+	return false
+}

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/hearthd/hearth/broker"
 	"github.com/hearthd/hearth/devices"
@@ -35,6 +36,12 @@ type intake struct {
 	// principalOf names the principal of a username the embedded broker
 	// verified ("" for none): nil means unauthenticated.
 	principalOf func(username string) string
+
+	// acked, if set, hears how long each command waited, from its
+	// arrival here, for its acknowledgement (a PUBACK with the embedded
+	// broker; Hearth's PUBACK to an external one), in real time: set
+	// before the first command.
+	acked func(time.Duration)
 
 	disp  *dispatcher.Dispatcher // set by open, before ready is closed
 	ready chan struct{}
@@ -93,6 +100,7 @@ func (in *intake) command(c broker.Command) {
 // message, someone clearing a retained command from the broker, is acked
 // at once: nothing to answer.
 func (in *intake) submit(topic string, req dispatcher.Request, ack, nack func()) {
+	arrived := time.Now()
 	device, ok := strings.CutPrefix(topic, in.prefix)
 	if ok {
 		device, ok = strings.CutSuffix(device, "/set")
@@ -114,6 +122,9 @@ func (in *intake) submit(topic string, req dispatcher.Request, ack, nack func())
 			return
 		}
 		ack()
+		if in.acked != nil {
+			in.acked(time.Since(arrived))
+		}
 	}
 	err := in.disp.Submit(context.Background(), req)
 	if err != nil {
