@@ -540,6 +540,14 @@ func (c *Config) checkDevices(w *walker) {
 			}
 			k[1] = node
 		}
+		if s, _ := c.Service(d.Service); s.Protocol == ProtocolShelly {
+			comp, err := shellyAddress(d.Address, d.Class)
+			if err != nil {
+				w.reportf(line, join(key, "address"), "%s", err)
+				continue
+			}
+			k[1] = comp
+		}
 		if o, taken := addresses[k]; taken {
 			w.reportf(line, join(key, "address"), "%q is already the address of %s (line %d) on service %s", d.Address, o.key, o.line, d.Service)
 			continue

@@ -396,6 +396,10 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 			d.countUntrusted(s.Name, a.Untrusted)
 			adapters = append(adapters, func(ctx context.Context, sink reports) error { return a.Start(ctx, sink) })
 			bridgeService(s, a)
+		case config.ProtocolShelly:
+			a, start := d.shellyAdapter(s, devs, log)
+			adapters = append(adapters, start)
+			bridgeService(s, a)
 		case config.ProtocolWebhook:
 			svc, err := notifyService(s, breakerRand)
 			if err != nil {
