@@ -62,7 +62,8 @@ type Device struct {
 	// from 1 to MinLevel is reported as MinLevel, as bulbs whose dimmer
 	// goes no lower report 2 or 3 for 1. 0 means 1 (none); at most 254.
 	MinLevel int
-	// Protocol is ProtocolZigbee2MQTT ("" means it) or ProtocolZWaveJS.
+	// Protocol is ProtocolZigbee2MQTT ("" means it), ProtocolZWaveJS or
+	// ProtocolShelly (see shelly.go).
 	// For a Z-Wave node, Name is its address in the gateway's topics,
 	// "<node name>" or "<location>/<node name>", BaseTopic the gateway's
 	// MQTT prefix ("" means DefaultZWavePrefix). ClassClimate is a
@@ -146,6 +147,10 @@ type Faults struct {
 	// Zigbee2MQTT with optimistic: false; a get still reports the real,
 	// new state. Its SetEvent is not Dropped: the set was applied.
 	Unreported []string
+	// ShellyErrorCode is the RPC error code a Shelly in FailSets answers
+	// its sets with; 0 means -103 (invalid argument). -114 (unavailable)
+	// is a busy device.
+	ShellyErrorCode int
 }
 
 // Login is one bridge's MQTT account: its username and password, and the
@@ -269,6 +274,9 @@ type Sim struct {
 	gateways           []*gateway         // Z-Wave JS UI gateways
 	nodes              map[string]*node   // Z-Wave nodes by address
 
+	shellies []*shellyBox           // Shelly devices (shelly.go)
+	comps    map[string]*shellyComp // their simulated components by name
+
 	ran   atomic.Bool
 	ready chan struct{}
 
@@ -367,6 +375,7 @@ func New(opts Options) (*Sim, error) {
 		reconnect: opts.Reconnect,
 		devices:   make(map[string]*device, len(opts.Devices)),
 		nodes:     map[string]*node{},
+		comps:     map[string]*shellyComp{},
 		ready:     make(chan struct{}),
 	}
 	if s.clock == nil {
@@ -385,6 +394,7 @@ func New(opts Options) (*Sim, error) {
 
 	byBase := map[string]*bridge{}
 	byGateway := map[string]*gateway{}
+	byShelly := map[string]*shellyBox{}
 	for i, d := range opts.Devices {
 		if d.WakeInterval < 0 || (d.WakeInterval > 0 && (d.AwakeWindow <= 0 || d.AwakeWindow >= d.WakeInterval)) {
 			return nil, fmt.Errorf("simulator: Devices[%d] %q: AwakeWindow %v must be above 0 and below WakeInterval %v", i, d.Name, d.AwakeWindow, d.WakeInterval)
@@ -395,9 +405,14 @@ func New(opts Options) (*Sim, error) {
 				return nil, err
 			}
 			continue
+		case ProtocolShelly:
+			if err := s.newShelly(i, d, byShelly); err != nil {
+				return nil, err
+			}
+			continue
 		case "", ProtocolZigbee2MQTT:
 		default:
-			return nil, fmt.Errorf("simulator: Devices[%d] %q: unknown protocol %q (want %s or %s)", i, d.Name, d.Protocol, ProtocolZigbee2MQTT, ProtocolZWaveJS)
+			return nil, fmt.Errorf("simulator: Devices[%d] %q: unknown protocol %q (want %s, %s or %s)", i, d.Name, d.Protocol, ProtocolZigbee2MQTT, ProtocolZWaveJS, ProtocolShelly)
 		}
 		if _, dup := s.nodes[d.Name]; dup {
 			return nil, fmt.Errorf("simulator: Devices[%d]: friendly name %q is used twice", i, d.Name)
@@ -480,6 +495,11 @@ func New(opts Options) (*Sim, error) {
 				x, class = &n.faulty, n.Class
 			} else if d := s.devices[name]; d != nil {
 				x, class = &d.faulty, d.Class
+			} else if c := s.comps[name]; c != nil {
+				if fault.field == "Dead" || fault.field == "Unreported" || fault.field == "Jam" {
+					return nil, fmt.Errorf("simulator: Faults.%s names %q, a Shelly; a Shelly takes Offline, Silent, IgnoreGets, EchoOnly and FailSets", fault.field, name)
+				}
+				x, class = &c.faulty, c.Class
 			} else {
 				return nil, fmt.Errorf("simulator: Faults.%s names %q, which is not in Devices", fault.field, name)
 			}
@@ -501,7 +521,10 @@ func New(opts Options) (*Sim, error) {
 			gw.clientID = clientID + "-" + strconv.Itoa(len(s.bridges)+i)
 		}
 	}
-	s.readyLeft = len(s.bridges) + len(s.gateways)
+	for i, b := range s.shellies {
+		b.clientID = clientID + "-shelly-" + strconv.Itoa(i)
+	}
+	s.readyLeft = len(s.bridges) + len(s.gateways) + len(s.shellies)
 	return s, nil
 }
 
@@ -545,6 +568,12 @@ func (s *Sim) Run(ctx context.Context) error {
 			})
 		}
 	}
+	for _, b := range s.shellies {
+		wg.Go(func() {
+			l := s.login(b.base, b.clientID)
+			s.serve(ctx, shellyEndpoint{s, b}, l, s.log.With("shelly", b.id, "client_id", l.ClientID))
+		})
+	}
 	for _, gw := range s.gateways {
 		wg.Go(func() {
 			l := s.login(gw.prefix, gw.clientID)
@@ -559,6 +588,10 @@ func (s *Sim) Run(ctx context.Context) error {
 // availability if its bridge is connected. An offline device ignores sets
 // and gets, and reports still waiting on Faults.Latency are lost.
 func (s *Sim) SetOnline(name string, online bool) error {
+	if c := s.comps[name]; c != nil {
+		s.setShellyOnline(c, online)
+		return nil
+	}
 	if n := s.nodes[name]; n != nil {
 		s.mu.Lock()
 		n.online = online
@@ -641,6 +674,11 @@ func (s *Sim) SetBridgeOnline(base string, online, announce bool) error {
 // State returns a copy of a device's current state (without linkquality),
 // or nil for an unknown name.
 func (s *Sim) State(name string) map[string]any {
+	if c := s.comps[name]; c != nil {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return c.state()
+	}
 	if n := s.nodes[name]; n != nil {
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -663,6 +701,11 @@ func (s *Sim) State(name string) map[string]any {
 
 // Sets returns how many sets a device has received, dropped ones included.
 func (s *Sim) Sets(name string) int {
+	if c := s.comps[name]; c != nil {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return c.sets
+	}
 	if n := s.nodes[name]; n != nil {
 		s.mu.Lock()
 		defer s.mu.Unlock()
