@@ -44,7 +44,8 @@ const (
 
 // ReasonEchoOnly: a Shelly in Faults.EchoOnly heard the request and does
 // nothing: no response, no notification; the only echo Hearth may see is
-// its own request on <prefix>/rpc.
+// its own request on <prefix>/rpc. (A Shelly in Faults.Unreported applies
+// a request and answers it, but publishes no NotifyStatus.)
 const ReasonEchoOnly = "echo_only"
 
 // shellyBox is one Shelly device: one MQTT connection.
@@ -336,6 +337,9 @@ func (s *Sim) shellyCallLocked(b *shellyBox, topic string, payload []byte, retai
 		return rpcOut{silent: true}
 	}
 	out := s.shellyApply(c, key, comp, verb, req.Params)
+	if c.quiet {
+		out.notify = nil // Faults.Unreported: answered, never notified
+	}
 	r := ""
 	if out.errCode != 0 {
 		r = ReasonNoValidAttribute

@@ -496,8 +496,8 @@ func New(opts Options) (*Sim, error) {
 			} else if d := s.devices[name]; d != nil {
 				x, class = &d.faulty, d.Class
 			} else if c := s.comps[name]; c != nil {
-				if fault.field == "Dead" || fault.field == "Unreported" || fault.field == "Jam" {
-					return nil, fmt.Errorf("simulator: Faults.%s names %q, a Shelly; a Shelly takes Offline, Silent, IgnoreGets, EchoOnly and FailSets", fault.field, name)
+				if fault.field == "Dead" || fault.field == "Jam" {
+					return nil, fmt.Errorf("simulator: Faults.%s names %q, a Shelly; a Shelly takes Offline, Silent, IgnoreGets, EchoOnly, FailSets and Unreported", fault.field, name)
 				}
 				x, class = &c.faulty, c.Class
 			} else {

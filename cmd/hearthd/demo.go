@@ -280,6 +280,8 @@ func simDevices(cfg *config.Config) []simulator.Device {
 				nodeIDs[svc.Name] = max(nodeIDs[svc.Name], 100) + 1
 				sd.NodeID = nodeIDs[svc.Name]
 			}
+		case svc.Protocol == config.ProtocolShelly && (dev.Class == devices.Switch || dev.Class == devices.Light || dev.Class == devices.Cover):
+			sd.Protocol = simulator.ProtocolShelly
 		default:
 			continue
 		}

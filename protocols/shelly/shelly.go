@@ -661,12 +661,9 @@ func (a *Adapter) response(m mqtt.Message) {
 	}
 }
 
-// availability passes a Shelly's online word to its devices and the
-// service's to BridgeState.
+// availability passes the service's state to BridgeState, then a
+// Shelly's online word to its devices.
 func (a *Adapter) availability(id string, ents []entry, up, retained bool) {
-	for _, e := range ents {
-		a.sink.Availability(e.dev.ID, up)
-	}
 	a.mu.Lock()
 	a.online[id] = up
 	some, all := false, len(a.online) == len(a.bySh)
@@ -679,6 +676,11 @@ func (a *Adapter) availability(id string, ents []entry, up, retained bool) {
 		a.sink.BridgeState(a.service, true, retained)
 	case all:
 		a.sink.BridgeState(a.service, false, retained)
+	}
+	// After the service's state: once a device reads online, commands
+	// to it find the service up.
+	for _, e := range ents {
+		a.sink.Availability(e.dev.ID, up)
 	}
 }
 

@@ -153,11 +153,11 @@ func TestOnlineIsAvailabilityAndTheServicesState(t *testing.T) {
 	dev.publish(t, "shelly/plug-1/online", "false")
 	want("availability", "plug", false)
 	dev.publish(t, "shelly/dimmer-1/online", "true")
-	want("availability", "lamp", true)
 	want("bridge", "wifi", true)
+	want("availability", "lamp", true)
 	dev.publish(t, "shelly/dimmer-1/online", "false")
-	want("availability", "lamp", false)
 	want("bridge", "wifi", false)
+	want("availability", "lamp", false)
 }
 
 // A garage door already at the target gets no pulse: Send reads the

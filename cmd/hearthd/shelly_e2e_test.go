@@ -1,0 +1,227 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+
+	"github.com/hearthd/hearth/devices"
+	"github.com/hearthd/hearth/simulator"
+)
+
+// shellyConfig is a Wi-Fi half of a house: a Shelly Plus 1PM's relay
+// and a Shelly Plus 1 driving a garage door, its reed contact on input:0.
+const shellyConfig = `
+mqtt:
+  listen: 127.0.0.1:0
+  reconnect: {base: 10ms, cap: 100ms}
+http:
+  listen: 127.0.0.1:0
+defaults:
+  ttl: 60s
+services:
+  wifi:
+    protocol: shelly
+devices:
+  plug:
+    class: switch
+    address: shellyplus1pm-a8032ab12345/switch:0
+  garage:
+    class: cover
+    safety: critical
+    address: shellyplus1-a8032abe54dc/switch:0/input:0
+`
+
+const (
+	plugAddr   = "shellyplus1pm-a8032ab12345/switch:0"
+	garageAddr = "shellyplus1-a8032abe54dc/switch:0/input:0"
+)
+
+// shellyHarness starts hearthd with the simulated Shellys and waits until
+// hearthd has heard both online.
+func shellyHarness(t *testing.T, faults simulator.Faults) *harness {
+	t.Helper()
+	h := newHarness(t, harnessOptions{config: shellyConfig, faults: faults})
+	h.awaitAvailability(t, "plug", "online")
+	h.awaitAvailability(t, "garage", "online")
+	return h
+}
+
+// awaitAvailability waits for hearth/<device>/availability to read want.
+func (h *harness) awaitAvailability(t *testing.T, device, want string) {
+	t.Helper()
+	avail := h.watch("hearth/" + device + "/availability")
+	for {
+		select {
+		case m := <-avail:
+			if string(m.Payload()) == want {
+				return
+			}
+		case <-time.After(eventWait):
+			t.Fatalf("hearth/%s/availability never read %s", device, want)
+		}
+	}
+}
+
+// A Switch.Set the device answers succeeds on attempt 1, with one request
+// sent, in Shelly's own frame.
+func TestShellySwitchSucceedsOnFirstAttempt(t *testing.T) {
+	h := shellyHarness(t, simulator.Faults{})
+	h.publish("plug", `{"state":"ON","op_id":"sh1"}`)
+	set := h.nextSet()
+	if set.Device != plugAddr || set.Topic != "shelly/shellyplus1pm-a8032ab12345/rpc" || set.Attrs["method"] != "Switch.Set" || set.Attrs["on"] != true || set.Attrs["id"] != 0.0 {
+		t.Fatalf("request %s on %s to %s; want Switch.Set {id:0,on:true} on shelly/shellyplus1pm-a8032ab12345/rpc", set.Payload, set.Topic, set.Device)
+	}
+	if !strings.Contains(string(set.Payload), `"src":"shelly/hearth/wifi"`) {
+		t.Errorf("request %s; want src shelly/hearth/wifi", set.Payload)
+	}
+	r := h.final("sh1")
+	if r.Status != devices.Succeeded || r.Attempts != 1 || r.State["state"] != "ON" {
+		t.Fatalf("result %s after %d attempts, state %v (%s); want succeeded after 1, ON", r.Status, r.Attempts, r.State, r.Detail)
+	}
+	if n := h.sim.Sets(plugAddr); n != 1 {
+		t.Errorf("the plug got %d requests; want 1", n)
+	}
+}
+
+// The response alone confirms: a Shelly that publishes no NotifyStatus
+// (Faults.Unreported) still has its Switch.Set succeed on attempt 1, by
+// the response with the request's id.
+func TestShellyResponseAloneConfirms(t *testing.T) {
+	h := shellyHarness(t, simulator.Faults{Unreported: []string{plugAddr}})
+	h.publish("plug", `{"state":"ON","op_id":"sh0"}`)
+	h.nextSet()
+	r := h.final("sh0")
+	if r.Status != devices.Succeeded || r.Attempts != 1 || r.State["state"] != "ON" {
+		t.Fatalf("result %s after %d attempts, state %v (%s); want succeeded after 1, ON", r.Status, r.Attempts, r.State, r.Detail)
+	}
+}
+
+// A request the device never heard is sent again after the attempt
+// timeout and the backoff, with a new id, and succeeds on attempt 2.
+func TestShellyDroppedRequestSucceedsOnSecondAttempt(t *testing.T) {
+	h := shellyHarness(t, simulator.Faults{DropFirst: 1})
+	h.publish("plug", `{"state":"ON","op_id":"sh2"}`)
+	first := h.nextSet()
+	if !first.Dropped {
+		t.Fatal("the simulator did not drop the first request")
+	}
+	h.advanceTimeout(5 * time.Second) // attempt timeout
+	h.advance(1 * time.Second)        // backoff before retry 1: ceiling = base
+	second := h.nextSet()
+	if second.Dropped || string(second.Payload) == string(first.Payload) {
+		t.Fatalf("second request %s (dropped %v); want a new one, with its own id", second.Payload, second.Dropped)
+	}
+	r := h.final("sh2")
+	if r.Status != devices.Succeeded || r.Attempts != 2 {
+		t.Fatalf("result %s after %d attempts (%s); want succeeded after 2", r.Status, r.Attempts, r.Detail)
+	}
+}
+
+// An RPC error -103 (invalid argument) ends the command at once,
+// failed/permanent_error, with no retry.
+func TestShellyInvalidArgumentFailsPermanentlyWithoutRetry(t *testing.T) {
+	h := shellyHarness(t, simulator.Faults{FailSets: []string{plugAddr}})
+	h.publish("plug", `{"state":"ON","op_id":"sh3"}`)
+	if e := h.nextSet(); e.Reason != simulator.ReasonSetFailed {
+		t.Fatalf("request %+v; want the simulator's failure", e)
+	}
+	r := h.final("sh3")
+	if r.Status != devices.Failed || r.Reason != devices.ReasonPermanentError || r.Attempts != 1 || !strings.Contains(r.Detail, "-103") {
+		t.Fatalf("result %s/%s after %d attempts (%s); want failed/permanent_error after 1, naming -103", r.Status, r.Reason, r.Attempts, r.Detail)
+	}
+	if n := h.sim.Sets(plugAddr); n != 1 {
+		t.Errorf("the plug got %d requests; want 1, no retry", n)
+	}
+}
+
+// A Shelly whose online topic says false (its will) marks its device
+// offline: a command ends failed/device_offline with nothing sent.
+func TestShellyOfflineMarksTheDeviceOffline(t *testing.T) {
+	h := shellyHarness(t, simulator.Faults{})
+	if err := h.sim.SetOnline(plugAddr, false); err != nil {
+		t.Fatal(err)
+	}
+	h.awaitAvailability(t, "plug", "offline")
+	h.publish("plug", `{"state":"ON","op_id":"sh4"}`)
+	r := h.final("sh4")
+	if r.Status != devices.Failed || r.Reason != devices.ReasonDeviceOffline || r.Attempts != 0 {
+		t.Fatalf("result %s/%s after %d attempts (%s); want failed/device_offline after 0", r.Status, r.Reason, r.Attempts, r.Detail)
+	}
+	h.noSetsYet()
+}
+
+// A status published before the send, and the echo of Hearth's own
+// request on <device-id>/rpc, confirm nothing: a Shelly that answers
+// nothing (EchoOnly) gets exactly 3 requests, and the command fails.
+func TestShellyReportBeforeTheSendAndTheEchoConfirmNothing(t *testing.T) {
+	h := shellyHarness(t, simulator.Faults{EchoOnly: []string{plugAddr}})
+	l := bridgeLogins(h.cfg)["shelly"]
+	c := paho.NewClient(paho.NewClientOptions().AddBroker(h.d.brokerURL).SetClientID("old-news").
+		SetUsername(l.Username).SetPassword(l.Password))
+	mustToken(t, c.Connect())
+	defer c.Disconnect(0)
+	mustToken(t, c.Publish("shelly/shellyplus1pm-a8032ab12345/status/switch:0", 1, true, `{"id":0,"output":true}`))
+	defer mustToken(t, c.Publish("shelly/shellyplus1pm-a8032ab12345/status/switch:0", 1, true, ""))
+	mirror := h.watch("hearth/plug")
+	select {
+	case m := <-mirror:
+		if !strings.Contains(string(m.Payload()), `"ON"`) {
+			t.Fatalf("hearth/plug = %s; want the old status ON heard", m.Payload())
+		}
+	case <-time.After(eventWait):
+		t.Fatal("hearthd never heard the old status")
+	}
+	h.publish("plug", `{"state":"ON","op_id":"sh5"}`)
+	for attempt := 1; attempt <= 3; attempt++ {
+		if e := h.nextSet(); e.Reason != simulator.ReasonEchoOnly {
+			t.Fatalf("attempt %d: %+v; want echo only", attempt, e)
+		}
+		if attempt < 3 {
+			h.advanceTimeout(5 * time.Second)
+			h.advance(time.Duration(1<<(attempt-1)) * time.Second)
+		}
+	}
+	h.advance(5 * time.Second)
+	r := h.final("sh5")
+	if r.Status != devices.Failed || r.Reason != devices.ReasonTimeout || r.Attempts != 3 {
+		t.Fatalf("result %s/%s after %d attempts (%s); want failed/timeout after 3", r.Status, r.Reason, r.Attempts, r.Detail)
+	}
+}
+
+// A garage door already closed gets CLOSE → succeeded with no pulse: the
+// adapter read the contact and sent nothing more.
+func TestShellyGarageCloseOfAClosedDoorSendsNoPulse(t *testing.T) {
+	h := shellyHarness(t, simulator.Faults{})
+	h.publish("garage", `{"state":"CLOSE","op_id":"g1"}`)
+	r := h.final("g1")
+	if r.Status != devices.Succeeded || r.State["state"] != "CLOSE" {
+		t.Fatalf("result %s/%s (%s), state %v; want succeeded, CLOSE", r.Status, r.Reason, r.Detail, r.State)
+	}
+	if n, p := h.sim.Sets(garageAddr), h.sim.Pulses(garageAddr); n != 0 || p != 0 {
+		t.Errorf("the garage got %d requests that move it, %d pulses; want none", n, p)
+	}
+}
+
+// An OPEN is read fresh, pulsed once (Switch.Set on with toggle_after,
+// never a toggle) and confirmed by the contact input.
+func TestShellyGarageOpenIsPulsedOnceAndConfirmedByTheContact(t *testing.T) {
+	h := shellyHarness(t, simulator.Faults{})
+	h.publish("garage", `{"state":"OPEN","op_id":"g2"}`)
+	set := h.nextSet()
+	if set.Device != garageAddr || set.Attrs["method"] != "Switch.Set" || set.Attrs["on"] != true || set.Attrs["toggle_after"] == nil {
+		t.Fatalf("request %s; want Switch.Set on with toggle_after", set.Payload)
+	}
+	r := h.final("g2")
+	if r.Status != devices.Succeeded || r.Attempts != 1 || r.State["state"] != "OPEN" {
+		t.Fatalf("result %s/%s after %d attempts (%s), state %v; want succeeded after 1, OPEN", r.Status, r.Reason, r.Attempts, r.Detail, r.State)
+	}
+	if p := h.sim.Pulses(garageAddr); p != 1 {
+		t.Errorf("%d pulses; want 1", p)
+	}
+	if st := h.sim.State(garageAddr); st["state"] != "OPEN" {
+		t.Errorf("the door is %v; want open", st)
+	}
+}
