@@ -72,3 +72,19 @@ func TestShellyAddressErrors(t *testing.T) {
 		}
 	}
 }
+
+// The shelly example of configs/hearth.yaml parses and means what its
+// comments say.
+func TestSampleShellyExample(t *testing.T) {
+	c, err := Parse("configs/hearth.yaml (shelly example)", sampleBlock(t, "shelly example"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, ok := c.Service("wifi")
+	if !ok || s.Protocol != ProtocolShelly || s.BaseTopic != "shelly" || s.Retry.MaxAttempts != 3 {
+		t.Errorf("service wifi = %+v", s)
+	}
+	if d, _ := c.Device("garage_door"); d.Address != "shellyplus1-a8032abe54dc/switch:0/input:100" || d.Class != "cover" || !d.SafetyCritical() {
+		t.Errorf("garage_door = %+v", d)
+	}
+}
