@@ -32,6 +32,8 @@ devices:
     class: cover
     safety: critical
     address: shellyplus1-a8032abe54dc/switch:0/input:0
+    # within the risky cap of 30s, room for a second attempt
+    attempt_timeout: 10s
 `
 
 const (
@@ -223,5 +225,27 @@ func TestShellyGarageOpenIsPulsedOnceAndConfirmedByTheContact(t *testing.T) {
 	}
 	if st := h.sim.State(garageAddr); st["state"] != "OPEN" {
 		t.Errorf("the door is %v; want open", st)
+	}
+}
+
+// A pulse the Shelly never heard (DropFirst: no answer) is sent again on
+// attempt 2, read fresh first; the door opens once.
+func TestShellyGarageLostPulseIsSentAgain(t *testing.T) {
+	h := shellyHarness(t, simulator.Faults{DropFirst: 1})
+	h.publish("garage", `{"state":"OPEN","op_id":"g3"}`)
+	if e := h.nextSet(); !e.Dropped {
+		t.Fatalf("first pulse %+v; want it dropped", e)
+	}
+	h.advanceTimeout(10 * time.Second) // the garage's attempt timeout
+	h.advance(1 * time.Second)
+	if e := h.nextSet(); e.Dropped || e.Attrs["method"] != "Switch.Set" {
+		t.Fatalf("second pulse %+v; want it delivered", e)
+	}
+	r := h.final("g3")
+	if r.Status != devices.Succeeded || r.Attempts != 2 || r.State["state"] != "OPEN" {
+		t.Fatalf("result %s/%s after %d attempts (%s); want succeeded after 2, OPEN", r.Status, r.Reason, r.Attempts, r.Detail)
+	}
+	if p := h.sim.Pulses(garageAddr); p != 1 {
+		t.Errorf("the door moved %d times; want once", p)
 	}
 }

@@ -57,8 +57,9 @@
 //     Switch.Set {"id":n,"on":true,"toggle_after":PulseSeconds}: the
 //     device switches the relay off itself, so no OFF is ever needed, and
 //     never a bare Switch.Toggle. A second attempt for the same target
-//     within DoorTravel of a pulse sends none (a second pulse would stop
-//     or reverse the moving door). Input state true (the contact closed)
+//     within DoorTravel of a pulse the relay answered sends none (a
+//     second pulse would stop or reverse the moving door); a pulse never
+//     answered (lost on its way) is sent again. Input state true (the contact closed)
 //     reports {"state":"CLOSE","position":0}, false
 //     {"state":"OPEN","position":100}. A contact that cannot be read fails
 //     Send with a transient error: nothing is pulsed on an unknown state.
@@ -166,6 +167,7 @@ type pending struct {
 	read     bool           // a GetStatus: decode the result as a status
 	confirms map[string]any // what a response without error confirms; nil for nothing
 	wait     chan Response  // a synchronous call's answer
+	answered func()         // called on a response without error
 }
 
 // pulse is a garage door's last pulse.
@@ -395,15 +397,20 @@ func (a *Adapter) sendGarage(ctx context.Context, e entry, target devices.Target
 	}
 	a.mu.Lock()
 	last, pulsed := a.pulses[e.dev.ID]
-	now := a.now()
-	if pulsed && last.want == want && now.Sub(last.at) < a.travel {
+	if pulsed && last.want == want && a.now().Sub(last.at) < a.travel {
 		a.mu.Unlock()
-		a.log.Info("shelly: garage door pulsed for this target moments ago; not pulsing again while it travels", "device", e.dev.ID, "target", want)
+		a.log.Info("shelly: the relay answered a pulse for this target moments ago; not pulsing again while the door travels", "device", e.dev.ID, "target", want)
 		return nil
 	}
-	a.pulses[e.dev.ID] = pulse{want: want, at: now}
 	a.mu.Unlock()
-	_, err = a.call(ctx, e, "Switch.Set", map[string]any{"id": e.addr.ID, "on": true, "toggle_after": a.pulseS}, &pending{})
+	// The guard starts when the Shelly answers the pulse: a pulse it
+	// never answered (lost on the way) may be sent again.
+	answered := func() {
+		a.mu.Lock()
+		a.pulses[e.dev.ID] = pulse{want: want, at: a.now()}
+		a.mu.Unlock()
+	}
+	_, err = a.call(ctx, e, "Switch.Set", map[string]any{"id": e.addr.ID, "on": true, "toggle_after": a.pulseS}, &pending{answered: answered})
 	return err
 }
 
@@ -645,6 +652,9 @@ func (a *Adapter) response(m mqtt.Message) {
 		a.log.Info("shelly: the device refused a request", "device", p.dev, "err", r.Error, "permanent", r.Error.Permanent())
 		a.sink.SendFailed(p.dev, "", r.Error)
 		return
+	}
+	if p.answered != nil {
+		p.answered()
 	}
 	switch {
 	case p.read:

@@ -187,7 +187,8 @@ func TestGarageDoorAtTargetIsNotPulsed(t *testing.T) {
 }
 
 // A garage door not at the target is pulsed once with toggle_after; a
-// second attempt while it travels is not pulsed again.
+// second attempt while it travels (the relay answered the pulse) is not
+// pulsed again.
 func TestGarageDoorPulsedOnceWithToggleAfter(t *testing.T) {
 	addr := startBroker(t)
 	a, s := startAdapter(t, addr, Options{})
@@ -197,21 +198,46 @@ func TestGarageDoorPulsedOnceWithToggleAfter(t *testing.T) {
 		go func() { done <- send(t, a, "garage", devices.Target{"state": "OPEN"}) }()
 		r := dev.request(t)
 		dev.publish(t, "shelly/hearth/wifi/rpc", reply(r.ID, "plus1-1", `"result":{"id":1,"state":true}`))
+		if c := s.next(t); c.state["state"] != "CLOSE" {
+			t.Fatalf("attempt %d: got %+v, want the contact's reading CLOSE", attempt, c)
+		}
 		if attempt == 1 {
 			p := dev.request(t)
 			if p.Method != "Switch.Set" || !reflect.DeepEqual(p.Params, map[string]any{"id": 0.0, "on": true, "toggle_after": 1.0}) {
 				t.Fatalf("pulse = %+v, want Switch.Set {id:0,on:true,toggle_after:1}", p)
 			}
+			dev.publish(t, "shelly/hearth/wifi/rpc", reply(p.ID, "plus1-1", `"result":{"was_on":false}`))
+			s.nothingBefore(t, dev) // the pulse's answer is handled: it confirms nothing of the door
 		}
 		if err := <-done; err != nil {
 			t.Fatal(err)
 		}
-		s.next(t) // the reading
 	}
 	select {
 	case r := <-dev.reqs:
 		t.Fatalf("a second pulse while the door travels: %+v", r)
 	default:
+	}
+}
+
+// A pulse the relay never answered may be sent again: it was lost, and
+// the door did not move.
+func TestGarageDoorUnansweredPulseIsSentAgain(t *testing.T) {
+	addr := startBroker(t)
+	a, s := startAdapter(t, addr, Options{})
+	dev := newDevice(t, addr, "shelly/plus1-1/rpc")
+	for attempt := 1; attempt <= 2; attempt++ {
+		done := make(chan error, 1)
+		go func() { done <- send(t, a, "garage", devices.Target{"state": "OPEN"}) }()
+		r := dev.request(t)
+		dev.publish(t, "shelly/hearth/wifi/rpc", reply(r.ID, "plus1-1", `"result":{"id":1,"state":true}`))
+		s.next(t) // the reading
+		if p := dev.request(t); p.Method != "Switch.Set" {
+			t.Fatalf("attempt %d: %+v, want a pulse", attempt, p)
+		}
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
