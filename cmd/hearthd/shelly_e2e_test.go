@@ -249,3 +249,43 @@ func TestShellyGarageLostPulseIsSentAgain(t *testing.T) {
 		t.Errorf("the door moved %d times; want once", p)
 	}
 }
+
+// Once every Shelly of the service has said online false (their wills: the
+// access point is gone), the service's breaker opens; one back online
+// makes it half-open, and a command's success closes it.
+func TestShellyAllOfflineOpensTheServicesBreaker(t *testing.T) {
+	h := shellyHarness(t, simulator.Faults{})
+	state := h.watch("hearth/services/wifi/state")
+	awaitState := func(want string) {
+		t.Helper()
+		for {
+			select {
+			case m := <-state:
+				if strings.Contains(string(m.Payload()), `"state":"`+want+`"`) {
+					return
+				}
+			case <-time.After(eventWait):
+				t.Fatalf("hearth/services/wifi/state never read %s", want)
+			}
+		}
+	}
+	awaitState("closed")
+	if err := h.sim.SetOnline(plugAddr, false); err != nil {
+		t.Fatal(err)
+	}
+	h.awaitAvailability(t, "plug", "offline")
+	if err := h.sim.SetOnline(garageAddr, false); err != nil {
+		t.Fatal(err)
+	}
+	awaitState("open")
+	if err := h.sim.SetOnline(plugAddr, true); err != nil {
+		t.Fatal(err)
+	}
+	h.awaitAvailability(t, "plug", "online")
+	awaitState("half_open") // the Shelly's word; a command's success closes it
+	h.publish("plug", `{"state":"ON","op_id":"sh6"}`)
+	if r := h.final("sh6"); r.Status != devices.Succeeded {
+		t.Fatalf("the probe: %s/%s (%s); want succeeded", r.Status, r.Reason, r.Detail)
+	}
+	awaitState("closed")
+}
