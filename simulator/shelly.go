@@ -196,6 +196,17 @@ type rpcRequest struct {
 	Params map[string]any  `json:"params"`
 }
 
+// parseRequest reads a request frame: a JSON object with an id, a src
+// and a method. Without an id it is a notification, without a src there
+// is nowhere to answer: the device answers neither.
+func parseRequest(p []byte) (rpcRequest, bool) {
+	var req rpcRequest
+	if err := json.Unmarshal(p, &req); err != nil || req.Method == "" || len(req.ID) == 0 || req.Src == "" {
+		return rpcRequest{}, false
+	}
+	return req, true
+}
+
 // rpcOut is what one request makes the device publish: its response, then
 // its notifications.
 type rpcOut struct {
@@ -208,15 +219,9 @@ type rpcOut struct {
 
 func (s *Sim) shellyHandler(b *shellyBox) mqtt.MessageHandler {
 	return func(_ mqtt.Client, m mqtt.Message) {
-		var req rpcRequest
-		if err := json.Unmarshal(m.Payload(), &req); err != nil || req.Method == "" {
-			s.log.Warn("shelly: not a request frame", "device", b.id, "payload", string(m.Payload()))
-			return
-		}
-		if len(req.ID) == 0 || req.Src == "" {
-			// Without an id it is a notification; without a src there is
-			// nowhere to answer: the device answers neither.
-			s.log.Warn("shelly: request without id or src; not answered", "device", b.id, "payload", string(m.Payload()))
+		req, ok := parseRequest(m.Payload())
+		if !ok {
+			s.log.Warn("shelly: not a request frame with an id, a src and a method; not answered", "device", b.id, "payload", string(m.Payload()))
 			return
 		}
 		if m.Retained() {
