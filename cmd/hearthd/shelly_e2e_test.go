@@ -7,6 +7,7 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
+	"github.com/hearthd/hearth/broker"
 	"github.com/hearthd/hearth/devices"
 	"github.com/hearthd/hearth/simulator"
 )
@@ -288,4 +289,47 @@ func TestShellyAllOfflineOpensTheServicesBreaker(t *testing.T) {
 		t.Fatalf("the probe: %s/%s (%s); want succeeded", r.Status, r.Reason, r.Detail)
 	}
 	awaitState("closed")
+}
+
+// A status the broker kept retained from before Hearth started (a Shelly's
+// status_ntf, the plug ON) is replayed on subscribe: old news, which
+// confirms nothing. The plug, in EchoOnly, answers no request: the
+// command fails after 3 attempts though the replay said ON.
+func TestShellyRetainedStatusFromBeforeTheSendConfirmsNothing(t *testing.T) {
+	b, err := broker.Start(broker.Options{Listen: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	c := paho.NewClient(paho.NewClientOptions().AddBroker(b.URL()).SetClientID("shelly-before"))
+	mustToken(t, c.Connect())
+	mustToken(t, c.Publish("shelly/shellyplus1pm-a8032ab12345/status/switch:0", 1, true, `{"id":0,"output":true}`))
+	c.Disconnect(0)
+
+	h := newHarness(t, harnessOptions{config: shellyConfig, brokerURL: b.URL(), faults: simulator.Faults{EchoOnly: []string{plugAddr}}})
+	h.awaitAvailability(t, "plug", "online")
+	mirror := h.watch("hearth/plug")
+	select {
+	case m := <-mirror: // hearthd heard the replay: the state it knows
+		if !strings.Contains(string(m.Payload()), `"ON"`) {
+			t.Fatalf("hearth/plug = %s; want the replayed ON", m.Payload())
+		}
+	case <-time.After(eventWait):
+		t.Fatal("hearthd never heard the replayed status")
+	}
+	h.publish("plug", `{"state":"ON","op_id":"sh7"}`)
+	for attempt := 1; attempt <= 3; attempt++ {
+		if e := h.nextSet(); e.Reason != simulator.ReasonEchoOnly {
+			t.Fatalf("attempt %d: %+v; want echo only", attempt, e)
+		}
+		if attempt < 3 {
+			h.advanceTimeout(5 * time.Second)
+			h.advance(time.Duration(1<<(attempt-1)) * time.Second)
+		}
+	}
+	h.advance(5 * time.Second)
+	r := h.final("sh7")
+	if r.Status != devices.Failed || r.Reason != devices.ReasonTimeout || r.Attempts != 3 {
+		t.Fatalf("result %s/%s after %d attempts (%s); want failed/timeout after 3", r.Status, r.Reason, r.Attempts, r.Detail)
+	}
 }
