@@ -333,3 +333,32 @@ func TestShellyRetainedStatusFromBeforeTheSendConfirmsNothing(t *testing.T) {
 		t.Fatalf("result %s/%s after %d attempts (%s); want failed/timeout after 3", r.Status, r.Reason, r.Attempts, r.Detail)
 	}
 }
+
+// An RPC error -114 (unavailable: a busy device) is transient: the first
+// attempt ends at once and the next follows after the backoff alone, not
+// the attempt timeout; all 3 attempts are made.
+func TestShellyUnavailableIsRetried(t *testing.T) {
+	h := shellyHarness(t, simulator.Faults{FailSets: []string{plugAddr}, ShellyErrorCode: -114})
+	h.publish("plug", `{"state":"ON","op_id":"sh8"}`)
+	if e := h.nextSet(); e.Reason != simulator.ReasonSetFailed {
+		t.Fatalf("first request %+v; want the simulator's failure", e)
+	}
+	h.advance(1 * time.Second) // the backoff before retry 1; no attempt timeout waited
+	h.nextSet()
+	if sent := h.clock.Since(t0); sent != time.Second {
+		t.Errorf("second attempt after %s; want 1s (the backoff alone)", sent)
+	}
+	// The dispatcher takes a bridge's failure for a first attempt only:
+	// the second waits its timeout.
+	h.advanceTimeout(5 * time.Second)
+	h.advance(2 * time.Second)
+	h.nextSet()
+	h.advance(5 * time.Second)
+	r := h.final("sh8")
+	if r.Status != devices.Failed || r.Attempts != 3 || r.Reason == devices.ReasonPermanentError {
+		t.Fatalf("result %s/%s after %d attempts (%s); want failed after 3, not permanent", r.Status, r.Reason, r.Attempts, r.Detail)
+	}
+	if n := h.sim.Sets(plugAddr); n != 3 {
+		t.Errorf("the plug got %d requests; want 3", n)
+	}
+}
