@@ -36,3 +36,16 @@ func FuzzShellyConfigAddressIsTheAdapters(f *testing.F) {
 		}
 	})
 }
+
+// A shelly service's default max_attempts is what the adapter's transport
+// declaration says: 3, Wi-Fi having no radio layer that retries.
+func TestShellyDefaultAttemptsFollowTheTransport(t *testing.T) {
+	cfg, err := config.Parse("t.yaml", []byte("services:\n  s:\n    protocol: shelly\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ := cfg.Service("s")
+	if got, want := s.Retry.MaxAttempts, shelly.Transport.DefaultAttempts(); got != want || got != 3 || shelly.Transport.RadioRetries {
+		t.Errorf("default max_attempts %d, transport's DefaultAttempts %d (radio retries %v); want both 3, none", got, want, shelly.Transport.RadioRetries)
+	}
+}
