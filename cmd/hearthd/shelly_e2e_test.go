@@ -35,11 +35,19 @@ devices:
     address: shellyplus1-a8032abe54dc/switch:0/input:0
     # within the risky cap of 30s, room for a second attempt
     attempt_timeout: 10s
+  lamp:
+    class: light
+    address: shellydimmerg3-84fce63ad204/light:0
+  blind:
+    class: cover
+    address: shellyplus2pm-b8d61a85a0e4/cover:0
 `
 
 const (
 	plugAddr   = "shellyplus1pm-a8032ab12345/switch:0"
 	garageAddr = "shellyplus1-a8032abe54dc/switch:0/input:0"
+	lampAddr   = "shellydimmerg3-84fce63ad204/light:0"
+	blindAddr  = "shellyplus2pm-b8d61a85a0e4/cover:0"
 )
 
 // shellyHarness starts hearthd with the simulated Shellys and waits until
@@ -360,5 +368,46 @@ func TestShellyUnavailableIsRetried(t *testing.T) {
 	}
 	if n := h.sim.Sets(plugAddr); n != 3 {
 		t.Errorf("the plug got %d requests; want 3", n)
+	}
+}
+
+// A light's brightness goes out as Shelly's percent (128 → 50) and comes
+// back as the brightness asked: succeeded on attempt 1 with 128.
+func TestShellyLightBrightness(t *testing.T) {
+	h := shellyHarness(t, simulator.Faults{})
+	h.publish("lamp", `{"state":"ON","brightness":128,"op_id":"l1"}`)
+	set := h.nextSet()
+	if set.Attrs["method"] != "Light.Set" || set.Attrs["brightness"] != 50.0 || set.Attrs["on"] != true {
+		t.Fatalf("request %s; want Light.Set on, brightness 50", set.Payload)
+	}
+	r := h.final("l1")
+	if r.Status != devices.Succeeded || r.Attempts != 1 || r.State["brightness"] != 128.0 || r.State["state"] != "ON" {
+		t.Fatalf("result %s/%s after %d attempts (%s), state %v; want succeeded after 1, ON at 128", r.Status, r.Reason, r.Attempts, r.Detail, r.State)
+	}
+}
+
+// A cover's Cover.GoToPosition is confirmed by its NotifyStatus at the
+// position; its response (the motor started) confirms nothing: a Shelly
+// that answers but never notifies (Unreported) leaves it unconfirmed.
+func TestShellyCoverConfirmedByItsStatusNotItsResponse(t *testing.T) {
+	h := shellyHarness(t, simulator.Faults{})
+	h.publish("blind", `{"position":40,"op_id":"c1"}`)
+	if set := h.nextSet(); set.Attrs["method"] != "Cover.GoToPosition" || set.Attrs["pos"] != 40.0 {
+		t.Fatalf("request %s; want Cover.GoToPosition pos 40", set.Payload)
+	}
+	if r := h.final("c1"); r.Status != devices.Succeeded || r.Attempts != 1 || r.State["position"] != 40.0 {
+		t.Fatalf("result %s/%s after %d attempts (%s), state %v; want succeeded after 1 at 40", r.Status, r.Reason, r.Attempts, r.Detail, r.State)
+	}
+
+	q := shellyHarness(t, simulator.Faults{Unreported: []string{blindAddr}})
+	q.publish("blind", `{"position":40,"op_id":"c2"}`)
+	q.nextSet()
+	if r := q.result("c2"); r.Status != devices.Accepted {
+		t.Fatalf("c2: %s/%s; want accepted", r.Status, r.Reason)
+	}
+	q.advanceTimeout(30 * time.Second) // a cover's attempt timeout: the response came, no status
+	q.advance(1 * time.Second)
+	if set := q.nextSet(); set.Attrs["method"] != "Cover.GoToPosition" {
+		t.Fatalf("attempt 2: %s; want the request again, the first unconfirmed", set.Payload)
 	}
 }
