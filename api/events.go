@@ -106,22 +106,41 @@ type BreakerEvent struct {
 }
 
 // Result publishes an "event: result": r as on <prefix>/<device>/result.
-func (e *Events) Result(r devices.Result) { e.publish("result", r.Device, "", r) }
+func (e *Events) Result(r devices.Result) {
+	if e.listened() {
+		e.publish("result", r.Device, "", r)
+	}
+}
 
 // State publishes an "event: state": the device's state as mirrored on
 // <prefix>/<device>.
 func (e *Events) State(device string, state map[string]any) {
-	e.publish("state", device, "", StateEvent{Device: device, State: state})
+	if e.listened() {
+		e.publish("state", device, "", StateEvent{Device: device, State: state})
+	}
 }
 
 // Availability publishes an "event: availability".
 func (e *Events) Availability(device string, online bool) {
-	e.publish("availability", device, "", AvailabilityEvent{Device: device, Online: online})
+	if e.listened() {
+		e.publish("availability", device, "", AvailabilityEvent{Device: device, Online: online})
+	}
 }
 
 // Breaker publishes an "event: breaker".
 func (e *Events) Breaker(c dispatcher.BreakerChange) {
 	e.publish("breaker", "", c.Service, BreakerEvent{Service: c.Service, From: c.From.String(), To: c.To.String(), At: c.At.UTC()})
+}
+
+// listened reports whether any stream is open. Every result and state of
+// every command passes through the hub, on the dispatcher's goroutines:
+// with no stream open (the common case) nothing is encoded. A stream
+// opened as an event passes may miss it, as if it had opened a moment
+// later.
+func (e *Events) listened() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.subs) > 0
 }
 
 func (e *Events) publish(name, device, service string, v any) {

@@ -247,3 +247,18 @@ func TestEventStreamEndsAtClose(t *testing.T) {
 		t.Errorf("a stream after Close: %d; want 503", resp.StatusCode)
 	}
 }
+
+// With no stream open, the hub encodes nothing: every result and state of
+// every command passes through it, on the dispatcher's goroutines.
+func TestEventsWithoutStreamsCostNoEncoding(t *testing.T) {
+	e := NewEvents(nil)
+	r := devices.Result{OpID: "a", Device: "plug", Status: devices.Succeeded, State: map[string]any{"state": "ON"}}
+	state := map[string]any{"state": "ON", "power": 12.5}
+	if allocs := testing.AllocsPerRun(100, func() {
+		e.Result(r)
+		e.State("plug", state)
+		e.Availability("plug", true)
+	}); allocs != 0 {
+		t.Errorf("%v allocations per result, state and availability with no stream open; want 0", allocs)
+	}
+}
