@@ -628,20 +628,25 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 	d.onReload = append(d.onReload, d.setHTTPPrincipals)
 	var httpCtx context.Context
 	httpCtx, d.endHTTP = context.WithCancel(context.Background())
-	var served net.Listener
-	d.httpSrv, served = newHTTPServer(api.Authenticate(&d.principals, api.JSONErrors(mux)), d.httpLn, dp.httpLimits) // see httpapi.go
-	d.httpSrv.BaseContext = func(net.Listener) context.Context { return httpCtx }
+	// The certificate loads before d.httpSrv is set: stop waits for the
+	// server's goroutine once it is, and a start that fails here never
+	// ran one.
 	scheme := "http"
+	var certs *serverCert
 	if cfg.HTTP.TLS.CertFile != "" {
 		// HTTPS: ServeTLS takes the certificate from TLSConfig (reloaded
 		// on SIGHUP) and offers HTTP/2 besides HTTP/1.1.
-		certs, err := loadServerCert("http.tls", cfg.HTTP.TLS)
-		if err != nil {
+		if certs, err = loadServerCert("http.tls", cfg.HTTP.TLS); err != nil {
 			return nil, err
 		}
 		d.onReload = append(d.onReload, func(*config.Config) { certs.reload(log) })
-		d.httpSrv.TLSConfig = certs.tlsConfig()
 		scheme = "https"
+	}
+	var served net.Listener
+	d.httpSrv, served = newHTTPServer(api.Authenticate(&d.principals, api.JSONErrors(mux)), d.httpLn, dp.httpLimits) // see httpapi.go
+	d.httpSrv.BaseContext = func(net.Listener) context.Context { return httpCtx }
+	if certs != nil {
+		d.httpSrv.TLSConfig = certs.tlsConfig()
 	}
 	go func() {
 		defer close(d.httpDone)
