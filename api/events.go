@@ -20,6 +20,14 @@ import (
 // that has not taken them yet; past it the client is dropped.
 const EventBuffer = 256
 
+// MaxEventStreams is how many GET /api/v1/events streams the hub serves
+// at once; one more is answered 503 too_many_streams with Retry-After.
+// A stream holds its connection for as long as it is open, and hearthd's
+// HTTP server holds at most 128 connections (its /healthz, /readyz and
+// every command included): without this bound one client opening
+// streams takes them all. A home has a few dashboards, not dozens.
+const MaxEventStreams = 32
+
 // Keepalive is how often GET /api/v1/events writes a comment line
 // (": keepalive") to an idle stream, so that proxies and clients see it
 // alive.
@@ -40,8 +48,9 @@ const streamWriteTimeout = 10 * time.Second
 // the dispatcher. Create it with NewEvents; it is safe for concurrent
 // use.
 type Events struct {
-	clock  clockwork.Clock
-	buffer int
+	clock      clockwork.Clock
+	buffer     int
+	maxStreams int
 
 	mu     sync.Mutex
 	subs   map[*subscriber]struct{}
@@ -55,7 +64,7 @@ func NewEvents(clock clockwork.Clock) *Events {
 	if clock == nil {
 		clock = clockwork.NewRealClock()
 	}
-	return &Events{clock: clock, buffer: EventBuffer, subs: map[*subscriber]struct{}{}, done: make(chan struct{})}
+	return &Events{clock: clock, buffer: EventBuffer, maxStreams: MaxEventStreams, subs: map[*subscriber]struct{}{}, done: make(chan struct{})}
 }
 
 // event is one server-sent event, encoded once for every stream.
@@ -176,18 +185,29 @@ func (e *Events) Close() {
 	}
 }
 
-// subscribe adds a stream with filter f (nil: everything); false once
-// the hub is closed.
-func (e *Events) subscribe(devs, services map[string]bool) (*subscriber, bool) {
+// subscribe adds a stream with filter f (nil: everything); refused
+// (nil, and why) once the hub is closed or holds maxStreams streams.
+func (e *Events) subscribe(devs, services map[string]bool) (*subscriber, refusal) {
 	s := &subscriber{devices: devs, services: services, ch: make(chan event, e.buffer), dropped: make(chan struct{})}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.closed {
-		return nil, false
+	switch {
+	case e.closed:
+		return nil, refusedClosed
+	case len(e.subs) >= e.maxStreams:
+		return nil, refusedFull
 	}
 	e.subs[s] = struct{}{}
-	return s, true
+	return s, 0
 }
+
+// refusal is why subscribe refused a stream.
+type refusal int
+
+const (
+	refusedClosed refusal = iota + 1
+	refusedFull
+)
 
 func (e *Events) unsubscribe(s *subscriber) {
 	e.mu.Lock()
@@ -238,7 +258,8 @@ func ParseEventFilter(q map[string][]string) (EventFilter, error) {
 // in the order the dispatcher told them, with a comment line ": keepalive"
 // every Keepalive. ?device=<id> (repeatable) keeps the events of those
 // devices and the breaker events of their services; an unknown device is
-// 404 unknown_device, another parameter 400 invalid_parameter. A client
+// 404 unknown_device, another parameter 400 invalid_parameter; past
+// MaxEventStreams open streams, 503 too_many_streams with Retry-After. A client
 // that falls EventBuffer events behind gets "event: dropped" and the
 // stream ends: it should read the state again (GET /api/v1/devices,
 // /api/v1/ops) and reconnect. The stream clears the server's write
@@ -271,10 +292,16 @@ func RegisterEvents(mux *http.ServeMux, e *Events, devs Devices) {
 
 func (e *Events) serve(w http.ResponseWriter, r *http.Request, devs, services map[string]bool) {
 	rc := http.NewResponseController(w)
-	s, ok := e.subscribe(devs, services)
-	if !ok {
+	s, refused := e.subscribe(devs, services)
+	switch refused {
+	case refusedClosed:
 		w.Header().Set("Retry-After", fmt.Sprint(RetryAfter))
 		writeError(w, http.StatusServiceUnavailable, "unavailable", "Hearth is shutting down")
+		return
+	case refusedFull:
+		w.Header().Set("Retry-After", fmt.Sprint(RetryAfter))
+		writeError(w, http.StatusServiceUnavailable, "too_many_streams",
+			fmt.Sprintf("%d event streams are open, the most Hearth serves at once; close one, or retry later", e.maxStreams))
 		return
 	}
 	defer e.unsubscribe(s)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hearthd/hearth/api"
 	"github.com/hearthd/hearth/config"
 	"github.com/hearthd/hearth/devices"
 )
@@ -180,5 +181,39 @@ func TestHTTPEventsEndAtStop(t *testing.T) {
 		case <-time.After(eventWait):
 			t.Fatal("the stream is still open after stop")
 		}
+	}
+}
+
+// A client that opens as many event streams as the HTTP server holds
+// connections gets api.MaxEventStreams of them and 503 for the rest:
+// /healthz and the API still answer everyone else.
+func TestHTTPEventStreamsLeaveConnectionsForEveryoneElse(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	open := 0
+	for range httpMaxConns {
+		_, resp := h.stream("/api/v1/events", "")
+		switch resp.StatusCode {
+		case http.StatusOK:
+			open++
+		case http.StatusServiceUnavailable:
+		default:
+			t.Fatalf("a stream: %d; want 200 or 503", resp.StatusCode)
+		}
+	}
+	if open != api.MaxEventStreams {
+		t.Errorf("%d streams open; want %d", open, api.MaxEventStreams)
+	}
+	done := make(chan int, 1)
+	go func() {
+		resp, err := (&http.Client{Timeout: eventWait}).Get("http://" + h.d.httpAddr() + "/healthz")
+		if err != nil {
+			done <- 0
+			return
+		}
+		resp.Body.Close()
+		done <- resp.StatusCode
+	}()
+	if status := <-done; status != http.StatusOK {
+		t.Fatalf("GET /healthz with %d event streams open: %d; want 200", open, status)
 	}
 }
