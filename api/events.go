@@ -52,6 +52,11 @@ type Events struct {
 	buffer     int
 	maxStreams int
 
+	// seesAll and ops decide which results a principal's stream
+	// carries (LimitResults).
+	seesAll func(principal string) bool
+	ops     Ops
+
 	mu     sync.Mutex
 	subs   map[*subscriber]struct{}
 	closed bool
@@ -67,9 +72,51 @@ func NewEvents(clock clockwork.Clock) *Events {
 	return &Events{clock: clock, buffer: EventBuffer, maxStreams: MaxEventStreams, subs: map[*subscriber]struct{}{}, done: make(chan struct{})}
 }
 
+// LimitResults makes the streams of a principal that seesAll does not
+// approve carry only the results of its own commands, as GET
+// /api/v1/ops lists and GET /api/v1/ops/{op_id} shows a principal only
+// its own: who unlocked what is not another principal's to read. ops
+// tells a result's principal (its stored op's); a result whose op is
+// not stored (a rejection) is left out of such a stream. States,
+// availabilities and breakers pass, as GET /api/v1/devices shows them to
+// every principal. Without LimitResults a principal's stream carries no
+// result at all; the open API's (no principal) carries every one. Call
+// it before serving.
+func (e *Events) LimitResults(seesAll func(principal string) bool, ops Ops) {
+	e.seesAll, e.ops = seesAll, ops
+}
+
+// resultFilter returns what decides whether principal's stream takes
+// a result event, nil when it takes every one.
+func (e *Events) resultFilter(principal string) func(event) bool {
+	if principal == "" || (e.seesAll != nil && e.seesAll(principal)) {
+		return nil
+	}
+	own := map[string]bool{} // op_id → principal's, cached per stream
+	return func(ev event) bool {
+		if e.ops == nil {
+			return false
+		}
+		if mine, ok := own[ev.opID]; ok {
+			return mine
+		}
+		op, found, err := e.ops.Lookup(ev.opID)
+		mine := err == nil && found && op.Principal == principal
+		if found { // not yet stored, or never (a rejection): asked again
+			if len(own) >= 4096 {
+				clear(own)
+			}
+			own[ev.opID] = mine
+		}
+		return mine
+	}
+}
+
 // event is one server-sent event, encoded once for every stream.
 type event struct {
 	name string
+	// opID is a result's.
+	opID string
 	// device is the device it is about; service, for a breaker's.
 	device, service string
 	data            []byte
@@ -117,7 +164,7 @@ type BreakerEvent struct {
 // Result publishes an "event: result": r as on <prefix>/<device>/result.
 func (e *Events) Result(r devices.Result) {
 	if e.listened() {
-		e.publish("result", r.Device, "", r)
+		e.publish("result", r.Device, "", r.OpID, r)
 	}
 }
 
@@ -125,20 +172,20 @@ func (e *Events) Result(r devices.Result) {
 // <prefix>/<device>.
 func (e *Events) State(device string, state map[string]any) {
 	if e.listened() {
-		e.publish("state", device, "", StateEvent{Device: device, State: state})
+		e.publish("state", device, "", "", StateEvent{Device: device, State: state})
 	}
 }
 
 // Availability publishes an "event: availability".
 func (e *Events) Availability(device string, online bool) {
 	if e.listened() {
-		e.publish("availability", device, "", AvailabilityEvent{Device: device, Online: online})
+		e.publish("availability", device, "", "", AvailabilityEvent{Device: device, Online: online})
 	}
 }
 
 // Breaker publishes an "event: breaker".
 func (e *Events) Breaker(c dispatcher.BreakerChange) {
-	e.publish("breaker", "", c.Service, BreakerEvent{Service: c.Service, From: c.From.String(), To: c.To.String(), At: c.At.UTC()})
+	e.publish("breaker", "", c.Service, "", BreakerEvent{Service: c.Service, From: c.From.String(), To: c.To.String(), At: c.At.UTC()})
 }
 
 // listened reports whether any stream is open. Every result and state of
@@ -152,12 +199,12 @@ func (e *Events) listened() bool {
 	return len(e.subs) > 0
 }
 
-func (e *Events) publish(name, device, service string, v any) {
+func (e *Events) publish(name, device, service, opID string, v any) {
 	data, err := json.Marshal(v)
 	if err != nil {
 		return // plain values and a state decoded from JSON: cannot happen
 	}
-	ev := event{name: name, device: device, service: service, data: data}
+	ev := event{name: name, device: device, service: service, opID: opID, data: data}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for s := range e.subs {
@@ -259,7 +306,9 @@ func ParseEventFilter(q map[string][]string) (EventFilter, error) {
 // every Keepalive. ?device=<id> (repeatable) keeps the events of those
 // devices and the breaker events of their services; an unknown device is
 // 404 unknown_device, another parameter 400 invalid_parameter; past
-// MaxEventStreams open streams, 503 too_many_streams with Retry-After. A client
+// MaxEventStreams open streams, 503 too_many_streams with Retry-After.
+// A principal's stream carries only the results LimitResults lets it
+// read. A client
 // that falls EventBuffer events behind gets "event: dropped" and the
 // stream ends: it should read the state again (GET /api/v1/devices,
 // /api/v1/ops) and reconnect. The stream clears the server's write
@@ -286,11 +335,12 @@ func RegisterEvents(mux *http.ServeMux, e *Events, devs Devices) {
 				byDevice[id], byService[st.Service] = true, true
 			}
 		}
-		e.serve(w, r, byDevice, byService)
+		principal, _ := principalOf(r)
+		e.serve(w, r, byDevice, byService, e.resultFilter(principal))
 	})
 }
 
-func (e *Events) serve(w http.ResponseWriter, r *http.Request, devs, services map[string]bool) {
+func (e *Events) serve(w http.ResponseWriter, r *http.Request, devs, services map[string]bool, takesResult func(event) bool) {
 	rc := http.NewResponseController(w)
 	s, refused := e.subscribe(devs, services)
 	switch refused {
@@ -338,6 +388,9 @@ func (e *Events) serve(w http.ResponseWriter, r *http.Request, devs, services ma
 		}
 		select {
 		case ev := <-s.ch:
+			if ev.name == "result" && takesResult != nil && !takesResult(ev) {
+				continue // another principal's command
+			}
 			fmt.Fprintf(&b, "event: %s\ndata: %s\n\n", ev.name, ev.data)
 		case <-tick.Chan():
 			b.WriteString(": keepalive\n\n")

@@ -614,6 +614,9 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 	d.metrics.Register(mux)
 	api.Register(mux, disp)
 	api.RegisterDevices(mux, disp)
+	// A principal's stream carries the results of its own commands
+	// only, unless it sees every principal's (as the ops listing).
+	d.events.LimitResults(func(principal string) bool { return d.mayAckQuarantine(principal) == nil }, d.store)
 	api.RegisterEvents(mux, d.events, disp)
 	// A principal allowed every device lists every principal's commands;
 	// another, its own.

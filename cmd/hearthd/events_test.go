@@ -217,3 +217,62 @@ func TestHTTPEventStreamsLeaveConnectionsForEveryoneElse(t *testing.T) {
 		t.Fatalf("GET /healthz with %d event streams open: %d; want 200", open, status)
 	}
 }
+
+// With principals, a principal that may not list every principal's
+// commands (GET /api/v1/ops, GET /api/v1/ops/{op_id}: 403) does not read
+// them on its event stream either: the tablet's stream carries the
+// result of its own command, not the phone's unlock before it.
+func TestHTTPEventsCarryOnlyThePrincipalsOwnResults(t *testing.T) {
+	h := newHarness(t, harnessOptions{simLogin: bridgeLogin, automationLogin: bridgeLogin})
+	withPrincipals, err := config.Parse("test.yaml", []byte(principalsConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.d.reload(withPrincipals)
+	const tablet, phone = "tablet-token-0123456789", "phone-token-0123456789ab"
+	tabletEvents, _ := h.stream("/api/v1/events?device=front_door", tablet)
+	phoneEvents, _ := h.stream("/api/v1/events?device=front_door", phone)
+
+	status, _, body := h.call("POST", "/api/v1/devices/front_door/commands?wait=30s", phone, `{"state":"UNLOCK","op_id":"phone-unlock"}`)
+	if status != http.StatusOK || decodeResult(t, body).Status != devices.Succeeded {
+		t.Fatalf("phone's unlock: %d %s", status, body)
+	}
+	if status, _, body := h.call("GET", "/api/v1/ops/phone-unlock", tablet, ""); status != http.StatusForbidden {
+		t.Fatalf("GET phone's op with tablet's token: %d %s; want 403", status, body)
+	}
+	status, _, body = h.call("POST", "/api/v1/devices/front_door/commands?wait=30s", tablet, `{"state":"LOCK","op_id":"tablet-lock"}`)
+	if status != http.StatusOK || decodeResult(t, body).Status != devices.Succeeded {
+		t.Fatalf("tablet's lock: %d %s", status, body)
+	}
+	// The tablet's stream, up to its own command's end.
+	var got []string
+	for {
+		ev := h.nextEvent(tabletEvents)
+		if ev.name != "result" {
+			continue
+		}
+		var r devices.Result
+		if err := json.Unmarshal([]byte(ev.data), &r); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, r.OpID+" "+string(r.Status))
+		if r.OpID == "tablet-lock" && r.Status == devices.Succeeded {
+			break
+		}
+	}
+	if want := []string{"tablet-lock accepted", "tablet-lock succeeded"}; strings.Join(got, ", ") != strings.Join(want, ", ") {
+		t.Errorf("tablet's stream carried the results %q; want %q", got, want)
+	}
+	// The phone may read everyone's: both commands.
+	var phoneGot []string
+	for len(phoneGot) < 4 {
+		if ev := h.nextEvent(phoneEvents); ev.name == "result" {
+			var r devices.Result
+			json.Unmarshal([]byte(ev.data), &r)
+			phoneGot = append(phoneGot, r.OpID+" "+string(r.Status))
+		}
+	}
+	if want := "phone-unlock accepted, phone-unlock succeeded, tablet-lock accepted, tablet-lock succeeded"; strings.Join(phoneGot, ", ") != want {
+		t.Errorf("phone's stream carried %q; want %s", phoneGot, want)
+	}
+}
