@@ -402,6 +402,9 @@ func (e *Events) serve(w http.ResponseWriter, r *http.Request, devs, services ma
 		case <-r.Context().Done():
 			return
 		}
+		if !stillAuthenticated(r) && authenticatedAtAll(r) {
+			return // its token was revoked by a reload: no more for it
+		}
 		if !write([]byte(b.String())) {
 			return
 		}

@@ -276,3 +276,43 @@ func TestHTTPEventsCarryOnlyThePrincipalsOwnResults(t *testing.T) {
 		t.Errorf("phone's stream carried %q; want %s", phoneGot, want)
 	}
 }
+
+// A reload that takes a principal's token away (a stolen tablet's token
+// rotated) ends that token's open event stream at its next event: it
+// reads nothing more, as a new request with the token is refused 401.
+func TestHTTPEventsEndWhenAReloadRevokesTheToken(t *testing.T) {
+	h := newHarness(t, harnessOptions{simLogin: bridgeLogin, automationLogin: bridgeLogin})
+	withPrincipals, err := config.Parse("test.yaml", []byte(principalsConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.d.reload(withPrincipals)
+	const tablet, phone = "tablet-token-0123456789", "phone-token-0123456789ab"
+	tabletEvents, resp := h.stream("/api/v1/events?device=front_door", tablet)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("tablet's stream: %d", resp.StatusCode)
+	}
+	rotated, err := config.Parse("test.yaml", []byte(strings.Replace(principalsConfig, tablet, "tablet-token-rotated-9876543210", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.d.reload(rotated)
+	if status, _, _ := h.call("GET", "/api/v1/devices", tablet, ""); status != http.StatusUnauthorized {
+		t.Fatalf("a request with the revoked token: %d; want 401", status)
+	}
+	status, _, body := h.call("POST", "/api/v1/devices/front_door/commands?wait=30s", phone, `{"state":"UNLOCK","op_id":"after-rotation"}`)
+	if status != http.StatusOK {
+		t.Fatalf("phone's unlock: %d %s", status, body)
+	}
+	for {
+		select {
+		case ev, ok := <-tabletEvents:
+			if !ok {
+				return // ended
+			}
+			t.Errorf("the revoked token's stream carried %s %s", ev.name, ev.data)
+		case <-time.After(eventWait):
+			t.Fatal("the revoked token's stream is still open")
+		}
+	}
+}
