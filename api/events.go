@@ -25,8 +25,9 @@ const EventBuffer = 256
 // A stream holds its connection for as long as it is open, and hearthd's
 // HTTP server holds at most 128 connections (its /healthz, /readyz and
 // every command included): without this bound one client opening
-// streams takes them all. A home has a few dashboards, not dozens.
-const MaxEventStreams = 32
+// streams takes them all (and one host holds at most 32 connections,
+// hearthd's per-client share). A home has a few dashboards, not dozens.
+const MaxEventStreams = 16
 
 // Keepalive is how often GET /api/v1/events writes a comment line
 // (": keepalive") to an idle stream, so that proxies and clients see it

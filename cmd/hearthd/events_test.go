@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -23,6 +24,20 @@ type sseEvent struct{ name, data string }
 // returns: the daemon answers the headers after it subscribes.
 func (h *harness) stream(path, token string) (<-chan sseEvent, *http.Response) {
 	h.t.Helper()
+	return h.streamFrom(http.DefaultClient, path, token)
+}
+
+// clientFrom returns an HTTP client whose connections come from the local
+// address ip (any of 127.0.0.0/8 on Linux's loopback): another host, as
+// hearthd's per-client connection share sees it.
+func clientFrom(ip string) *http.Client {
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
+	return &http.Client{Transport: &http.Transport{DialContext: d.DialContext}}
+}
+
+// streamFrom is stream through client.
+func (h *harness) streamFrom(client *http.Client, path, token string) (<-chan sseEvent, *http.Response) {
+	h.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	h.t.Cleanup(cancel)
 	req, err := http.NewRequestWithContext(ctx, "GET", "http://"+h.d.httpAddr()+path, nil)
@@ -32,7 +47,7 @@ func (h *harness) stream(path, token string) (<-chan sseEvent, *http.Response) {
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -184,20 +199,24 @@ func TestHTTPEventsEndAtStop(t *testing.T) {
 	}
 }
 
-// A client that opens as many event streams as the HTTP server holds
-// connections gets api.MaxEventStreams of them and 503 for the rest:
-// /healthz and the API still answer everyone else.
+// Clients that together open as many event streams as the HTTP server
+// holds connections (four hosts, each its full share) get
+// api.MaxEventStreams of them and 503 for the rest: /healthz and the API
+// still answer everyone else.
 func TestHTTPEventStreamsLeaveConnectionsForEveryoneElse(t *testing.T) {
 	h := newHarness(t, harnessOptions{})
 	open := 0
-	for range httpMaxConns {
-		_, resp := h.stream("/api/v1/events", "")
-		switch resp.StatusCode {
-		case http.StatusOK:
-			open++
-		case http.StatusServiceUnavailable:
-		default:
-			t.Fatalf("a stream: %d; want 200 or 503", resp.StatusCode)
+	for _, host := range []string{"127.0.0.1", "127.0.0.2", "127.0.0.3", "127.0.0.4"} {
+		client := clientFrom(host)
+		for range httpMaxConns / 4 {
+			_, resp := h.streamFrom(client, "/api/v1/events", "")
+			switch resp.StatusCode {
+			case http.StatusOK:
+				open++
+			case http.StatusServiceUnavailable:
+			default:
+				t.Fatalf("a stream from %s: %d; want 200 or 503", host, resp.StatusCode)
+			}
 		}
 	}
 	if open != api.MaxEventStreams {
@@ -205,7 +224,9 @@ func TestHTTPEventStreamsLeaveConnectionsForEveryoneElse(t *testing.T) {
 	}
 	done := make(chan int, 1)
 	go func() {
-		resp, err := (&http.Client{Timeout: eventWait}).Get("http://" + h.d.httpAddr() + "/healthz")
+		client := clientFrom("127.0.0.5")
+		client.Timeout = eventWait
+		resp, err := client.Get("http://" + h.d.httpAddr() + "/healthz")
 		if err != nil {
 			done <- 0
 			return
