@@ -616,14 +616,14 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 	api.RegisterDevices(mux, disp)
 	// A principal's stream carries the results of its own commands
 	// only, unless it sees every principal's (as the ops listing).
-	d.events.LimitResults(func(principal string) bool { return d.mayAckQuarantine(principal) == nil }, d.store)
+	seesAll := func(principal string) bool { return d.mayAckQuarantine(principal) == nil }
+	d.events.LimitResults(seesAll, d.store)
 	api.RegisterEvents(mux, d.events, disp)
-	// A principal allowed every device lists every principal's commands;
-	// another, its own.
-	api.RegisterOps(mux, api.OpsList{Source: opsSource{d.store}, Logger: log.With("component", "api"),
-		SeesAll: func(principal string) bool { return d.mayAckQuarantine(principal) == nil }})
-	api.RegisterAudit(mux, auditSource{d.store})
-	api.RegisterDeadLetters(mux, deadLetterSource{d.store})
+	// A principal allowed every device lists every principal's commands,
+	// their audit trail and dead letters; another, its own.
+	api.RegisterOps(mux, api.OpsList{Source: opsSource{d.store}, Logger: log.With("component", "api"), SeesAll: seesAll})
+	api.RegisterAudit(mux, auditSource{d.store}, seesAll)
+	api.RegisterDeadLetters(mux, deadLetterSource{d.store}, seesAll)
 	api.RegisterCommands(mux, d.commandAPI(dp.clock))
 	api.RegisterStore(mux, api.Store{Health: d.storeQ, MayAck: d.mayAckQuarantine, Logger: log.With("component", "api")})
 	api.RegisterUI(mux) // the status page: GET / and /ui/, no data, open
