@@ -58,14 +58,27 @@ type AuditPage struct {
 // with an AuditPage: {"entries":[...],"next_after":N}. A bad, repeated or
 // unknown parameter is 400 invalid_parameter, whose detail starts with the
 // parameter's name, and an error from src is 500 store_error.
-func RegisterAudit(mux *http.ServeMux, src AuditSource) {
+//
+// With principals, one that seesAll does not allow (nil: everyone is)
+// reads only the entries of its own commands, as GET /api/v1/ops lists
+// them: who unlocked what is not another principal's to read. Its
+// principal= naming another matches nothing.
+func RegisterAudit(mux *http.ServeMux, src AuditSource, seesAll func(principal string) bool) {
 	mux.Handle("GET /api/v1/audit", paged[devices.AuditEntry]{
 		filters:  []filter{{name: "device"}, {name: "op_id"}, {name: "principal"}},
 		maxLimit: MaxAuditLimit,
 		what:     "audit trail",
+		seesAll:  seesAll,
 		read: func(v url.Values, p pageQuery) ([]devices.AuditEntry, error) {
+			principal := v.Get("principal")
+			if p.principal != "" {
+				if principal != "" && principal != p.principal {
+					return nil, nil
+				}
+				principal = p.principal
+			}
 			return src.Audit(AuditQuery{
-				Device: v.Get("device"), OpID: v.Get("op_id"), Principal: v.Get("principal"),
+				Device: v.Get("device"), OpID: v.Get("op_id"), Principal: principal,
 				After: p.after, Since: p.since, Limit: p.limit, Newest: p.newest,
 			})
 		},

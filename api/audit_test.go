@@ -30,7 +30,7 @@ func auditServer(t *testing.T, entries ...devices.AuditEntry) (*httptest.Server,
 	t.Helper()
 	return storeServer(t,
 		func(s *store.Store) error { return s.AppendAudit(entries...) },
-		func(mux *http.ServeMux, s *store.Store) { api.RegisterAudit(mux, storeAudit{s}) })
+		func(mux *http.ServeMux, s *store.Store) { api.RegisterAudit(mux, storeAudit{s}, nil) })
 }
 
 // getAudit GETs /api/v1/audit?query and returns the status and body.

@@ -46,6 +46,7 @@ func Authenticate(p Principals, next http.Handler) http.Handler {
 			return
 		}
 		var principal string
+		var valid func() bool
 		if p != nil && p.Required() {
 			token, given := bearer(r.Header.Get("Authorization"))
 			if !given {
@@ -61,8 +62,17 @@ func Authenticate(p Principals, next http.Handler) http.Handler {
 				return
 			}
 			principal = name
+			// A reload may take the token away: a request that lasts
+			// (an event stream) asks again.
+			valid = func() bool {
+				if !p.Required() {
+					return true
+				}
+				n, ok := p.ByToken(token)
+				return ok && n == name
+			}
 		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), authKey{}, authenticated{principal})))
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), authKey{}, authenticated{principal, valid})))
 	})
 }
 
@@ -85,7 +95,19 @@ func bearer(header string) (string, bool) {
 type authKey struct{}
 
 // authenticated is what Authenticate leaves in a request's context.
-type authenticated struct{ principal string }
+type authenticated struct {
+	principal string
+	valid     func() bool // nil: nothing to ask again
+}
+
+// stillAuthenticated reports whether the token r was authenticated with
+// still names its principal (the principals' tokens may have been
+// reloaded since), true when the API needed none; false when r did not
+// pass Authenticate.
+func stillAuthenticated(r *http.Request) bool {
+	a, ok := r.Context().Value(authKey{}).(authenticated)
+	return ok && (a.valid == nil || a.valid())
+}
 
 // principalOf returns the principal Authenticate found for r ("" when the
 // API is open), and false when r did not pass Authenticate.
@@ -125,4 +147,10 @@ func (t *Tokens) ByToken(token string) (string, bool) {
 	}
 	name, ok := t.byDigest[sha256.Sum256([]byte(token))]
 	return name, ok
+}
+
+// authenticatedAtAll reports whether r passed Authenticate.
+func authenticatedAtAll(r *http.Request) bool {
+	_, ok := r.Context().Value(authKey{}).(authenticated)
+	return ok
 }

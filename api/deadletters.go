@@ -23,6 +23,8 @@ type DeadLetterQuery struct {
 	// Status and Reason keep dead letters whose op ended with them.
 	Status devices.Status
 	Reason devices.Reason
+	// Principal, if set, keeps dead letters of that principal's commands.
+	Principal string
 	// After is a Seq cursor: only dead letters with Seq > After.
 	After uint64
 	// Since, if not zero, keeps dead letters whose op ended (UpdatedAt)
@@ -72,14 +74,19 @@ var deadLetterStatuses = []devices.Status{devices.Failed, devices.Expired, devic
 // repeated or unknown parameter is 400 invalid_parameter, whose detail
 // starts with the parameter's name, and an error from src is 500
 // store_error.
-func RegisterDeadLetters(mux *http.ServeMux, src DeadLetterSource) {
+//
+// With principals, one that seesAll does not allow (nil: everyone is)
+// reads only the dead letters of its own commands, as GET /api/v1/ops
+// lists them.
+func RegisterDeadLetters(mux *http.ServeMux, src DeadLetterSource, seesAll func(principal string) bool) {
 	mux.Handle("GET /api/v1/deadletters", paged[devices.DeadLetter]{
 		filters:  []filter{{name: "device"}, {name: "status", check: checkDeadLetterStatus}, {name: "reason"}},
 		maxLimit: MaxDeadLetterLimit,
 		what:     "dead letters",
+		seesAll:  seesAll,
 		read: func(v url.Values, p pageQuery) ([]devices.DeadLetter, error) {
 			return src.DeadLetters(DeadLetterQuery{
-				Device: v.Get("device"), Status: devices.Status(v.Get("status")), Reason: devices.Reason(v.Get("reason")),
+				Device: v.Get("device"), Status: devices.Status(v.Get("status")), Reason: devices.Reason(v.Get("reason")), Principal: p.principal,
 				After: p.after, Since: p.since, Limit: p.limit, Newest: p.newest,
 			})
 		},

@@ -29,7 +29,7 @@ func deadLetterServer(t *testing.T, ops ...devices.Op) (*httptest.Server, *store
 	t.Helper()
 	return storeServer(t,
 		func(s *store.Store) error { return s.AddDeadLetters(ops...) },
-		func(mux *http.ServeMux, s *store.Store) { api.RegisterDeadLetters(mux, storeDeadLetters{s}) })
+		func(mux *http.ServeMux, s *store.Store) { api.RegisterDeadLetters(mux, storeDeadLetters{s}, nil) })
 }
 
 // getDeadLetters GETs /api/v1/deadletters?query and returns the status

@@ -20,6 +20,15 @@ import (
 // that has not taken them yet; past it the client is dropped.
 const EventBuffer = 256
 
+// MaxEventStreams is how many GET /api/v1/events streams the hub serves
+// at once; one more is answered 503 too_many_streams with Retry-After.
+// A stream holds its connection for as long as it is open, and hearthd's
+// HTTP server holds at most 128 connections (its /healthz, /readyz and
+// every command included): without this bound one client opening
+// streams takes them all (and one host holds at most 32 connections,
+// hearthd's per-client share). A home has a few dashboards, not dozens.
+const MaxEventStreams = 16
+
 // Keepalive is how often GET /api/v1/events writes a comment line
 // (": keepalive") to an idle stream, so that proxies and clients see it
 // alive.
@@ -40,8 +49,14 @@ const streamWriteTimeout = 10 * time.Second
 // the dispatcher. Create it with NewEvents; it is safe for concurrent
 // use.
 type Events struct {
-	clock  clockwork.Clock
-	buffer int
+	clock      clockwork.Clock
+	buffer     int
+	maxStreams int
+
+	// seesAll and ops decide which results a principal's stream
+	// carries (LimitResults).
+	seesAll func(principal string) bool
+	ops     Ops
 
 	mu     sync.Mutex
 	subs   map[*subscriber]struct{}
@@ -55,12 +70,54 @@ func NewEvents(clock clockwork.Clock) *Events {
 	if clock == nil {
 		clock = clockwork.NewRealClock()
 	}
-	return &Events{clock: clock, buffer: EventBuffer, subs: map[*subscriber]struct{}{}, done: make(chan struct{})}
+	return &Events{clock: clock, buffer: EventBuffer, maxStreams: MaxEventStreams, subs: map[*subscriber]struct{}{}, done: make(chan struct{})}
+}
+
+// LimitResults makes the streams of a principal that seesAll does not
+// approve carry only the results of its own commands, as GET
+// /api/v1/ops lists and GET /api/v1/ops/{op_id} shows a principal only
+// its own: who unlocked what is not another principal's to read. ops
+// tells a result's principal (its stored op's); a result whose op is
+// not stored (a rejection) is left out of such a stream. States,
+// availabilities and breakers pass, as GET /api/v1/devices shows them to
+// every principal. Without LimitResults a principal's stream carries no
+// result at all; the open API's (no principal) carries every one. Call
+// it before serving.
+func (e *Events) LimitResults(seesAll func(principal string) bool, ops Ops) {
+	e.seesAll, e.ops = seesAll, ops
+}
+
+// resultFilter returns what decides whether principal's stream takes
+// a result event, nil when it takes every one.
+func (e *Events) resultFilter(principal string) func(event) bool {
+	if principal == "" || (e.seesAll != nil && e.seesAll(principal)) {
+		return nil
+	}
+	own := map[string]bool{} // op_id → principal's, cached per stream
+	return func(ev event) bool {
+		if e.ops == nil {
+			return false
+		}
+		if mine, ok := own[ev.opID]; ok {
+			return mine
+		}
+		op, found, err := e.ops.Lookup(ev.opID)
+		mine := err == nil && found && op.Principal == principal
+		if found { // not yet stored, or never (a rejection): asked again
+			if len(own) >= 4096 {
+				clear(own)
+			}
+			own[ev.opID] = mine
+		}
+		return mine
+	}
 }
 
 // event is one server-sent event, encoded once for every stream.
 type event struct {
 	name string
+	// opID is a result's.
+	opID string
 	// device is the device it is about; service, for a breaker's.
 	device, service string
 	data            []byte
@@ -106,30 +163,49 @@ type BreakerEvent struct {
 }
 
 // Result publishes an "event: result": r as on <prefix>/<device>/result.
-func (e *Events) Result(r devices.Result) { e.publish("result", r.Device, "", r) }
+func (e *Events) Result(r devices.Result) {
+	if e.listened() {
+		e.publish("result", r.Device, "", r.OpID, r)
+	}
+}
 
 // State publishes an "event: state": the device's state as mirrored on
 // <prefix>/<device>.
 func (e *Events) State(device string, state map[string]any) {
-	e.publish("state", device, "", StateEvent{Device: device, State: state})
+	if e.listened() {
+		e.publish("state", device, "", "", StateEvent{Device: device, State: state})
+	}
 }
 
 // Availability publishes an "event: availability".
 func (e *Events) Availability(device string, online bool) {
-	e.publish("availability", device, "", AvailabilityEvent{Device: device, Online: online})
+	if e.listened() {
+		e.publish("availability", device, "", "", AvailabilityEvent{Device: device, Online: online})
+	}
 }
 
 // Breaker publishes an "event: breaker".
 func (e *Events) Breaker(c dispatcher.BreakerChange) {
-	e.publish("breaker", "", c.Service, BreakerEvent{Service: c.Service, From: c.From.String(), To: c.To.String(), At: c.At.UTC()})
+	e.publish("breaker", "", c.Service, "", BreakerEvent{Service: c.Service, From: c.From.String(), To: c.To.String(), At: c.At.UTC()})
 }
 
-func (e *Events) publish(name, device, service string, v any) {
+// listened reports whether any stream is open. Every result and state of
+// every command passes through the hub, on the dispatcher's goroutines:
+// with no stream open (the common case) nothing is encoded. A stream
+// opened as an event passes may miss it, as if it had opened a moment
+// later.
+func (e *Events) listened() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.subs) > 0
+}
+
+func (e *Events) publish(name, device, service, opID string, v any) {
 	data, err := json.Marshal(v)
 	if err != nil {
 		return // plain values and a state decoded from JSON: cannot happen
 	}
-	ev := event{name: name, device: device, service: service, data: data}
+	ev := event{name: name, device: device, service: service, opID: opID, data: data}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for s := range e.subs {
@@ -157,18 +233,29 @@ func (e *Events) Close() {
 	}
 }
 
-// subscribe adds a stream with filter f (nil: everything); false once
-// the hub is closed.
-func (e *Events) subscribe(devs, services map[string]bool) (*subscriber, bool) {
+// subscribe adds a stream with filter f (nil: everything); refused
+// (nil, and why) once the hub is closed or holds maxStreams streams.
+func (e *Events) subscribe(devs, services map[string]bool) (*subscriber, refusal) {
 	s := &subscriber{devices: devs, services: services, ch: make(chan event, e.buffer), dropped: make(chan struct{})}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.closed {
-		return nil, false
+	switch {
+	case e.closed:
+		return nil, refusedClosed
+	case len(e.subs) >= e.maxStreams:
+		return nil, refusedFull
 	}
 	e.subs[s] = struct{}{}
-	return s, true
+	return s, 0
 }
+
+// refusal is why subscribe refused a stream.
+type refusal int
+
+const (
+	refusedClosed refusal = iota + 1
+	refusedFull
+)
 
 func (e *Events) unsubscribe(s *subscriber) {
 	e.mu.Lock()
@@ -219,7 +306,10 @@ func ParseEventFilter(q map[string][]string) (EventFilter, error) {
 // in the order the dispatcher told them, with a comment line ": keepalive"
 // every Keepalive. ?device=<id> (repeatable) keeps the events of those
 // devices and the breaker events of their services; an unknown device is
-// 404 unknown_device, another parameter 400 invalid_parameter. A client
+// 404 unknown_device, another parameter 400 invalid_parameter; past
+// MaxEventStreams open streams, 503 too_many_streams with Retry-After.
+// A principal's stream carries only the results LimitResults lets it
+// read. A client
 // that falls EventBuffer events behind gets "event: dropped" and the
 // stream ends: it should read the state again (GET /api/v1/devices,
 // /api/v1/ops) and reconnect. The stream clears the server's write
@@ -246,16 +336,23 @@ func RegisterEvents(mux *http.ServeMux, e *Events, devs Devices) {
 				byDevice[id], byService[st.Service] = true, true
 			}
 		}
-		e.serve(w, r, byDevice, byService)
+		principal, _ := principalOf(r)
+		e.serve(w, r, byDevice, byService, e.resultFilter(principal))
 	})
 }
 
-func (e *Events) serve(w http.ResponseWriter, r *http.Request, devs, services map[string]bool) {
+func (e *Events) serve(w http.ResponseWriter, r *http.Request, devs, services map[string]bool, takesResult func(event) bool) {
 	rc := http.NewResponseController(w)
-	s, ok := e.subscribe(devs, services)
-	if !ok {
+	s, refused := e.subscribe(devs, services)
+	switch refused {
+	case refusedClosed:
 		w.Header().Set("Retry-After", fmt.Sprint(RetryAfter))
 		writeError(w, http.StatusServiceUnavailable, "unavailable", "Hearth is shutting down")
+		return
+	case refusedFull:
+		w.Header().Set("Retry-After", fmt.Sprint(RetryAfter))
+		writeError(w, http.StatusServiceUnavailable, "too_many_streams",
+			fmt.Sprintf("%d event streams are open, the most Hearth serves at once; close one, or retry later", e.maxStreams))
 		return
 	}
 	defer e.unsubscribe(s)
@@ -292,6 +389,9 @@ func (e *Events) serve(w http.ResponseWriter, r *http.Request, devs, services ma
 		}
 		select {
 		case ev := <-s.ch:
+			if ev.name == "result" && takesResult != nil && !takesResult(ev) {
+				continue // another principal's command
+			}
 			fmt.Fprintf(&b, "event: %s\ndata: %s\n\n", ev.name, ev.data)
 		case <-tick.Chan():
 			b.WriteString(": keepalive\n\n")
@@ -302,6 +402,9 @@ func (e *Events) serve(w http.ResponseWriter, r *http.Request, devs, services ma
 			return
 		case <-r.Context().Done():
 			return
+		}
+		if !stillAuthenticated(r) && authenticatedAtAll(r) {
+			return // its token was revoked by a reload: no more for it
 		}
 		if !write([]byte(b.String())) {
 			return

@@ -3,6 +3,7 @@ package api
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -245,5 +246,71 @@ func TestEventStreamEndsAtClose(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusServiceUnavailable {
 		t.Errorf("a stream after Close: %d; want 503", resp.StatusCode)
+	}
+}
+
+// With no stream open, the hub encodes nothing: every result and state of
+// every command passes through it, on the dispatcher's goroutines.
+func TestEventsWithoutStreamsCostNoEncoding(t *testing.T) {
+	e := NewEvents(nil)
+	r := devices.Result{OpID: "a", Device: "plug", Status: devices.Succeeded, State: map[string]any{"state": "ON"}}
+	state := map[string]any{"state": "ON", "power": 12.5}
+	if allocs := testing.AllocsPerRun(100, func() {
+		e.Result(r)
+		e.State("plug", state)
+		e.Availability("plug", true)
+	}); allocs != 0 {
+		t.Errorf("%v allocations per result, state and availability with no stream open; want 0", allocs)
+	}
+}
+
+// At most MaxEventStreams streams are open at once: one more is refused
+// 503 too_many_streams with Retry-After, and once one closes a new one
+// opens. A client opening streams cannot take every connection of the
+// server.
+func TestEventStreamsBeyondTheCapAreRefused(t *testing.T) {
+	e := NewEvents(clockwork.NewFakeClock())
+	srv := eventServer(t, e)
+	ctxs := make([]context.CancelFunc, 0, MaxEventStreams)
+	for i := 0; i < MaxEventStreams; i++ {
+		ctx, cancel := context.WithCancel(context.Background())
+		t.Cleanup(cancel)
+		req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+"/api/v1/events", nil)
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("stream %d: %d; want 200", i+1, resp.StatusCode)
+		}
+		ctxs = append(ctxs, cancel)
+	}
+	refused := func() *http.Response {
+		resp, err := srv.Client().Get(srv.URL + "/api/v1/events?device=lamp")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		return resp
+	}
+	resp := refused()
+	var body apiError
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		t.Fatalf("stream %d: %d, body %v", MaxEventStreams+1, resp.StatusCode, err)
+	}
+	if resp.StatusCode != http.StatusServiceUnavailable || body.Error != "too_many_streams" || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("stream %d: %d %+v, Retry-After %q; want 503 too_many_streams with Retry-After", MaxEventStreams+1, resp.StatusCode, body, resp.Header.Get("Retry-After"))
+	}
+	ctxs[0]() // one client leaves
+	deadline := time.Now().Add(10 * time.Second)
+	for e.streams() == MaxEventStreams {
+		if time.Now().After(deadline) {
+			t.Fatal("a stream whose client left is still counted")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if resp := refused(); resp.StatusCode != http.StatusOK {
+		t.Errorf("a stream after one closed: %d; want 200", resp.StatusCode)
 	}
 }

@@ -37,6 +37,10 @@ type paged[T any] struct {
 	seq func(T) uint64
 	// page is the 200 answer's body.
 	page func(records []T, nextAfter uint64) any
+	// seesAll, if set, reports whether an authenticated principal may
+	// read every principal's records; one that may not reads only its
+	// own (pageQuery.principal). nil: every principal reads all.
+	seesAll func(principal string) bool
 }
 
 // filter is an exact-match query parameter of a paged endpoint.
@@ -49,10 +53,13 @@ type filter struct {
 
 // pageQuery is what the parameters every paged endpoint shares say.
 type pageQuery struct {
-	after  uint64
-	since  time.Time
-	limit  int // 0 when not given
-	newest bool
+	// principal, if set, is the only principal whose records the
+	// request may read (paged.seesAll said it may not read all).
+	principal string
+	after     uint64
+	since     time.Time
+	limit     int // 0 when not given
+	newest    bool
 }
 
 func (p paged[T]) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -61,6 +68,9 @@ func (p paged[T]) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "invalid_parameter", err.Error())
 		return
+	}
+	if who, ok := principalOf(r); ok && who != "" && p.seesAll != nil && !p.seesAll(who) {
+		q.principal = who
 	}
 	records, err := p.read(v, q)
 	if err != nil {

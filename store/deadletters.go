@@ -100,6 +100,9 @@ type DeadLetterQuery struct {
 	// them.
 	Status devices.Status
 	Reason devices.Reason
+	// Principal, if set, keeps dead letters of commands that principal
+	// sent (devices.Op.Principal).
+	Principal string
 	// After is a Seq cursor: only dead letters with Seq > After are
 	// returned. Pass the last Seq of one page to get the next.
 	After uint64
@@ -141,6 +144,7 @@ func (q DeadLetterQuery) matches(d devices.DeadLetter) bool {
 	return (q.Device == "" || d.Device == q.Device) &&
 		(q.Status == "" || d.Status == q.Status) &&
 		(q.Reason == "" || d.Reason == q.Reason) &&
+		(q.Principal == "" || d.Principal == q.Principal) &&
 		(q.Since.IsZero() || !d.UpdatedAt.Before(q.Since))
 }
 

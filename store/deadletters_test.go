@@ -363,3 +363,24 @@ func TestSaveDeadLettersStoresTheEndAndTheDeadLetterInOneCommit(t *testing.T) {
 		t.Error("an op refused as a dead letter was stored")
 	}
 }
+
+// A principal's dead letters are those of the commands it sent
+// (devices.Op.Principal): GET /api/v1/deadletters shows a principal that
+// may not read every principal's commands only its own.
+func TestDeadLettersOfOnePrincipal(t *testing.T) {
+	s := openStore(t, "", hooks{})
+	byPrincipal := func(op devices.Op, principal string) devices.Op { op.Principal = principal; return op }
+	addDeadLetters(t, s,
+		byPrincipal(deadOp("op-1", "front_door", devices.Failed, devices.ReasonTimeout, 0), "phone"),   // 1
+		byPrincipal(deadOp("op-2", "front_door", devices.Failed, devices.ReasonTimeout, 10), "tablet"), // 2
+		deadOp("op-3", "hall_light", devices.Expired, devices.ReasonTTLElapsed, 20),                    // 3: no principal
+		byPrincipal(deadOp("op-4", "hall_light", devices.Failed, devices.ReasonTimeout, 30), "tablet"), // 4
+	)
+	runSeqCases(t, []seqCase[DeadLetterQuery]{
+		{"everyone's", DeadLetterQuery{}, []uint64{1, 2, 3, 4}},
+		{"the tablet's", DeadLetterQuery{Principal: "tablet"}, []uint64{2, 4}},
+		{"the tablet's newest", DeadLetterQuery{Principal: "tablet", Newest: true, Limit: 1}, []uint64{4}},
+		{"the phone's on front_door", DeadLetterQuery{Principal: "phone", Device: "front_door"}, []uint64{1}},
+		{"nobody's", DeadLetterQuery{Principal: "stranger"}, []uint64{}},
+	}, func(t *testing.T, q DeadLetterQuery) []uint64 { return deadSeqs(t, s, q) })
+}

@@ -103,6 +103,10 @@ type cli struct {
 	// interrupted (watch): done at SIGINT or SIGTERM.
 	signals func() (context.Context, context.CancelFunc)
 
+	// streamIdle is how long watch waits for a byte of its stream
+	// before it reconnects; 0: defaultStreamIdle.
+	streamIdle time.Duration
+
 	addr, token string // set by run from the global flags
 }
 

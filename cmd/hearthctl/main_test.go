@@ -85,8 +85,8 @@ func newServer(t *testing.T, token string, entries ...devices.AuditEntry) *serve
 		{Service: "zigbee", State: "closed", Bridge: "online"},
 		{Service: "cloud", State: "open", Since: t0, Until: t0.Add(30 * time.Second), Offline: true, Bridge: "offline", Trips: 2, Watched: true},
 	})
-	api.RegisterAudit(mux, storeAudit{s})
-	api.RegisterDeadLetters(mux, storeDeadLetters{s})
+	api.RegisterAudit(mux, storeAudit{s}, nil)
+	api.RegisterDeadLetters(mux, storeDeadLetters{s}, nil)
 	srv := &server{store: s}
 	srv.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		srv.mu.Lock()

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/hearthd/hearth/devices"
@@ -137,6 +138,18 @@ func (c *cli) stream(ctx context.Context, q url.Values, connected func(), each f
 	if !strings.Contains(c.addr, "://") {
 		c.addr = "http://" + c.addr
 	}
+	// hearthd writes a keepalive every 15 s: a stream silent for longer
+	// than streamIdle is a dead connection (a hub cut off without a FIN,
+	// a proxy that holds it) and is dropped so that watch reconnects.
+	idle := c.streamIdle
+	if idle <= 0 {
+		idle = defaultStreamIdle
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var silent atomic.Bool
+	watchdog := time.AfterFunc(idle, func() { silent.Store(true); cancel() })
+	defer watchdog.Stop()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.addr+"/api/v1/events"+queryText(q), nil)
 	if err != nil {
 		return errWatchFinal{usagef("bad -addr %q: %v", c.addr, err)}
@@ -148,6 +161,9 @@ func (c *cli) stream(ctx context.Context, q url.Values, connected func(), each f
 	client := *c.client
 	client.Timeout = 0 // a stream has no end to wait for
 	resp, err := client.Do(req)
+	if err != nil && silent.Load() {
+		return fmt.Errorf("hearthd at %s sent no answer for %v", c.addr, idle)
+	}
 	if err != nil {
 		var ue *url.Error
 		if errors.As(err, &ue) {
@@ -168,11 +184,31 @@ func (c *cli) stream(ctx context.Context, q url.Values, connected func(), each f
 		return errWatchFinal{fmt.Errorf("unexpected answer from %s/api/v1/events: Content-Type %q, not text/event-stream", c.addr, ct)}
 	}
 	connected()
-	if err := readEvents(resp.Body, each); err != nil && ctx.Err() == nil {
+	err = readEvents(readFunc(func(p []byte) (int, error) {
+		n, err := resp.Body.Read(p)
+		if n > 0 {
+			watchdog.Reset(idle)
+		}
+		return n, err
+	}), each)
+	if silent.Load() {
+		return fmt.Errorf("no event nor keepalive for %v", idle)
+	}
+	if err != nil && ctx.Err() == nil {
 		return fmt.Errorf("the stream broke: %v", err)
 	}
 	return nil
 }
+
+// defaultStreamIdle is how long watch waits for a byte of an open stream
+// before it takes the connection for dead: three of hearthd's 15 s
+// keepalives.
+const defaultStreamIdle = 45 * time.Second
+
+// readFunc is an io.Reader of a function.
+type readFunc func([]byte) (int, error)
+
+func (f readFunc) Read(p []byte) (int, error) { return f(p) }
 
 // readEvents reads a text/event-stream (the WHATWG HTML "event stream"
 // format) from r and hands each event to each until each returns false

@@ -205,3 +205,27 @@ func TestWatchWithoutTheTokenExits1(t *testing.T) {
 		t.Errorf("exit %d, stderr %q; want 1, %q", code, w.stderr, want)
 	}
 }
+
+// A stream that goes silent (no event, no keepalive: a hub cut off
+// without closing the connection) is taken for dead after the stream's
+// idle time, and watch reconnects instead of waiting forever.
+func TestWatchReconnectsWhenTheStreamGoesSilent(t *testing.T) {
+	now := time.Date(2026, 12, 3, 14, 0, 0, 0, time.UTC)
+	srv := newSSEServer(t,
+		stream(true), // headers, then nothing
+		stream(true, "event: availability\ndata: {\"device\":\"front_door\",\"online\":true}\n\n"),
+	)
+	w := &watching{stdout: &syncBuffer{}, stderr: &syncBuffer{}, code: make(chan int, 1)}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := &cli{stdout: w.stdout, stderr: w.stderr, getenv: func(string) string { return "" },
+		now: func() time.Time { return now }, client: &http.Client{Timeout: 30 * time.Second},
+		signals:    func() (context.Context, context.CancelFunc) { return ctx, cancel },
+		streamIdle: 300 * time.Millisecond}
+	go func() { w.code <- c.run([]string{"-addr", srv.URL, "watch", "-n", "1"}) }()
+	code := w.exit(t)
+	if want := "2026-12-03T14:00:00Z  availability  front_door     online\n"; code != 0 || w.stdout.String() != want ||
+		!strings.Contains(w.stderr.String(), "hearthctl watch: no event nor keepalive for 300ms; reconnecting in ") {
+		t.Errorf("exit %d, stdout\n%s\nstderr\n%s\nwant exit 0, the event of the second stream, and the silent one dropped", code, w.stdout, w.stderr)
+	}
+}

@@ -119,3 +119,25 @@ func TestCheckConfigPrintsEveryProblem(t *testing.T) {
 		t.Errorf("a missing file: exit %d, stdout %q; want 1, %q", code, stdout, want)
 	}
 }
+
+// A certificate that a start could not load (here http.tls names files
+// that do not exist) is a problem -check-config reports, naming the key
+// and the file, as the start would refuse.
+func TestCheckConfigReportsACertificateThatDoesNotLoad(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "hearth.yaml")
+	text := "data_dir: " + filepath.Join(dir, "data") + "\nhttp:\n  listen: 127.0.0.1:0\n  tls:\n    cert_file: " +
+		filepath.Join(dir, "missing.pem") + "\n    key_file: " + filepath.Join(dir, "missing.key") + "\n"
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	err := checkConfig(options{configFile: path}, &out)
+	if !errors.Is(err, errConfigInvalid) || !strings.Contains(out.String(), "http.tls") ||
+		!strings.Contains(out.String(), filepath.Join(dir, "missing.pem")) || !strings.HasSuffix(out.String(), path+": 1 problem\n") {
+		t.Errorf("-check-config with a missing http.tls certificate: %v\n%s\nwant the problem, naming http.tls and the file, and 1 problem", err, out.String())
+	}
+	if names := entries(t, dir); !slices.Equal(names, []string{"hearth.yaml"}) {
+		t.Errorf("the check created %v", names)
+	}
+}

@@ -618,13 +618,16 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 	d.metrics.Register(mux)
 	api.Register(mux, disp)
 	api.RegisterDevices(mux, disp)
+	// A principal's stream carries the results of its own commands
+	// only, unless it sees every principal's (as the ops listing).
+	seesAll := func(principal string) bool { return d.mayAckQuarantine(principal) == nil }
+	d.events.LimitResults(seesAll, d.store)
 	api.RegisterEvents(mux, d.events, disp)
-	// A principal allowed every device lists every principal's commands;
-	// another, its own.
-	api.RegisterOps(mux, api.OpsList{Source: opsSource{d.store}, Logger: log.With("component", "api"),
-		SeesAll: func(principal string) bool { return d.mayAckQuarantine(principal) == nil }})
-	api.RegisterAudit(mux, auditSource{d.store})
-	api.RegisterDeadLetters(mux, deadLetterSource{d.store})
+	// A principal allowed every device lists every principal's commands,
+	// their audit trail and dead letters; another, its own.
+	api.RegisterOps(mux, api.OpsList{Source: opsSource{d.store}, Logger: log.With("component", "api"), SeesAll: seesAll})
+	api.RegisterAudit(mux, auditSource{d.store}, seesAll)
+	api.RegisterDeadLetters(mux, deadLetterSource{d.store}, seesAll)
 	api.RegisterCommands(mux, d.commandAPI(dp.clock))
 	api.RegisterStore(mux, api.Store{Health: d.storeQ, MayAck: d.mayAckQuarantine, Logger: log.With("component", "api")})
 	api.RegisterUI(mux) // the status page: GET / and /ui/, no data, open
@@ -632,20 +635,25 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 	d.onReload = append(d.onReload, d.setHTTPPrincipals)
 	var httpCtx context.Context
 	httpCtx, d.endHTTP = context.WithCancel(context.Background())
-	var served net.Listener
-	d.httpSrv, served = newHTTPServer(api.Authenticate(&d.principals, api.JSONErrors(mux)), d.httpLn, dp.httpLimits) // see httpapi.go
-	d.httpSrv.BaseContext = func(net.Listener) context.Context { return httpCtx }
+	// The certificate loads before d.httpSrv is set: stop waits for the
+	// server's goroutine once it is, and a start that fails here never
+	// ran one.
 	scheme := "http"
+	var certs *serverCert
 	if cfg.HTTP.TLS.CertFile != "" {
 		// HTTPS: ServeTLS takes the certificate from TLSConfig (reloaded
 		// on SIGHUP) and offers HTTP/2 besides HTTP/1.1.
-		certs, err := loadServerCert("http.tls", cfg.HTTP.TLS)
-		if err != nil {
+		if certs, err = loadServerCert("http.tls", cfg.HTTP.TLS); err != nil {
 			return nil, err
 		}
 		d.onReload = append(d.onReload, func(*config.Config) { certs.reload(log) })
-		d.httpSrv.TLSConfig = certs.tlsConfig()
 		scheme = "https"
+	}
+	var served net.Listener
+	d.httpSrv, served = newHTTPServer(api.Authenticate(&d.principals, api.JSONErrors(mux)), d.httpLn, dp.httpLimits) // see httpapi.go
+	d.httpSrv.BaseContext = func(net.Listener) context.Context { return httpCtx }
+	if certs != nil {
+		d.httpSrv.TLSConfig = certs.tlsConfig()
 	}
 	go func() {
 		defer close(d.httpDone)

@@ -4,11 +4,13 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/hearthd/hearth/api"
 	"github.com/hearthd/hearth/config"
 	"github.com/hearthd/hearth/devices"
 )
@@ -22,6 +24,20 @@ type sseEvent struct{ name, data string }
 // returns: the daemon answers the headers after it subscribes.
 func (h *harness) stream(path, token string) (<-chan sseEvent, *http.Response) {
 	h.t.Helper()
+	return h.streamFrom(http.DefaultClient, path, token)
+}
+
+// clientFrom returns an HTTP client whose connections come from the local
+// address ip (any of 127.0.0.0/8 on Linux's loopback): another host, as
+// hearthd's per-client connection share sees it.
+func clientFrom(ip string) *http.Client {
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
+	return &http.Client{Transport: &http.Transport{DialContext: d.DialContext}}
+}
+
+// streamFrom is stream through client.
+func (h *harness) streamFrom(client *http.Client, path, token string) (<-chan sseEvent, *http.Response) {
+	h.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	h.t.Cleanup(cancel)
 	req, err := http.NewRequestWithContext(ctx, "GET", "http://"+h.d.httpAddr()+path, nil)
@@ -31,7 +47,7 @@ func (h *harness) stream(path, token string) (<-chan sseEvent, *http.Response) {
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -179,6 +195,145 @@ func TestHTTPEventsEndAtStop(t *testing.T) {
 			}
 		case <-time.After(eventWait):
 			t.Fatal("the stream is still open after stop")
+		}
+	}
+}
+
+// Clients that together open as many event streams as the HTTP server
+// holds connections (four hosts, each its full share) get
+// api.MaxEventStreams of them and 503 for the rest: /healthz and the API
+// still answer everyone else.
+func TestHTTPEventStreamsLeaveConnectionsForEveryoneElse(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	open := 0
+	for _, host := range []string{"127.0.0.1", "127.0.0.2", "127.0.0.3", "127.0.0.4"} {
+		client := clientFrom(host)
+		for range httpMaxConns / 4 {
+			_, resp := h.streamFrom(client, "/api/v1/events", "")
+			switch resp.StatusCode {
+			case http.StatusOK:
+				open++
+			case http.StatusServiceUnavailable:
+			default:
+				t.Fatalf("a stream from %s: %d; want 200 or 503", host, resp.StatusCode)
+			}
+		}
+	}
+	if open != api.MaxEventStreams {
+		t.Errorf("%d streams open; want %d", open, api.MaxEventStreams)
+	}
+	done := make(chan int, 1)
+	go func() {
+		client := clientFrom("127.0.0.5")
+		client.Timeout = eventWait
+		resp, err := client.Get("http://" + h.d.httpAddr() + "/healthz")
+		if err != nil {
+			done <- 0
+			return
+		}
+		resp.Body.Close()
+		done <- resp.StatusCode
+	}()
+	if status := <-done; status != http.StatusOK {
+		t.Fatalf("GET /healthz with %d event streams open: %d; want 200", open, status)
+	}
+}
+
+// With principals, a principal that may not list every principal's
+// commands (GET /api/v1/ops, GET /api/v1/ops/{op_id}: 403) does not read
+// them on its event stream either: the tablet's stream carries the
+// result of its own command, not the phone's unlock before it.
+func TestHTTPEventsCarryOnlyThePrincipalsOwnResults(t *testing.T) {
+	h := newHarness(t, harnessOptions{simLogin: bridgeLogin, automationLogin: bridgeLogin})
+	withPrincipals, err := config.Parse("test.yaml", []byte(principalsConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.d.reload(withPrincipals)
+	const tablet, phone = "tablet-token-0123456789", "phone-token-0123456789ab"
+	tabletEvents, _ := h.stream("/api/v1/events?device=front_door", tablet)
+	phoneEvents, _ := h.stream("/api/v1/events?device=front_door", phone)
+
+	status, _, body := h.call("POST", "/api/v1/devices/front_door/commands?wait=30s", phone, `{"state":"UNLOCK","op_id":"phone-unlock"}`)
+	if status != http.StatusOK || decodeResult(t, body).Status != devices.Succeeded {
+		t.Fatalf("phone's unlock: %d %s", status, body)
+	}
+	if status, _, body := h.call("GET", "/api/v1/ops/phone-unlock", tablet, ""); status != http.StatusForbidden {
+		t.Fatalf("GET phone's op with tablet's token: %d %s; want 403", status, body)
+	}
+	status, _, body = h.call("POST", "/api/v1/devices/front_door/commands?wait=30s", tablet, `{"state":"LOCK","op_id":"tablet-lock"}`)
+	if status != http.StatusOK || decodeResult(t, body).Status != devices.Succeeded {
+		t.Fatalf("tablet's lock: %d %s", status, body)
+	}
+	// The tablet's stream, up to its own command's end.
+	var got []string
+	for {
+		ev := h.nextEvent(tabletEvents)
+		if ev.name != "result" {
+			continue
+		}
+		var r devices.Result
+		if err := json.Unmarshal([]byte(ev.data), &r); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, r.OpID+" "+string(r.Status))
+		if r.OpID == "tablet-lock" && r.Status == devices.Succeeded {
+			break
+		}
+	}
+	if want := []string{"tablet-lock accepted", "tablet-lock succeeded"}; strings.Join(got, ", ") != strings.Join(want, ", ") {
+		t.Errorf("tablet's stream carried the results %q; want %q", got, want)
+	}
+	// The phone may read everyone's: both commands.
+	var phoneGot []string
+	for len(phoneGot) < 4 {
+		if ev := h.nextEvent(phoneEvents); ev.name == "result" {
+			var r devices.Result
+			json.Unmarshal([]byte(ev.data), &r)
+			phoneGot = append(phoneGot, r.OpID+" "+string(r.Status))
+		}
+	}
+	if want := "phone-unlock accepted, phone-unlock succeeded, tablet-lock accepted, tablet-lock succeeded"; strings.Join(phoneGot, ", ") != want {
+		t.Errorf("phone's stream carried %q; want %s", phoneGot, want)
+	}
+}
+
+// A reload that takes a principal's token away (a stolen tablet's token
+// rotated) ends that token's open event stream at its next event: it
+// reads nothing more, as a new request with the token is refused 401.
+func TestHTTPEventsEndWhenAReloadRevokesTheToken(t *testing.T) {
+	h := newHarness(t, harnessOptions{simLogin: bridgeLogin, automationLogin: bridgeLogin})
+	withPrincipals, err := config.Parse("test.yaml", []byte(principalsConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.d.reload(withPrincipals)
+	const tablet, phone = "tablet-token-0123456789", "phone-token-0123456789ab"
+	tabletEvents, resp := h.stream("/api/v1/events?device=front_door", tablet)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("tablet's stream: %d", resp.StatusCode)
+	}
+	rotated, err := config.Parse("test.yaml", []byte(strings.Replace(principalsConfig, tablet, "tablet-token-rotated-9876543210", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.d.reload(rotated)
+	if status, _, _ := h.call("GET", "/api/v1/devices", tablet, ""); status != http.StatusUnauthorized {
+		t.Fatalf("a request with the revoked token: %d; want 401", status)
+	}
+	status, _, body := h.call("POST", "/api/v1/devices/front_door/commands?wait=30s", phone, `{"state":"UNLOCK","op_id":"after-rotation"}`)
+	if status != http.StatusOK {
+		t.Fatalf("phone's unlock: %d %s", status, body)
+	}
+	for {
+		select {
+		case ev, ok := <-tabletEvents:
+			if !ok {
+				return // ended
+			}
+			t.Errorf("the revoked token's stream carried %s %s", ev.name, ev.data)
+		case <-time.After(eventWait):
+			t.Fatal("the revoked token's stream is still open")
 		}
 	}
 }

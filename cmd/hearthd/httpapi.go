@@ -3,6 +3,7 @@ package main
 import (
 	"net"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -48,13 +49,20 @@ const (
 	httpMaxHeaderBytes = 16 << 10
 	// httpMaxConns is how many connections the server holds at once.
 	httpMaxConns = 128
+	// httpMaxConnsPerClient is how many of them one client address may
+	// hold: one host (a stranger's script holding idle keep-alive
+	// connections, a token holder's long polls) cannot take every
+	// connection, /healthz's included. A browser opens about 6 per host;
+	// a reverse proxy on the same host shares one address with every
+	// client behind it.
+	httpMaxConnsPerClient = 32
 )
 
 // httpLimits are the HTTP server's limits; a zero field takes the
 // constant above. Tests shorten them.
 type httpLimits struct {
 	readHeader, read, write, idle time.Duration
-	maxConns                      int
+	maxConns, maxConnsPerClient   int
 }
 
 func (l httpLimits) or() httpLimits {
@@ -67,12 +75,17 @@ func (l httpLimits) or() httpLimits {
 	if l.maxConns <= 0 {
 		l.maxConns = httpMaxConns
 	}
+	if l.maxConnsPerClient <= 0 {
+		l.maxConnsPerClient = httpMaxConnsPerClient
+	}
 	return httpLimits{
 		readHeader: pick(l.readHeader, httpReadHeaderTimeout),
 		read:       pick(l.read, httpReadTimeout),
 		write:      pick(l.write, httpWriteTimeout),
 		idle:       pick(l.idle, httpIdleTimeout),
 		maxConns:   l.maxConns,
+		// one client's share of maxConns
+		maxConnsPerClient: l.maxConnsPerClient,
 	}
 }
 
@@ -87,7 +100,7 @@ func newHTTPServer(handler http.Handler, ln net.Listener, l httpLimits) (*http.S
 		WriteTimeout:      l.write,
 		IdleTimeout:       l.idle,
 		MaxHeaderBytes:    httpMaxHeaderBytes,
-	}, netutil.LimitListener(ln, l.maxConns)
+	}, netutil.LimitListener(&perClientListener{Listener: ln, max: l.maxConnsPerClient, open: map[string]int{}}, l.maxConns)
 }
 
 // httpPrincipals is the API's view of the principals' HTTP tokens, which a
@@ -133,4 +146,57 @@ func (d *daemon) commandAPI(clock clockwork.Clock) api.Commands {
 		Clock:     clock,
 		Logger:    d.log.With("component", "api"),
 	}
+}
+
+// perClientListener accepts at most max open connections from one client
+// address (the remote IP); a connection beyond it is closed at once, so
+// it holds none of the server's connections while it waits.
+type perClientListener struct {
+	net.Listener
+	max  int
+	mu   sync.Mutex
+	open map[string]int
+}
+
+func (l *perClientListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		host, _, err := net.SplitHostPort(c.RemoteAddr().String())
+		if err != nil {
+			host = c.RemoteAddr().String()
+		}
+		l.mu.Lock()
+		if l.open[host] >= l.max {
+			l.mu.Unlock()
+			c.Close()
+			continue
+		}
+		l.open[host]++
+		l.mu.Unlock()
+		return &clientConn{Conn: c, release: func() { l.release(host) }}, nil
+	}
+}
+
+func (l *perClientListener) release(host string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.open[host]--; l.open[host] <= 0 {
+		delete(l.open, host)
+	}
+}
+
+// clientConn releases its client's count once, at its first Close.
+type clientConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *clientConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
+	return err
 }

@@ -135,3 +135,40 @@ func TestHTTPServesAtMostTheConnectionCap(t *testing.T) {
 		t.Fatalf("second connection after the first closed: %v, %v; want 200", resp, err)
 	}
 }
+
+// One client address holds at most its share of the server's connections:
+// a stranger's script holding idle keep-alive connections (no token
+// needed for /healthz) has each one past its share closed at once, and
+// another host is still served. Before, one host could hold all of them
+// and lock everyone out, /healthz included.
+func TestHTTPOneClientCannotTakeEveryConnection(t *testing.T) {
+	h := newHarness(t, harnessOptions{httpLimits: httpLimits{maxConns: 4, maxConnsPerClient: 2}})
+	get := func(local string) (net.Conn, *http.Response, error) {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(local)}, Timeout: eventWait}
+		c, err := d.Dial("tcp", h.d.httpAddr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		c.SetDeadline(time.Now().Add(eventWait))
+		io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: hearth\r\n\r\n")
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err == nil {
+			resp.Body.Close()
+		}
+		return c, resp, err
+	}
+	for i := range 2 { // the stranger's share, kept open
+		if _, resp, err := get("127.0.0.1"); err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("connection %d of 127.0.0.1: %v, %v; want 200", i+1, resp, err)
+		}
+	}
+	for i := range 2 {
+		if _, resp, err := get("127.0.0.1"); err == nil {
+			t.Fatalf("connection %d of 127.0.0.1 past its share of 2 answered %d; want it closed", i+3, resp.StatusCode)
+		}
+	}
+	if _, resp, err := get("127.0.0.2"); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("another host, 127.0.0.2, while 127.0.0.1 holds its share: %v, %v; want 200", resp, err)
+	}
+}

@@ -265,3 +265,31 @@ func TestCertificateReloadLogsTheFileThatDoesNotLoad(t *testing.T) {
 		t.Errorf("loadServerCert of a missing key: %v; want an error naming http.tls and %s", err, keyFile)
 	}
 }
+
+// A certificate of http.tls that does not load (a typo in its path) is a
+// start error, and start returns it: it does not wait for an HTTP server
+// it never started, holding the data directory and the ports.
+func TestStartWithAnHTTPSCertificateThatDoesNotLoadReturnsItsError(t *testing.T) {
+	cfg, err := config.Parse("test.yaml", []byte(withHTTPS(testConfig, "/nonexistent/cert.pem", "/nonexistent/key.pem")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.DataDir = t.TempDir()
+	openWithoutPrincipals(cfg)
+	done := make(chan error, 1)
+	go func() {
+		d, err := start(cfg, deps{logger: testLogger(t)})
+		if err == nil {
+			d.stop()
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "http.tls") || !strings.Contains(err.Error(), "/nonexistent/cert.pem") {
+			t.Fatalf("start with a missing http.tls certificate: %v; want an error naming http.tls and the file", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("start with a missing http.tls certificate has not returned after 20 s")
+	}
+}
