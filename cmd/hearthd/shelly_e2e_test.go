@@ -283,8 +283,10 @@ func TestShellyAllOfflineOpensTheServicesBreaker(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.awaitAvailability(t, "plug", "offline")
-	if err := h.sim.SetOnline(garageAddr, false); err != nil {
-		t.Fatal(err)
+	for _, a := range []string{lampAddr, blindAddr, garageAddr} {
+		if err := h.sim.SetOnline(a, false); err != nil {
+			t.Fatal(err)
+		}
 	}
 	awaitState("open")
 	if err := h.sim.SetOnline(plugAddr, true); err != nil {
