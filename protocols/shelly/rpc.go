@@ -49,6 +49,7 @@ const (
 	CodeFailedPrecondition = -109
 	CodeUnavailable        = -114
 	CodeUnauthorized       = 401
+	CodeNoHandler          = 404 // a method the device has no handler for
 	CodeParseError         = -32700
 	CodeInvalidRequest     = -32600
 	CodeMethodNotFound     = -32601
@@ -67,13 +68,14 @@ func (e *RPCError) Error() string {
 // an invalid argument (-103), a component not found (-105), a failed
 // precondition (-109: a cover not calibrated, an input in the wrong mode;
 // a person must change the device), unauthorized (401: the device wants
-// digest authentication) and JSON-RPC's parse, request, method and params
+// digest authentication), 404 (no handler for the method: a component the
+// device does not have) and JSON-RPC's parse, request, method and params
 // errors. Deadline exceeded (-104), resource exhausted (-108),
 // unavailable (-114) and any code not listed are transient: the device
 // may take it next time.
 func (e *RPCError) Permanent() bool {
 	switch e.Code {
-	case CodeInvalidArgument, CodeNotFound, CodeFailedPrecondition, CodeUnauthorized,
+	case CodeInvalidArgument, CodeNotFound, CodeFailedPrecondition, CodeUnauthorized, CodeNoHandler,
 		CodeParseError, CodeInvalidRequest, CodeMethodNotFound, CodeInvalidParams:
 		return true
 	}
@@ -96,6 +98,8 @@ func codeName(code int) string {
 		return "unavailable"
 	case CodeUnauthorized:
 		return "unauthorized"
+	case CodeNoHandler:
+		return "no handler"
 	case CodeParseError, CodeInvalidRequest, CodeMethodNotFound, CodeInvalidParams:
 		return "JSON-RPC error"
 	}

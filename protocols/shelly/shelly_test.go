@@ -69,7 +69,7 @@ func TestErrorResponsesAreClassified(t *testing.T) {
 	for _, tc := range []struct {
 		code      int
 		permanent bool
-	}{{CodeInvalidArgument, true}, {CodeNotFound, true}, {CodeFailedPrecondition, true}, {CodeUnavailable, false}, {CodeDeadlineExceeded, false}, {-1, false}} {
+	}{{CodeInvalidArgument, true}, {CodeNotFound, true}, {CodeFailedPrecondition, true}, {CodeNoHandler, true}, {CodeUnavailable, false}, {CodeDeadlineExceeded, false}, {-1, false}} {
 		if err := send(t, a, "plug", devices.Target{"state": "OFF"}); err != nil {
 			t.Fatal(err)
 		}
