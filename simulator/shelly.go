@@ -314,19 +314,21 @@ func (s *Sim) shellyCallLocked(b *shellyBox, topic string, payload []byte, retai
 	}
 	c.sets++
 	reason := ""
+	// Lost on the way first (Wi-Fi), then the device's own doing.
 	switch {
 	case c.silent:
 		reason = ReasonSilent
 	case c.echoOnly:
 		reason = ReasonEchoOnly
-	case c.failSets:
-		reason = ReasonSetFailed
 	default:
 		c.delivered++
-		if c.delivered <= s.faults.DropFirst {
+		switch {
+		case c.delivered <= s.faults.DropFirst:
 			reason = ReasonDropFirst
-		} else if s.faults.DropRate > 0 && s.rand.Float64() < s.faults.DropRate {
+		case s.faults.DropRate > 0 && s.rand.Float64() < s.faults.DropRate:
 			reason = ReasonDropRate
+		case c.failSets:
+			reason = ReasonSetFailed
 		}
 	}
 	if reason == ReasonSetFailed {

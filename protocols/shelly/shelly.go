@@ -32,8 +32,8 @@
 // or the contact's status notifications do. Only the newest request per
 // device counts: the response to an earlier attempt, to another id, or
 // replayed retained confirms nothing. A response with an error object goes
-// to Sink.SendFailed as an *RPCError, permanent or transient (see
-// RPCError.Permanent).
+// to AnswerSink.AnswerFailed (else Sink.SendFailed) as an *RPCError,
+// permanent or transient (see RPCError.Permanent).
 //
 // # Classes
 //
@@ -124,6 +124,14 @@ type Sink interface {
 	BridgeState(service string, online, retained bool)
 	// SendFailed takes a request's error response: the attempt ends now.
 	SendFailed(device, attribute string, err error)
+}
+
+// AnswerSink is a Sink that also takes a device's error answer to the
+// newest request as the end of the attempt waiting for it, whichever
+// attempt (the dispatcher implements it: Dispatcher.AnswerFailed). A Sink
+// without it gets the error through SendFailed.
+type AnswerSink interface {
+	AnswerFailed(device string, err error)
 }
 
 // Conn is the part of the MQTT connection the adapter uses; *mqtt.Conn
@@ -650,7 +658,11 @@ func (a *Adapter) response(m mqtt.Message) {
 			return
 		}
 		a.log.Info("shelly: the device refused a request", "device", p.dev, "err", r.Error, "permanent", r.Error.Permanent())
-		a.sink.SendFailed(p.dev, "", r.Error)
+		if af, ok := a.sink.(AnswerSink); ok {
+			af.AnswerFailed(p.dev, r.Error)
+		} else {
+			a.sink.SendFailed(p.dev, "", r.Error)
+		}
 		return
 	}
 	if p.answered != nil {
