@@ -1,6 +1,7 @@
 package shelly
 
 import (
+	"context"
 	"errors"
 	"reflect"
 	"runtime"
@@ -330,5 +331,46 @@ func TestUnsupportedTargetsArePermanent(t *testing.T) {
 	}
 	if _, err := doorTarget(devices.Target{"position": 40.0}); err == nil || !retry.Classify(err).Permanent() {
 		t.Errorf("garage position 40: err = %v, want permanent", err)
+	}
+}
+
+// answerSink is a sink with AnswerFailed, as the dispatcher is.
+type answerSink struct {
+	*sink
+	answers chan error
+}
+
+func (s answerSink) AnswerFailed(_ string, err error) { s.answers <- err }
+
+// A sink with AnswerFailed gets the error answer there, not in SendFailed.
+func TestErrorResponseGoesToAnswerFailed(t *testing.T) {
+	addr := startBroker(t)
+	conn := mqtt.New(mqtt.Options{URL: "tcp://" + addr, ClientID: "hearth-answer"})
+	a := New(conn, Options{Service: "wifi", Devices: testDevices})
+	s := answerSink{sink: newSink(), answers: make(chan error, 4)}
+	if err := a.Start(context.Background(), s); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- conn.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	<-conn.Up()
+	dev := newDevice(t, addr, "shelly/plug-1/rpc")
+	if err := send(t, a, "plug", devices.Target{"state": "ON"}); err != nil {
+		t.Fatal(err)
+	}
+	r := dev.request(t)
+	dev.publish(t, "shelly/hearth/wifi/rpc", reply(r.ID, "plug-1", `"error":{"code":-103,"message":"m"}`))
+	select {
+	case err := <-s.answers:
+		var rpcErr *RPCError
+		if !errors.As(err, &rpcErr) || rpcErr.Code != -103 || rpcErr.Method != "Switch.Set" {
+			t.Fatalf("AnswerFailed(%v); want Switch.Set's -103", err)
+		}
+	case c := <-s.calls:
+		t.Fatalf("got %+v; want AnswerFailed", c)
+	case <-time.After(deadline):
+		t.Fatal("no AnswerFailed")
 	}
 }
