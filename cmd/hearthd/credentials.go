@@ -79,6 +79,8 @@ func bridgeName(protocol string) string {
 		return "Zigbee2MQTT bridge"
 	case config.ProtocolZWaveJS:
 		return "Z-Wave JS UI gateway"
+	case config.ProtocolTasmota:
+		return "Tasmota devices"
 	}
 	return "publisher of the status topic"
 }
@@ -90,6 +92,8 @@ func bridgeSettings(protocol string) string {
 		return "mqtt.user and mqtt.password in Zigbee2MQTT's configuration.yaml"
 	case config.ProtocolZWaveJS:
 		return "Username and Password in Z-Wave JS UI's MQTT settings"
+	case config.ProtocolTasmota:
+		return "MqttUser and MqttPassword of every Tasmota device of the service (Configuration → Configure MQTT)"
 	}
 	return "the MQTT username and password of whatever publishes the status topic"
 }
