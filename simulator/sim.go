@@ -85,6 +85,12 @@ type Device struct {
 	// endpoints 0 to Endpoints, each written and reported on its own
 	// (<prefix>/<node>/37/2/currentValue). 0 (the default): the root only.
 	Endpoints int
+	// Relays, for a Tasmota device (ProtocolTasmota), is how many relays
+	// (a switch) or shutters (a cover) it has, 1 to 8; 0 means 1.
+	Relays int
+	// PowerRetain, for a Tasmota device, publishes its stat/<topic>/POWER<n>
+	// retained, as Tasmota's PowerRetain 1 does.
+	PowerRetain bool
 	// Fahrenheit, for a Z-Wave thermostat, keeps its setpoint in °F (68 at
 	// start) and publishes it as the entire ValueId object, with its unit
 	// "°F", as the gateway's payload type "ValueId object" does.
@@ -265,9 +271,11 @@ type Sim struct {
 	onGet              func(GetEvent)
 	reconnect          Backoff
 	bridges            []*bridge
-	devices            map[string]*device // by friendly name
-	gateways           []*gateway         // Z-Wave JS UI gateways
-	nodes              map[string]*node   // Z-Wave nodes by address
+	devices            map[string]*device  // by friendly name
+	gateways           []*gateway          // Z-Wave JS UI gateways
+	nodes              map[string]*node    // Z-Wave nodes by address
+	tasmotas           map[string]*tasmota // Tasmota devices by Topic
+	tasmotaOrder       []*tasmota
 
 	ran   atomic.Bool
 	ready chan struct{}
@@ -367,6 +375,7 @@ func New(opts Options) (*Sim, error) {
 		reconnect: opts.Reconnect,
 		devices:   make(map[string]*device, len(opts.Devices)),
 		nodes:     map[string]*node{},
+		tasmotas:  map[string]*tasmota{},
 		ready:     make(chan struct{}),
 	}
 	if s.clock == nil {
@@ -392,6 +401,11 @@ func New(opts Options) (*Sim, error) {
 		switch d.Protocol {
 		case ProtocolZWaveJS:
 			if err := s.newNode(i, d, byGateway); err != nil {
+				return nil, err
+			}
+			continue
+		case ProtocolTasmota:
+			if err := s.newTasmota(i, d); err != nil {
 				return nil, err
 			}
 			continue
@@ -467,7 +481,9 @@ func New(opts Options) (*Sim, error) {
 		for _, name := range fault.names {
 			var x *faulty
 			var class string
-			if n := s.nodes[name]; n != nil {
+			if tm := s.tasmotas[name]; tm != nil {
+				x, class = &tm.faulty, tm.Class
+			} else if n := s.nodes[name]; n != nil {
 				if fault.field == "Silent" {
 					return nil, fmt.Errorf("simulator: Faults.Silent names %q, a Z-Wave node; only Zigbee2MQTT devices fall silent", name)
 				}
@@ -501,7 +517,10 @@ func New(opts Options) (*Sim, error) {
 			gw.clientID = clientID + "-" + strconv.Itoa(len(s.bridges)+i)
 		}
 	}
-	s.readyLeft = len(s.bridges) + len(s.gateways)
+	for _, t := range s.tasmotaOrder {
+		t.clientID = clientID + "-" + t.Name
+	}
+	s.readyLeft = len(s.bridges) + len(s.gateways) + len(s.tasmotaOrder)
 	return s, nil
 }
 
@@ -545,6 +564,12 @@ func (s *Sim) Run(ctx context.Context) error {
 			})
 		}
 	}
+	for _, t := range s.tasmotaOrder {
+		wg.Go(func() {
+			l := s.login(t.full, t.clientID)
+			s.serve(ctx, tasmotaEndpoint{s, t}, l, s.log.With("tasmota", t.Name, "client_id", l.ClientID))
+		})
+	}
 	for _, gw := range s.gateways {
 		wg.Go(func() {
 			l := s.login(gw.prefix, gw.clientID)
@@ -559,6 +584,10 @@ func (s *Sim) Run(ctx context.Context) error {
 // availability if its bridge is connected. An offline device ignores sets
 // and gets, and reports still waiting on Faults.Latency are lost.
 func (s *Sim) SetOnline(name string, online bool) error {
+	if t := s.tasmotas[name]; t != nil {
+		s.setTasmotaOnline(t, online)
+		return nil
+	}
 	if n := s.nodes[name]; n != nil {
 		s.mu.Lock()
 		n.online = online
@@ -641,6 +670,9 @@ func (s *Sim) SetBridgeOnline(base string, online, announce bool) error {
 // State returns a copy of a device's current state (without linkquality),
 // or nil for an unknown name.
 func (s *Sim) State(name string) map[string]any {
+	if t := s.tasmotas[name]; t != nil {
+		return s.tasmotaState(t)
+	}
 	if n := s.nodes[name]; n != nil {
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -663,6 +695,11 @@ func (s *Sim) State(name string) map[string]any {
 
 // Sets returns how many sets a device has received, dropped ones included.
 func (s *Sim) Sets(name string) int {
+	if t := s.tasmotas[name]; t != nil {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return t.sets
+	}
 	if n := s.nodes[name]; n != nil {
 		s.mu.Lock()
 		defer s.mu.Unlock()

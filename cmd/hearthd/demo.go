@@ -280,6 +280,10 @@ func simDevices(cfg *config.Config) []simulator.Device {
 				nodeIDs[svc.Name] = max(nodeIDs[svc.Name], 100) + 1
 				sd.NodeID = nodeIDs[svc.Name]
 			}
+		case svc.Protocol == config.ProtocolTasmota && simulated[dev.Class]:
+			if !tasmotaSimDevice(&out, nodes, svc, &sd) {
+				continue
+			}
 		default:
 			continue
 		}
