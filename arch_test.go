@@ -37,6 +37,7 @@ var allowed = map[string][]string{
 	"protocols/mqtt":        {"retry", "topic"},
 	"protocols/zigbee2mqtt": {"devices", "protocols/mqtt"},
 	"protocols/zwavejs":     {"devices", "protocols/mqtt"},
+	"protocols/tasmota":     {"devices", "protocols/mqtt"},
 	"protocols/webhook":     {},
 
 	// The scenarios of hearth-sim: their logic, with the Hearth parts
