@@ -21,8 +21,8 @@ import (
 // substituted, other levels kept), Relays its relays (a switch) or
 // shutters (a cover), 1 by default, and PowerRetain publishes
 // stat/<topic>/POWER<n> retained, as Tasmota's PowerRetain 1 does. Its
-// will is tele/<topic>/LWT Offline, retained; on connect it publishes
-// tele/<topic>/LWT Online, retained, subscribes to cmnd/<topic>/#, and
+// will is tele/<topic>/LWT Offline, retained; on connect it subscribes
+// to cmnd/<topic>/#, publishes tele/<topic>/LWT Online, retained, and
 // publishes its tele/<topic>/STATE (and tele/<topic>/SENSOR for
 // shutters). It takes, case-insensitively:
 //
@@ -138,11 +138,14 @@ func (e tasmotaEndpoint) announce(ctx context.Context, c mqtt.Client) error {
 	if online {
 		lwt = "Online"
 	}
-	if err := await(ctx, c.Publish(t.topic("tele", "LWT"), 1, true, lwt)); err != nil {
-		return fmt.Errorf("publish LWT: %w", err)
-	}
+	// Subscribed before the LWT says Online, so that Online means
+	// listening (a real Tasmota publishes its LWT first: a command sent
+	// the instant it says Online may be lost, see docs/TASMOTA.md).
 	if err := await(ctx, c.Subscribe(t.topic("cmnd", "#"), 1, s.tasmotaHandler(t))); err != nil {
 		return fmt.Errorf("subscribe cmnd: %w", err)
+	}
+	if err := await(ctx, c.Publish(t.topic("tele", "LWT"), 1, true, lwt)); err != nil {
+		return fmt.Errorf("publish LWT: %w", err)
 	}
 	if online {
 		s.tasmotaTelemetry(t)

@@ -49,12 +49,16 @@ devices:
     service: wifi
     class: cover
     address: blinds/1
+  garage:
+    service: wifi
+    class: cover
+    safety: critical
   fan:
     service: attic
     class: switch
 `
 
-var tasmotaDevices = []string{"porch", "garden", "plug", "bulb", "blind", "fan"}
+var tasmotaDevices = []string{"porch", "garden", "plug", "bulb", "blind", "garage", "fan"}
 
 // A switch on a Tasmota's second relay: POWER2 ON goes out once, on
 // cmnd/dual/POWER2, not retained; the relay's stat report confirms it on
@@ -258,4 +262,19 @@ func TestTasmotaShutterEchoConfirmsNothing(t *testing.T) {
 	if r.Status != devices.Failed || r.Reason != devices.ReasonTimeout || r.Attempts != 3 {
 		t.Errorf("t8: %s/%s after %d attempts; want failed/timeout after 3", r.Status, r.Reason, r.Attempts)
 	}
+}
+
+// Opening a safety-critical Tasmota shutter (a garage door on a shutter
+// driver) reads it fresh first (Status 10, its StatusSNS carries
+// Shutter1), then sends ShutterPosition1 100 once, confirmed by its
+// Shutter1 report.
+func TestTasmotaGarageIsReadFreshBeforeItOpens(t *testing.T) {
+	h := newHarness(t, harnessOptions{config: tasmotaConfig})
+	h.settle(tasmotaDevices...)
+	h.publish("garage", `{"state":"OPEN","op_id":"t9"}`)
+	r := h.final("t9")
+	if r.Status != devices.Succeeded || r.Attempts != 1 || r.State["position"] != 100.0 {
+		t.Errorf("t9: %s/%s after %d attempts, state %v; want succeeded after 1 at position 100", r.Status, r.Reason, r.Attempts, r.State)
+	}
+	h.wantTraffic("get garage 10", "set garage 100")
 }
