@@ -499,8 +499,13 @@ func (h *harness) elapse(d time.Duration) {
 // answered (in real time), its timer stopped. Moving the clock again
 // before that could find only the witness's timer and pass the backoff
 // before it is set.
+//
+// The count is taken once the attempt's own timer is set: the simulator
+// can hear a request before hearthd's send returns and sets it, and a
+// count taken before would be one short for ever.
 func (h *harness) advanceTimeout(d time.Duration) {
 	h.t.Helper()
+	h.eventually("the attempt's timer", func() bool { return h.clock.dueIn(d) })
 	n := h.waiters()
 	h.advance(d)
 	h.eventually("the backoff's timer, the witness read answered", func() bool { return h.waiters() == n })
