@@ -548,6 +548,12 @@ func (c *Config) checkDevices(w *walker) {
 			}
 			k[1] = comp
 		}
+		if s, _ := c.Service(d.Service); s.Protocol == ProtocolESPHome {
+			if err := esphomeAddress(d.Address, d.Class); err != nil {
+				w.reportf(line, join(key, "address"), "%s", err)
+				continue
+			}
+		}
 		if o, taken := addresses[k]; taken {
 			w.reportf(line, join(key, "address"), "%q is already the address of %s (line %d) on service %s", d.Address, o.key, o.line, d.Service)
 			continue

@@ -277,6 +277,9 @@ type Sim struct {
 	shellies []*shellyBox           // Shelly devices (shelly.go)
 	comps    map[string]*shellyComp // their simulated components by name
 
+	esphomes []*espNode            // ESPHome nodes (esphome.go)
+	ents     map[string]*espEntity // their entities by name
+
 	ran   atomic.Bool
 	ready chan struct{}
 
@@ -376,6 +379,7 @@ func New(opts Options) (*Sim, error) {
 		devices:   make(map[string]*device, len(opts.Devices)),
 		nodes:     map[string]*node{},
 		comps:     map[string]*shellyComp{},
+		ents:      map[string]*espEntity{},
 		ready:     make(chan struct{}),
 	}
 	if s.clock == nil {
@@ -395,6 +399,7 @@ func New(opts Options) (*Sim, error) {
 	byBase := map[string]*bridge{}
 	byGateway := map[string]*gateway{}
 	byShelly := map[string]*shellyBox{}
+	byESPHome := map[string]*espNode{}
 	for i, d := range opts.Devices {
 		if d.WakeInterval < 0 || (d.WakeInterval > 0 && (d.AwakeWindow <= 0 || d.AwakeWindow >= d.WakeInterval)) {
 			return nil, fmt.Errorf("simulator: Devices[%d] %q: AwakeWindow %v must be above 0 and below WakeInterval %v", i, d.Name, d.AwakeWindow, d.WakeInterval)
@@ -407,6 +412,11 @@ func New(opts Options) (*Sim, error) {
 			continue
 		case ProtocolShelly:
 			if err := s.newShelly(i, d, byShelly); err != nil {
+				return nil, err
+			}
+			continue
+		case ProtocolESPHome:
+			if err := s.newESPHome(i, d, byESPHome); err != nil {
 				return nil, err
 			}
 			continue
@@ -500,6 +510,11 @@ func New(opts Options) (*Sim, error) {
 					return nil, fmt.Errorf("simulator: Faults.%s names %q, a Shelly; a Shelly takes Offline, Silent, IgnoreGets, EchoOnly, FailSets and Unreported", fault.field, name)
 				}
 				x, class = &c.faulty, c.Class
+			} else if e := s.ents[name]; e != nil {
+				if fault.field == "Dead" || fault.field == "IgnoreGets" {
+					return nil, fmt.Errorf("simulator: Faults.%s names %q, an ESPHome entity; ESPHome has no get, and a dead node is one SetOnline takes offline", fault.field, name)
+				}
+				x, class = &e.faulty, e.Class
 			} else {
 				return nil, fmt.Errorf("simulator: Faults.%s names %q, which is not in Devices", fault.field, name)
 			}
@@ -524,7 +539,10 @@ func New(opts Options) (*Sim, error) {
 	for i, b := range s.shellies {
 		b.clientID = clientID + "-shelly-" + strconv.Itoa(i)
 	}
-	s.readyLeft = len(s.bridges) + len(s.gateways) + len(s.shellies)
+	for i, n := range s.esphomes {
+		n.clientID = clientID + "-esphome-" + strconv.Itoa(i)
+	}
+	s.readyLeft = len(s.bridges) + len(s.gateways) + len(s.shellies) + len(s.esphomes)
 	return s, nil
 }
 
@@ -574,6 +592,12 @@ func (s *Sim) Run(ctx context.Context) error {
 			s.serve(ctx, shellyEndpoint{s, b}, l, s.log.With("shelly", b.id, "client_id", l.ClientID))
 		})
 	}
+	for _, n := range s.esphomes {
+		wg.Go(func() {
+			l := s.login(n.base, n.clientID)
+			s.serve(ctx, espEndpoint{s, n}, l, s.log.With("esphome", n.name, "client_id", l.ClientID))
+		})
+	}
 	for _, gw := range s.gateways {
 		wg.Go(func() {
 			l := s.login(gw.prefix, gw.clientID)
@@ -590,6 +614,10 @@ func (s *Sim) Run(ctx context.Context) error {
 func (s *Sim) SetOnline(name string, online bool) error {
 	if c := s.comps[name]; c != nil {
 		s.setShellyOnline(c, online)
+		return nil
+	}
+	if e := s.ents[name]; e != nil {
+		s.setESPOnline(e, online)
 		return nil
 	}
 	if n := s.nodes[name]; n != nil {
@@ -679,6 +707,11 @@ func (s *Sim) State(name string) map[string]any {
 		defer s.mu.Unlock()
 		return c.state()
 	}
+	if e := s.ents[name]; e != nil {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return e.espState()
+	}
 	if n := s.nodes[name]; n != nil {
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -705,6 +738,11 @@ func (s *Sim) Sets(name string) int {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		return c.sets
+	}
+	if e := s.ents[name]; e != nil {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return e.sets
 	}
 	if n := s.nodes[name]; n != nil {
 		s.mu.Lock()

@@ -282,6 +282,8 @@ func simDevices(cfg *config.Config) []simulator.Device {
 			}
 		case svc.Protocol == config.ProtocolShelly && (dev.Class == devices.Switch || dev.Class == devices.Light || dev.Class == devices.Cover):
 			sd.Protocol = simulator.ProtocolShelly
+		case svc.Protocol == config.ProtocolESPHome && (dev.Class == devices.Switch || dev.Class == devices.Light || dev.Class == devices.Cover || dev.Class == devices.Lock):
+			sd.Protocol = simulator.ProtocolESPHome
 		default:
 			continue
 		}
