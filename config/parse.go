@@ -207,6 +207,9 @@ func walkService(w *walker, name string, n *yaml.Node, key string) Service {
 	}
 	w.checkProtocolKeys(key, s)
 	s = s.withDefaults()
+	if w.lines[join(join(key, "retry"), "read_back")] == 0 {
+		s.Retry.ReadBack = s.Retry.ReadBack || protocols[s.Protocol].Retry.ReadBack // a bool's default: esphome's is true
+	}
 	if s.Protocol == ProtocolStatusTopic && s.OnlinePayload == s.OfflinePayload && !w.reported[join(key, "online_payload")] && !w.reported[join(key, "offline_payload")] {
 		k, line := w.at(join(key, "offline_payload"), join(key, "online_payload"), key)
 		w.reportf(line, k, "online_payload and offline_payload are both %q; they must differ", s.OnlinePayload)

@@ -105,13 +105,14 @@ func (n *espNode) attach(c mqtt.Client) {
 	n.connMu.Unlock()
 }
 
-// publish hands a message to the connection, not awaited; QoS 0 as
-// ESPHome's default qos; nothing while disconnected.
+// publish hands a message to the connection, not awaited; nothing while
+// disconnected. QoS 1 (the component's qos: 1), not ESPHome's default 0,
+// so that the tests lose none.
 func (n *espNode) publish(topic string, retained bool, payload string) {
 	n.connMu.RLock()
 	defer n.connMu.RUnlock()
 	if n.client != nil {
-		n.client.Publish(topic, 0, retained, payload)
+		n.client.Publish(topic, 1, retained, payload)
 	}
 }
 
