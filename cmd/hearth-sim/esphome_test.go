@@ -30,7 +30,9 @@ func TestSimPlaysTheESPHomeSample(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, []string{"-broker", b.URL(), "-config", "../../configs/esphome.yaml"}, io.Discard) }()
+	go func() {
+		done <- run(ctx, []string{"-broker", b.URL(), "-config", "../../configs/esphome.yaml"}, io.Discard)
+	}()
 	defer func() {
 		cancel()
 		if err := <-done; err != nil {
