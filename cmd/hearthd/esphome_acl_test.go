@@ -1,10 +1,12 @@
 package main
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/hearthd/hearth/acl"
 	"github.com/hearthd/hearth/config"
+	"github.com/hearthd/hearth/devices"
 )
 
 // An esphome service's account (its nodes') may publish their states and
@@ -40,5 +42,42 @@ func TestESPHomeAccountsTopics(t *testing.T) {
 		if got := table.MayPublish(tc.user, tc.topic); got != tc.want {
 			t.Errorf("MayPublish(%s, %s) = %v, want %v", tc.user, tc.topic, got, tc.want)
 		}
+	}
+}
+
+// esphomeAuthConfig is esphomeConfig with the nodes' account's password
+// and two principals: the broker authenticates every client.
+var esphomeAuthConfig = strings.Replace(esphomeConfig, "    protocol: esphome\n", "    protocol: esphome\n    mqtt_password: "+nodesLogin.password+"\n", 1) + `
+principals:
+  wall_tablet:
+    mqtt_username: tablet
+    mqtt_password: tablet-password
+    allow: {front: [lock, unlock]}
+  phone:
+    mqtt_username: phone
+    mqtt_password: phone-password
+    allow: {"*": ["*"]}
+`
+
+var nodesLogin = login{"nodes", "nodes-password-1234"}
+
+// With auth on, a principal and the nodes' own account are refused on the
+// entities' command topics (PUBACK 0x87); only Hearth's UNLOCK reaches
+// the lock, the first command it sees.
+func TestESPHomeOnlyHearthPublishesTheCommandTopics(t *testing.T) {
+	h := newHarness(t, harnessOptions{config: esphomeAuthConfig, simLogin: nodesLogin, automationLogin: tabletLogin})
+	h.awaitMirror(t, "front", func(s map[string]any) bool { return s["lock_state"] == "locked" })
+	phone := h.v5Client("phone-client", phoneLogin)
+	node := h.v5Client("stolen-node-password", nodesLogin)
+	for _, topic := range []string{"esphome/frontdoor/lock/front_door/command", "esphome/garage/cover/door/command", "esphome/garage/cover/door/position/command"} {
+		refusedPublish(t, "the phone", phone, topic, "UNLOCK", false)
+		refusedPublish(t, "the nodes' account", node, topic, "UNLOCK", false)
+	}
+	phone.command(t, "front", `{"state":"UNLOCK","op_id":"through-hearth"}`, nil)
+	if r := h.final("through-hearth"); r.Status != devices.Succeeded {
+		t.Fatalf("UNLOCK through Hearth: %s (%s: %s); want succeeded", r.Status, r.Reason, r.Detail)
+	}
+	if e := h.nextSet(); e.Device != frontLock || string(e.Payload) != "UNLOCK" {
+		t.Fatalf("the first command to reach a node: %s %s; want Hearth's UNLOCK of %s", e.Device, e.Payload, frontLock)
 	}
 }
