@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	paho5 "github.com/eclipse/paho.golang/paho"
+
 	"github.com/hearthd/hearth/acl"
 	"github.com/hearthd/hearth/config"
 	"github.com/hearthd/hearth/devices"
@@ -79,5 +81,30 @@ func TestESPHomeOnlyHearthPublishesTheCommandTopics(t *testing.T) {
 	}
 	if e := h.nextSet(); e.Device != frontLock || string(e.Payload) != "UNLOCK" {
 		t.Fatalf("the first command to reach a node: %s %s; want Hearth's UNLOCK of %s", e.Device, e.Payload, frontLock)
+	}
+}
+
+// A state forged on the lock's state topic by an account that is not the
+// nodes' (Hearth's own, which the ACL lets publish anywhere) is dropped:
+// the read before the UNLOCK still finds the lock LOCKED, so the UNLOCK is
+// sent, once, and confirmed by the lock itself. Taken, the forged
+// UNLOCKED would have ended it succeeded with nothing sent.
+func TestESPHomeForgedStateConfirmsNothing(t *testing.T) {
+	h := newHarness(t, harnessOptions{config: esphomeAuthConfig, simLogin: nodesLogin, automationLogin: tabletLogin})
+	h.awaitMirror(t, "front", func(s map[string]any) bool { return s["lock_state"] == "locked" })
+	other := h.v5Client("not-the-nodes", login{config.InternalUsername, h.d.internalPassword})
+	if _, err := other.c.Publish(ctxFor(t), &paho5.Publish{Topic: "esphome/frontdoor/lock/front_door/state", QoS: 1, Payload: []byte("UNLOCKED")}); err != nil {
+		t.Fatal(err)
+	}
+	h.eventually("the adapter to drop the state of an account that is not the nodes'", func() bool {
+		return untrustedReports(t, h, "nodes") == 1
+	})
+	h.v5Client("phone-client", phoneLogin).command(t, "front", `{"state":"UNLOCK","op_id":"after-forgery"}`, nil)
+	r := h.final("after-forgery")
+	if r.Status != devices.Succeeded || r.Attempts != 1 {
+		t.Fatalf("UNLOCK after the forged state: %s/%s after %d attempts (%s); want succeeded after 1", r.Status, r.Reason, r.Attempts, r.Detail)
+	}
+	if e := h.nextSet(); e.Device != frontLock || string(e.Payload) != "UNLOCK" {
+		t.Fatalf("command to reach a node: %s %s; want the UNLOCK of %s", e.Device, e.Payload, frontLock)
 	}
 }

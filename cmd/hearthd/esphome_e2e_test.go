@@ -297,3 +297,29 @@ func TestESPHomeLightBrightness(t *testing.T) {
 		t.Fatalf("result %s/%s after %d attempts (%s), state %v; want succeeded after 1 at 128", r.Status, r.Reason, r.Attempts, r.Detail, r.State)
 	}
 }
+
+// After Hearth restarts, a node that stayed connected publishes nothing
+// new: the broker's retained LOCKED is all Hearth hears, and ESPHome has
+// no get, so an UNLOCK ends failed/state_unknown with nothing sent (the
+// next birth and live state make it readable again:
+// protocols/esphome TestTheWillAndTheNextBirthEndTheLiveState).
+func TestESPHomeUnlockAfterARestartWaitsForALiveState(t *testing.T) {
+	b, err := broker.Start(broker.Options{Listen: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	dir, clock := t.TempDir(), newDueClock(t0)
+	h1 := newHarness(t, harnessOptions{dataDir: dir, brokerURL: b.URL(), config: esphomeConfig, clock: clock})
+	h1.awaitMirror(t, "front", func(s map[string]any) bool { return s["lock_state"] == "locked" })
+	h1.stopDaemon()
+
+	h2 := newHarness(t, harnessOptions{dataDir: dir, brokerURL: b.URL(), config: esphomeConfig, clock: clock, sim: h1, automation: h1})
+	h2.awaitAvailability(t, "front", "online") // the retained birth
+	h2.publish("front", `{"state":"UNLOCK","op_id":"r1"}`)
+	r := h2.final("r1")
+	if r.Status != devices.Failed || r.Reason != devices.ReasonStateUnknown || r.Attempts != 0 {
+		t.Fatalf("UNLOCK on the retained state alone: %s/%s after %d attempts (%s); want failed/state_unknown after 0", r.Status, r.Reason, r.Attempts, r.Detail)
+	}
+	h2.noSetsYet()
+}
