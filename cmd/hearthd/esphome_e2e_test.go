@@ -323,3 +323,23 @@ func TestESPHomeUnlockAfterARestartWaitsForALiveState(t *testing.T) {
 	}
 	h2.noSetsYet()
 }
+
+// A jammed lock (state JAMMED): an UNLOCK's read finds no known bolt
+// position and sends nothing (state_unknown); a LOCK (the safe direction)
+// is sent, and the JAMMED the node reports after it ends it failed/jammed,
+// not retried.
+func TestESPHomeJammedLock(t *testing.T) {
+	h := esphomeHarness(t, esphomeConfig, simulator.Faults{Jam: []string{frontLock}}, "front")
+	h.publish("front", `{"state":"UNLOCK","op_id":"j1"}`)
+	if r := h.final("j1"); r.Status != devices.Failed || r.Reason != devices.ReasonStateUnknown || r.Attempts != 0 {
+		t.Fatalf("UNLOCK of a jammed lock: %s/%s after %d attempts (%s); want failed/state_unknown after 0", r.Status, r.Reason, r.Attempts, r.Detail)
+	}
+	h.noSetsYet()
+	h.publish("front", `{"state":"LOCK","op_id":"j2"}`)
+	if e := h.nextSet(); string(e.Payload) != "LOCK" {
+		t.Fatalf("command %s; want LOCK", e.Payload)
+	}
+	if r := h.final("j2"); r.Status != devices.Failed || r.Reason != devices.ReasonJammed || r.Attempts != 1 {
+		t.Fatalf("LOCK of a jammed lock: %s/%s after %d attempts (%s); want failed/jammed after 1", r.Status, r.Reason, r.Attempts, r.Detail)
+	}
+}
