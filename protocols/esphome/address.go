@@ -85,11 +85,13 @@ func objectID(s string) bool {
 
 // CommandFilters returns the filters of the topics on which an ESPHome
 // node under base takes commands, which only Hearth may publish on: every
-// component's <base>/<node>/<component>/<object_id>/command, and a cover's
-// position/command and tilt/command.
+// component's <base>/<node>/<component>/<object_id>/command, and every
+// command topic one level below it (a cover's position/command and
+// tilt/command, a fan's oscillation/command, a climate's mode/command),
+// whether Hearth commands that component or not.
 func CommandFilters(base string) []string {
 	if base == "" {
 		base = DefaultBaseTopic
 	}
-	return []string{base + "/+/+/+/command", base + "/+/+/+/position/command", base + "/+/+/+/tilt/command"}
+	return []string{base + "/+/+/+/command", base + "/+/+/+/+/command"}
 }
