@@ -53,8 +53,9 @@ type Notification struct {
 // Options configure an Engine. Zero values take the defaults documented
 // on each field.
 type Options struct {
-	// Rules are the automations, run in this order when one event
-	// triggers several.
+	// Rules are the automations; Status lists them in this order. The
+	// rules one event triggers run each on its own worker, in no order
+	// among themselves.
 	Rules []Rule
 	// Commander, Publisher and Notifier carry out actions. Each may be nil
 	// when no rule has an action of its kind.
