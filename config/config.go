@@ -295,6 +295,10 @@ type Service struct {
 	// "12/2" (both numbers) and <location>/<node>/<endpoint> are an
 	// endpoint either way. zwavejs only.
 	NodeNames bool
+	// FullTopic is the FullTopic of a tasmota service's devices (their
+	// Tasmota FullTopic setting), with %prefix% and %topic% as whole
+	// levels. tasmota only. Default DefaultTasmotaFullTopic.
+	FullTopic string
 	// StatusTopic is the MQTT topic (no wildcards) on which a status_topic
 	// service says whether it is up. Required for status_topic, and only
 	// for it.
@@ -616,6 +620,7 @@ func (s Service) withDefaults() Service {
 	if s.GatewayName == "" {
 		s.GatewayName = d.GatewayName
 	}
+	setDefault(&s.FullTopic, d.FullTopic)
 	if s.Protocol == ProtocolZWaveJS && s.ClientID == "" {
 		s.ClientID = ZWaveClientIDPrefix + s.GatewayName
 	}

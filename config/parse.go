@@ -162,6 +162,7 @@ func walkService(w *walker, name string, n *yaml.Node, key string) Service {
 		value("base_topic", &s.BaseTopic, topicRoot),
 		value("gateway_name", &s.GatewayName, topicLevel),
 		value("node_names", &s.NodeNames),
+		value("full_topic", &s.FullTopic, tasmotaFullTopic),
 		value("status_topic", &s.StatusTopic, topicLevels),
 		value("online_payload", &s.OnlinePayload, notEmpty),
 		value("offline_payload", &s.OfflinePayload, notEmpty),
@@ -206,6 +207,7 @@ func walkService(w *walker, name string, n *yaml.Node, key string) Service {
 		w.reportf(w.lines[key], k, "missing (known: %s)", strings.Join(protocolNames, ", "))
 	}
 	w.checkProtocolKeys(key, s)
+	w.checkTasmotaKeys(key, s)
 	s = s.withDefaults()
 	if s.Protocol == ProtocolStatusTopic && s.OnlinePayload == s.OfflinePayload && !w.reported[join(key, "online_payload")] && !w.reported[join(key, "offline_payload")] {
 		k, line := w.at(join(key, "offline_payload"), join(key, "online_payload"), key)
@@ -547,6 +549,14 @@ func (c *Config) checkDevices(w *walker) {
 				continue
 			}
 			k[1] = comp
+		}
+		if s, _ := c.Service(d.Service); s.Protocol == ProtocolTasmota && !w.reported[join(key, "class")] {
+			relay, err := tasmotaAddress(d.Address, d.Class)
+			if err != nil {
+				w.reportf(line, join(key, "address"), "%s", err)
+				continue
+			}
+			k[1] = relay
 		}
 		if o, taken := addresses[k]; taken {
 			w.reportf(line, join(key, "address"), "%q is already the address of %s (line %d) on service %s", d.Address, o.key, o.line, d.Service)

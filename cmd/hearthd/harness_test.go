@@ -728,6 +728,9 @@ func bridgeLogins(cfg *config.Config) map[string]simulator.Login {
 		if s.BaseTopic != "" && s.MQTTPassword != "" {
 			logins[s.BaseTopic] = simulator.Login{Username: s.MQTTUsername, Password: s.MQTTPassword, ClientID: s.ClientID}
 		}
+		if s.Protocol == config.ProtocolTasmota && s.MQTTPassword != "" {
+			logins[s.FullTopic] = simulator.Login{Username: s.MQTTUsername, Password: s.MQTTPassword}
+		}
 	}
 	return logins
 }
