@@ -211,6 +211,12 @@ func (a *Adapter) Read(ctx context.Context, dev devices.Device, _ devices.Target
 	return a.conn.Publish(ctx, a.full.Topic(PrefixCommand, addr.Topic, c.Name), 1, false, []byte(c.Payload))
 }
 
+// DeviceWills reports true: every Tasmota is its own MQTT client with its
+// own will (its LWT), so one that has not said Online is not listening,
+// even while another device of the service is. The dispatcher sends a
+// device's fresh read after the start only once its own LWT said Online.
+func (a *Adapter) DeviceWills() bool { return true }
+
 // Untrusted returns how many messages on the devices' topics were dropped
 // since New because Options.Publisher did not publish them.
 func (a *Adapter) Untrusted() uint64 { return a.trust.Dropped() }
