@@ -86,12 +86,15 @@ func (d *Dispatcher) freshReads(ctx context.Context) {
 		if !pace() {
 			return false
 		}
-		q.mu.Lock()
-		q.m.FreshReadSent()
-		q.mu.Unlock()
+		// Told before the next live report may answer it
+		// (FreshReadSent), so that a hearer never hears the answer
+		// (OnFreshState) of a read it has not heard of.
 		if d.onFreshRead != nil {
 			d.onFreshRead(q.dev.Device)
 		}
+		q.mu.Lock()
+		q.m.FreshReadSent()
+		q.mu.Unlock()
 		if err := q.svc.Bridge.Read(ctx, q.dev.Device, freshReadTarget(q.dev.Device)); err != nil {
 			if ctx.Err() != nil {
 				return false
