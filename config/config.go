@@ -1,6 +1,7 @@
 package config
 
 import (
+	"strings"
 	"time"
 
 	"github.com/hearthd/hearth/breaker"
@@ -328,8 +329,8 @@ type Service struct {
 	// MQTTUsername and MQTTPassword are the account the service (the
 	// bridge itself, or whoever publishes a status_topic) connects to the
 	// broker with; Hearth's broker admits it, and an ACL binds the
-	// service's topics to it. MQTT services only (zigbee2mqtt, zwavejs,
-	// status_topic). Default username: the service's name; default
+	// service's topics to it. MQTT services only (every protocol but
+	// webhook: Service.UsesMQTT). Default username: the service's name; default
 	// password: the one generated into the credentials file
 	// (<data_dir>/credentials.yaml), which ApplyCredentials fills in. A
 	// password in the config file wins over the file's.
@@ -574,6 +575,18 @@ var defaultBreaker = Breaker{
 
 // protocolNames lists the known protocols, sorted, for error messages.
 var protocolNames = []string{ProtocolStatusTopic, ProtocolWebhook, ProtocolZigbee2MQTT, ProtocolZWaveJS}
+
+// protocolsWhere lists the known protocols (protocolNames) of whose
+// services ok holds, joined for an error message: "shelly, tasmota, ...".
+func protocolsWhere(ok func(Service) bool) string {
+	var out []string
+	for _, p := range protocolNames {
+		if ok(Service{Protocol: p}) {
+			out = append(out, p)
+		}
+	}
+	return strings.Join(out, ", ")
+}
 
 // Commands reports whether Hearth sends commands through s: whether
 // devices may name it as their service.

@@ -322,7 +322,7 @@ func (w *walker) checkProtocolKeys(key string, s Service) {
 		}
 	}
 	if k := join(key, "read_timeout"); !s.Commands() && w.lines[k] != 0 && !w.reported[k] {
-		w.reportf(w.lines[k], k, "only for services that take commands (zigbee2mqtt, zwavejs), not %s: Hearth reads no device through it", s.Protocol)
+		w.reportf(w.lines[k], k, "only for services that take commands (%s), not %s: Hearth reads no device through it", protocolsWhere(Service.Commands), s.Protocol)
 	}
 	for _, name := range []string{"gateway_name", "node_names"} {
 		if k := join(key, name); s.Protocol != ProtocolZWaveJS && w.lines[k] != 0 && !w.reported[k] {
@@ -332,7 +332,7 @@ func (w *walker) checkProtocolKeys(key string, s Service) {
 	if s.Protocol == ProtocolWebhook {
 		for _, name := range []string{"mqtt_username", "mqtt_password", "client_id"} {
 			if k := join(key, name); w.lines[k] != 0 && !w.reported[k] {
-				w.reportf(w.lines[k], k, "only for services that use MQTT (zigbee2mqtt, zwavejs, status_topic), not webhook: Hearth reaches a webhook over HTTP")
+				w.reportf(w.lines[k], k, "only for services that use MQTT (%s), not webhook: Hearth reaches a webhook over HTTP", protocolsWhere(Service.UsesMQTT))
 			}
 		}
 	}
