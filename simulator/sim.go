@@ -86,6 +86,12 @@ type Device struct {
 	// endpoints 0 to Endpoints, each written and reported on its own
 	// (<prefix>/<node>/37/2/currentValue). 0 (the default): the root only.
 	Endpoints int
+	// Relays, for a Tasmota device (ProtocolTasmota), is how many relays
+	// (a switch) or shutters (a cover) it has, 1 to 8; 0 means 1.
+	Relays int
+	// PowerRetain, for a Tasmota device, publishes its stat/<topic>/POWER<n>
+	// retained, as Tasmota's PowerRetain 1 does.
+	PowerRetain bool
 	// Fahrenheit, for a Z-Wave thermostat, keeps its setpoint in °F (68 at
 	// start) and publishes it as the entire ValueId object, with its unit
 	// "°F", as the gateway's payload type "ValueId object" does.
@@ -270,9 +276,11 @@ type Sim struct {
 	onGet              func(GetEvent)
 	reconnect          Backoff
 	bridges            []*bridge
-	devices            map[string]*device // by friendly name
-	gateways           []*gateway         // Z-Wave JS UI gateways
-	nodes              map[string]*node   // Z-Wave nodes by address
+	devices            map[string]*device  // by friendly name
+	gateways           []*gateway          // Z-Wave JS UI gateways
+	nodes              map[string]*node    // Z-Wave nodes by address
+	tasmotas           map[string]*tasmota // Tasmota devices by Topic
+	tasmotaOrder       []*tasmota
 
 	shellies []*shellyBox           // Shelly devices (shelly.go)
 	comps    map[string]*shellyComp // their simulated components by name
@@ -376,6 +384,7 @@ func New(opts Options) (*Sim, error) {
 		devices:   make(map[string]*device, len(opts.Devices)),
 		nodes:     map[string]*node{},
 		comps:     map[string]*shellyComp{},
+		tasmotas:  map[string]*tasmota{},
 		ready:     make(chan struct{}),
 	}
 	if s.clock == nil {
@@ -410,9 +419,14 @@ func New(opts Options) (*Sim, error) {
 				return nil, err
 			}
 			continue
+		case ProtocolTasmota:
+			if err := s.newTasmota(i, d); err != nil {
+				return nil, err
+			}
+			continue
 		case "", ProtocolZigbee2MQTT:
 		default:
-			return nil, fmt.Errorf("simulator: Devices[%d] %q: unknown protocol %q (want %s, %s or %s)", i, d.Name, d.Protocol, ProtocolZigbee2MQTT, ProtocolZWaveJS, ProtocolShelly)
+			return nil, fmt.Errorf("simulator: Devices[%d] %q: unknown protocol %q (want %s, %s, %s or %s)", i, d.Name, d.Protocol, ProtocolZigbee2MQTT, ProtocolZWaveJS, ProtocolShelly, ProtocolTasmota)
 		}
 		if _, dup := s.nodes[d.Name]; dup {
 			return nil, fmt.Errorf("simulator: Devices[%d]: friendly name %q is used twice", i, d.Name)
@@ -482,7 +496,9 @@ func New(opts Options) (*Sim, error) {
 		for _, name := range fault.names {
 			var x *faulty
 			var class string
-			if n := s.nodes[name]; n != nil {
+			if tm := s.tasmotas[name]; tm != nil {
+				x, class = &tm.faulty, tm.Class
+			} else if n := s.nodes[name]; n != nil {
 				if fault.field == "Silent" {
 					return nil, fmt.Errorf("simulator: Faults.Silent names %q, a Z-Wave node; only Zigbee2MQTT devices fall silent", name)
 				}
@@ -524,7 +540,10 @@ func New(opts Options) (*Sim, error) {
 	for i, b := range s.shellies {
 		b.clientID = clientID + "-shelly-" + strconv.Itoa(i)
 	}
-	s.readyLeft = len(s.bridges) + len(s.gateways) + len(s.shellies)
+	for _, t := range s.tasmotaOrder {
+		t.clientID = clientID + "-" + t.Name
+	}
+	s.readyLeft = len(s.bridges) + len(s.gateways) + len(s.shellies) + len(s.tasmotaOrder)
 	return s, nil
 }
 
@@ -574,6 +593,12 @@ func (s *Sim) Run(ctx context.Context) error {
 			s.serve(ctx, shellyEndpoint{s, b}, l, s.log.With("shelly", b.id, "client_id", l.ClientID))
 		})
 	}
+	for _, t := range s.tasmotaOrder {
+		wg.Go(func() {
+			l := s.login(t.full, t.clientID)
+			s.serve(ctx, tasmotaEndpoint{s, t}, l, s.log.With("tasmota", t.Name, "client_id", l.ClientID))
+		})
+	}
 	for _, gw := range s.gateways {
 		wg.Go(func() {
 			l := s.login(gw.prefix, gw.clientID)
@@ -590,6 +615,10 @@ func (s *Sim) Run(ctx context.Context) error {
 func (s *Sim) SetOnline(name string, online bool) error {
 	if c := s.comps[name]; c != nil {
 		s.setShellyOnline(c, online)
+		return nil
+	}
+	if t := s.tasmotas[name]; t != nil {
+		s.setTasmotaOnline(t, online)
 		return nil
 	}
 	if n := s.nodes[name]; n != nil {
@@ -679,6 +708,9 @@ func (s *Sim) State(name string) map[string]any {
 		defer s.mu.Unlock()
 		return c.state()
 	}
+	if t := s.tasmotas[name]; t != nil {
+		return s.tasmotaState(t)
+	}
 	if n := s.nodes[name]; n != nil {
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -705,6 +737,11 @@ func (s *Sim) Sets(name string) int {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		return c.sets
+	}
+	if t := s.tasmotas[name]; t != nil {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return t.sets
 	}
 	if n := s.nodes[name]; n != nil {
 		s.mu.Lock()

@@ -166,6 +166,10 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	nodeIDs := map[string]int{}  // per zwavejs service: the last node ID given
 	for _, dev := range cfg.Devices {
 		svc, ok := cfg.Service(dev.Service)
+		if ok && svc.Protocol == config.ProtocolTasmota {
+			devs = tasmotaDevice(devs, svc, dev.Device, names)
+			continue
+		}
 		if !ok || (svc.Protocol != config.ProtocolZigbee2MQTT && svc.Protocol != config.ProtocolZWaveJS && svc.Protocol != config.ProtocolShelly) {
 			continue
 		}
@@ -242,6 +246,9 @@ func bridgeLogins(cfg *config.Config, cr *config.Credentials) map[string]simulat
 	for _, s := range cfg.Services {
 		if s.Protocol == config.ProtocolZigbee2MQTT || s.Protocol == config.ProtocolZWaveJS || s.Protocol == config.ProtocolShelly {
 			logins[s.BaseTopic] = simulator.Login{Username: s.MQTTUsername, Password: s.MQTTPassword, ClientID: s.ClientID}
+		}
+		if s.Protocol == config.ProtocolTasmota {
+			logins[s.FullTopic] = simulator.Login{Username: s.MQTTUsername, Password: s.MQTTPassword} // keyed by FullTopic, as the simulator looks Tasmotas up
 		}
 	}
 	return logins

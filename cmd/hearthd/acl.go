@@ -45,6 +45,8 @@ func aclSpec(cfg *config.Config, hearthUsername, hearthClientID string) acl.Spec
 		case config.ProtocolShelly:
 			spec.Bridges = append(spec.Bridges, acl.Bridge{Name: s.Name, Account: account, BaseTopic: s.BaseTopic,
 				Commands: shelly.CommandFilters(s.BaseTopic)})
+		case config.ProtocolTasmota:
+			spec.Bridges = append(spec.Bridges, tasmotaACL(s, account))
 		case config.ProtocolStatusTopic:
 			spec.StatusServices = append(spec.StatusServices, acl.StatusService{Name: s.Name, Account: account, StatusTopic: s.StatusTopic})
 		}

@@ -400,6 +400,13 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 			a, start := d.shellyAdapter(s, devs, log)
 			adapters = append(adapters, start)
 			bridgeService(s, a)
+		case config.ProtocolTasmota:
+			a, start, err := d.tasmotaAdapter(s, devs, log)
+			if err != nil {
+				return nil, fmt.Errorf("service %s: %w", s.Name, err)
+			}
+			adapters = append(adapters, start)
+			bridgeService(s, a)
 		case config.ProtocolWebhook:
 			svc, err := notifyService(s, breakerRand)
 			if err != nil {

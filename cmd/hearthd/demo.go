@@ -282,6 +282,10 @@ func simDevices(cfg *config.Config) []simulator.Device {
 			}
 		case svc.Protocol == config.ProtocolShelly && (dev.Class == devices.Switch || dev.Class == devices.Light || dev.Class == devices.Cover):
 			sd.Protocol = simulator.ProtocolShelly
+		case svc.Protocol == config.ProtocolTasmota && simulated[dev.Class]:
+			if !tasmotaSimDevice(&out, nodes, svc, &sd) {
+				continue
+			}
 		default:
 			continue
 		}
