@@ -507,6 +507,13 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 		Clock:     dp.clock,
 		Logger:    autoLog,
 		NeedsLive: func(device string) bool { return needsLive[device] },
+		Confirmed: func(device string) map[string]any {
+			s, ok := disp.Device(device)
+			if !ok {
+				return nil
+			}
+			return s.State
+		},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("automations: %w", err)
@@ -552,9 +559,16 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 			return nil, err
 		}
 	}
-	for _, filter := range d.engine.Topics() {
+	filters := d.engine.Topics()
+	for _, filter := range filters {
 		if err := d.conn.Subscribe(context.Background(), filter, 1, func(m mqtt.Message) {
-			d.engine.Message(m.Topic, m.Payload, m.Retained)
+			if firstMatch(filters, m.Topic) == filter {
+				// A message that matches several of the filters reaches
+				// each of their handlers: the engine takes it once, from
+				// the first. (Copies a broker sends once per overlapping
+				// subscription are one event to the engine: a repeat.)
+				d.engine.Message(m.Topic, m.Payload, m.Retained)
+			}
 		}); err != nil {
 			return nil, err
 		}
