@@ -11,6 +11,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -92,7 +93,17 @@ type Options struct {
 	// counted (RuleStatus.Dropped): the newest event is the one that says
 	// what is wanted now. 0: DefaultQueueLimit.
 	QueueLimit int
+	// EventQueue bounds the events waiting for the loop: past it an MQTT
+	// message is dropped, logged and counted (EventsDropped). Device
+	// states and breaker states are always queued: they are state, not
+	// events, and conditions read them. The loop only matches events
+	// (actions run on the rules' workers), so the queue fills only under
+	// a flood. 0: DefaultEventQueue.
+	EventQueue int
 }
+
+// DefaultEventQueue is Options.EventQueue when it is 0.
+const DefaultEventQueue = 10000
 
 // DefaultQueueLimit is Options.QueueLimit when it is 0.
 const DefaultQueueLimit = 64
@@ -137,6 +148,10 @@ type Engine struct {
 	qmu    sync.Mutex
 	queue  []event
 	signal chan struct{} // capacity 1: there are events in queue
+	// eventLimit bounds queue for MQTT messages (Options.EventQueue);
+	// eventsDropped counts those dropped past it.
+	eventLimit    int
+	eventsDropped atomic.Uint64
 
 	mu       sync.Mutex // guards the fields below, which the loop writes
 	running  bool
@@ -229,6 +244,10 @@ func New(o Options) (*Engine, error) {
 	if e.limit <= 0 {
 		e.limit = DefaultQueueLimit
 	}
+	e.eventLimit = o.EventQueue
+	if e.eventLimit <= 0 {
+		e.eventLimit = DefaultEventQueue
+	}
 	var errs []error
 	seen := map[string]bool{}
 	for i := range o.Rules {
@@ -303,6 +322,10 @@ func (e *Engine) Topics() []string {
 	return out
 }
 
+// EventsDropped counts the MQTT messages dropped because the event queue
+// was full (Options.EventQueue) since the engine was made.
+func (e *Engine) EventsDropped() uint64 { return e.eventsDropped.Load() }
+
 // Status returns where each rule stands, in rule order.
 func (e *Engine) Status() []RuleStatus {
 	e.mu.Lock()
@@ -316,6 +339,14 @@ func (e *Engine) Status() []RuleStatus {
 
 func (e *Engine) push(ev event) {
 	e.qmu.Lock()
+	if ev.message && len(e.queue) >= e.eventLimit {
+		e.qmu.Unlock()
+		if n := e.eventsDropped.Add(1); n == 1 || n%1000 == 0 {
+			e.log.Warn("automations: MQTT message dropped: the engine's event queue is full", "topic", ev.topic,
+				"limit", e.eventLimit, "dropped_so_far", n)
+		}
+		return
+	}
 	e.queue = append(e.queue, ev)
 	e.qmu.Unlock()
 	select {

@@ -301,3 +301,36 @@ func TestSlowRuleHoldsBackOnlyItselfAndItsQueueIsBounded(t *testing.T) {
 		t.Errorf("no log line for the dropped runs:\n%s", logs)
 	}
 }
+
+// Past EventQueue, MQTT messages are dropped and counted before the loop
+// runs; device states are queued whatever the bound.
+func TestEventQueueDropsMessagesPastItsBoundNeverStates(t *testing.T) {
+	rec := &recorder{}
+	e, err := New(Options{Clock: clockwork.NewFakeClockAt(friday), Location: cet, Notifier: rec, Logger: slog.New(slog.DiscardHandler),
+		EventQueue: 3, QueueLimit: 100, Rules: []Rule{{
+			Name:     "count",
+			Triggers: []Trigger{{MQTT: &MQTTTrigger{Topic: "n/#"}}, {State: &StateTrigger{Device: "counter", Attribute: "n"}}},
+			Actions:  []Action{notify("n")},
+		}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		e.Message(fmt.Sprintf("n/%d", i), nil, false) // 3 queued, 2 dropped
+	}
+	for i := range 5 {
+		e.DeviceState("counter", map[string]any{"n": i}, false) // a baseline and 4 changes
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	wait, stop := context.WithTimeout(context.Background(), 10*time.Second)
+	defer stop()
+	if err := e.sync(wait); err != nil {
+		t.Fatal(err)
+	}
+	if got, dropped := len(rec.Notes()), e.EventsDropped(); got != 3+4 || dropped != 2 {
+		t.Errorf("%d runs, %d messages dropped; want 7 (3 messages, 4 changes) and 2", got, dropped)
+	}
+}

@@ -518,6 +518,7 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("automations: %w", err)
 	}
+	d.metrics.Registry().MustRegister(newAutomationMetrics(d.engine))
 	states, err := d.store.States()
 	if err != nil {
 		return nil, err
