@@ -1,0 +1,503 @@
+// Package homie is Hearth's adapter for devices that follow the Homie
+// convention (homieiot.github.io; github.com/homieiot/convention), version
+// 4 and, where it differs, 5: it encodes a target as payloads on the
+// settable properties' set topics, decodes the retained property values
+// into Hearth's normalized state, mirrors each device's $state into its
+// availability and sleep, and says what the Wi-Fi transport already does
+// (Transport). It never decides whether a command succeeded: it passes
+// every report on and the dispatcher judges it.
+//
+// # Topics
+//
+// Under the service's root, <root> (Homie 4: "homie"; Homie 5:
+// "<domain>/5", see ParseBase):
+//
+//	<root>/<device>/<node>/<property>/set         Hearth → device: the target value, QoS 1, never retained
+//	<root>/<device>/<node>/<property>             device → all: the property's value, retained
+//	<root>/<device>/$state                        device → all: init, ready, disconnected, sleeping, lost (its will), alert
+//	<root>/<device>/<node>/<property>/$datatype   Homie 4: boolean, integer, float, …  (also $format, $settable, $retained)
+//	<root>/<device>/$description                  Homie 5: the JSON document of nodes and properties
+//	<root>/<device>/<node>/<property>/$target     Homie 5: a value in progress
+//
+// # Confirmation
+//
+// Homie has no request id: a set is confirmed by the property's value the
+// device publishes after it ("The assigned and processed payload must be
+// reflected by the Homie device in the property topic"). Every value is
+// passed to the sink with its retain flag, and the dispatcher counts only
+// a live one that arrives after the send. The set topic is not a report:
+// the echo of Hearth's own set (or anyone's) confirms nothing. A Homie 5
+// $target says the device accepted a value and is on its way to it: in
+// progress, not confirmed, so it is not reported as state.
+//
+// Hearth writes only a property the device describes as settable and
+// retained, of the datatype the class needs (boolean for on/off, integer
+// or float for brightness); anything else fails the Send with a permanent
+// error, nothing sent. A property not described yet (its $datatype, or
+// the $description, not heard) fails with a transient one.
+//
+// # Classes
+//
+//   - switch (<device>/<node>/<on>): state ON/OFF ↔ "true"/"false".
+//   - light (<device>/<node>/<on>[,<brightness>]): state as a switch;
+//     brightness 0–254 scaled onto the brightness property's $format range
+//     (0:100 without one): v = min + b·(max−min)/254, rounded for an
+//     integer; the value read back reports the brightness Hearth last wrote
+//     for it, else the inverse scaling. Brightness 0 sets on false.
+//
+// # $state
+//
+//   - ready: online; for a sleepy device (Device.Sleep.Sleepy) the node
+//     status awake, which begins its awake lease (a retained ready,
+//     replayed by the broker, begins none).
+//   - sleeping: for a sleepy device the node status asleep: its commands
+//     wait, queued, for the next ready and nothing is sent meanwhile (a
+//     device asleep is not offline); a device not configured sleepy is
+//     marked offline, so that nothing is sent into its sleep either.
+//   - lost (the will), disconnected, removed (an empty $state), init (not
+//     yet ready to operate): offline.
+//   - alert: online (connected, operating, something needs a human);
+//     logged.
+//
+// The service (the Wi-Fi devices as a whole: there is no bridge) is
+// offline once every configured Homie device's $state is lost,
+// disconnected or removed (Sink.BridgeState), which opens its breaker;
+// online while any one is connected.
+package homie
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/hearthd/hearth/devices"
+	"github.com/hearthd/hearth/protocols/mqtt"
+)
+
+// Transport is what Wi-Fi does for Hearth: no radio-layer retry, no
+// wake-up queue Hearth hands writes to, and the device publishes its
+// property values. Its DefaultAttempts is 3.
+var Transport = devices.Transport{RadioRetries: false, WakeUpQueue: false, ReportsState: true}
+
+// Sink receives what the devices report. The dispatcher implements it.
+type Sink interface {
+	Report(device string, state map[string]any, retained bool)
+	Availability(device string, online bool)
+	BridgeState(service string, online, retained bool)
+	NodeStatus(device string, status devices.NodeStatus, retained bool)
+}
+
+// Conn is the part of the MQTT connection the adapter uses; *mqtt.Conn
+// satisfies it.
+type Conn interface {
+	Publish(ctx context.Context, topic string, qos byte, retained bool, payload []byte) error
+	Subscribe(ctx context.Context, filter string, qos byte, h mqtt.Handler) error
+}
+
+// Options configures an Adapter.
+type Options struct {
+	Service string
+	// BaseTopic is the root (see ParseBase); "" means DefaultBaseTopic.
+	BaseTopic string
+	// Devices are the devices this service reaches; Address is read by
+	// ParseAddress.
+	Devices []devices.Device
+	Logger  *slog.Logger
+	// Publisher and StampProperty: as zwavejs.Options, the only username
+	// whose messages count.
+	Publisher     string
+	StampProperty string
+}
+
+type entry struct {
+	dev  devices.Device
+	addr Address
+}
+
+// written is the last brightness value Hearth wrote to a light and the
+// brightness it stood for.
+type written struct {
+	value      float64
+	brightness float64
+}
+
+// Adapter speaks Homie for one service.
+type Adapter struct {
+	service string
+	root    Root
+	byDev   map[string]entry
+	byHomie map[string][]entry // Homie device ID → Hearth's devices on it
+	sink    Sink
+	log     *slog.Logger
+	conn    Conn
+	trust   mqtt.Trust
+
+	mu      sync.Mutex
+	meta    map[string]Meta    // "<device>/<node>/<property>" → what the device said of it
+	states  map[string]State   // Homie device ID → its last $state
+	written map[string]written // Hearth device → its last brightness written
+}
+
+// New returns an adapter that speaks over conn. A base topic ParseBase
+// refuses falls back to DefaultBaseTopic, and a device whose address
+// ParseAddress refuses is left out; both are logged (config refuses them
+// first).
+func New(conn Conn, opts Options) *Adapter {
+	a := &Adapter{
+		service: opts.Service, conn: conn, log: opts.Logger,
+		byDev: map[string]entry{}, byHomie: map[string][]entry{},
+		meta: map[string]Meta{}, states: map[string]State{}, written: map[string]written{},
+	}
+	if a.log == nil {
+		a.log = slog.New(slog.DiscardHandler)
+	}
+	root, err := ParseBase(opts.BaseTopic)
+	if err != nil {
+		a.log.Error("homie: bad base topic; using the default", "err", err)
+		root = Root{Topic: DefaultBaseTopic, Version: 4}
+	}
+	a.root = root
+	a.trust = mqtt.Trust{Publisher: opts.Publisher, StampProperty: opts.StampProperty, Logger: a.log, What: "homie"}
+	for _, d := range opts.Devices {
+		addr, err := ParseAddress(d.Address, d.Class)
+		if err != nil {
+			a.log.Error("homie: device unreachable", "device", d.ID, "err", err)
+			continue
+		}
+		e := entry{dev: d, addr: addr}
+		a.byDev[d.ID] = e
+		a.byHomie[addr.Device] = append(a.byHomie[addr.Device], e)
+	}
+	return a
+}
+
+// Root returns the service's root topic and Homie version.
+func (a *Adapter) Root() Root { return a.root }
+
+// Start subscribes to everything under the root and passes what the
+// devices report to sink. Call it once, before the connection runs.
+func (a *Adapter) Start(ctx context.Context, sink Sink) error {
+	a.sink = sink
+	return a.conn.Subscribe(ctx, a.root.Topic+"/#", 1, a.handle)
+}
+
+// Untrusted returns how many messages were dropped because
+// Options.Publisher did not publish them.
+func (a *Adapter) Untrusted() uint64 { return a.trust.Dropped() }
+
+// unsupportedError is a target the adapter cannot write: permanent.
+type unsupportedError struct{ msg string }
+
+func (e unsupportedError) Error() string   { return "homie: " + e.msg }
+func (e unsupportedError) Permanent() bool { return true }
+
+// ErrNotDescribed is wrapped by the transient error of a Send to a
+// property the device has not described yet.
+var ErrNotDescribed = errors.New("homie: the property is not described yet")
+
+// ErrNoRead is Read's error: Homie has no request that makes a device
+// publish its state; its retained values are all there is. Permanent.
+var ErrNoRead = unsupportedError{"Homie has no read request: a device's state is the values it published"}
+
+// set is one payload for one property.
+type set struct {
+	prop, payload string
+}
+
+// Send encodes target as the set payloads of the device's properties (see
+// Classes) and publishes each QoS 1, not retained, waiting for the
+// broker's PUBACK. A nil error means the broker has them. An attribute the
+// class cannot write, or a property the device does not describe as
+// settable and retained of the right datatype, fails with a permanent
+// error before anything is sent.
+func (a *Adapter) Send(ctx context.Context, dev devices.Device, target devices.Target) error {
+	e, ok := a.byDev[dev.ID]
+	if !ok {
+		return unsupportedError{fmt.Sprintf("device %s is not on service %s", dev.ID, a.service)}
+	}
+	sets, remember, err := a.encode(e, target)
+	if err != nil {
+		return err
+	}
+	if remember != nil {
+		a.mu.Lock()
+		a.written[dev.ID] = *remember
+		a.mu.Unlock()
+	}
+	for _, s := range sets {
+		topic := a.root.Topic + "/" + e.addr.Device + "/" + e.addr.Node + "/" + s.prop + "/set"
+		if err := a.conn.Publish(ctx, topic, 1, false, []byte(s.payload)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// describe returns what the device said of prop, checked against the
+// datatypes the role takes.
+func (a *Adapter) describe(e entry, prop string, datatypes ...string) (Meta, error) {
+	key := e.addr.Device + "/" + e.addr.Node + "/" + prop
+	a.mu.Lock()
+	m, ok := a.meta[key]
+	a.mu.Unlock()
+	switch {
+	case !ok || m.Datatype == "":
+		return Meta{}, fmt.Errorf("%w: %s (no $datatype or $description heard)", ErrNotDescribed, key)
+	case !m.Settable:
+		return Meta{}, unsupportedError{fmt.Sprintf("%s is not settable (the device says $settable false, or nothing)", key)}
+	case !m.Retained:
+		return Meta{}, unsupportedError{fmt.Sprintf("%s is not retained: a momentary event, no state to reach", key)}
+	}
+	for _, d := range datatypes {
+		if m.Datatype == d {
+			return m, nil
+		}
+	}
+	return Meta{}, unsupportedError{fmt.Sprintf("%s is a %s; Hearth writes it as %s", key, m.Datatype, strings.Join(datatypes, " or "))}
+}
+
+// encode maps target to the sets of e's properties and the brightness to
+// remember.
+func (a *Adapter) encode(e entry, t devices.Target) ([]set, *written, error) {
+	for k := range t {
+		if k != "state" && !(k == "brightness" && e.dev.Class == devices.Light) {
+			return nil, nil, unsupportedError{fmt.Sprintf("a Homie %s has no attribute %q here", e.dev.Class, k)}
+		}
+	}
+	state, hasState := t["state"].(string)
+	if _, present := t["state"]; present && (!hasState || state != "ON" && state != "OFF") {
+		return nil, nil, unsupportedError{fmt.Sprintf("state %v: ON or OFF", t["state"])}
+	}
+	b, hasB := number(t["brightness"])
+	if _, present := t["brightness"]; present && !hasB {
+		return nil, nil, unsupportedError{fmt.Sprintf("brightness %v is not a number", t["brightness"])}
+	}
+	if !hasState && !hasB {
+		return nil, nil, unsupportedError{"a target needs state (or a light's brightness)"}
+	}
+	if _, err := a.describe(e, e.addr.Power, Boolean); err != nil {
+		return nil, nil, err
+	}
+	if state == "OFF" || (hasB && b <= 0) {
+		return []set{{e.addr.Power, "false"}}, nil, nil
+	}
+	sets := []set{{e.addr.Power, "true"}}
+	if !hasB {
+		return sets, nil, nil
+	}
+	if e.addr.Brightness == "" {
+		return nil, nil, unsupportedError{fmt.Sprintf("%s names no brightness property (write <on>,<brightness>)", e.addr)}
+	}
+	m, err := a.describe(e, e.addr.Brightness, Integer, Float)
+	if err != nil {
+		return nil, nil, err
+	}
+	r, err := ParseRange(m.Format, Range{Min: 0, Max: 100})
+	if err != nil {
+		return nil, nil, unsupportedError{fmt.Sprintf("%s/%s: %v", e.addr.Device, e.addr.Brightness, err)}
+	}
+	b = min(b, 254)
+	v := r.Min + b*(r.Max-r.Min)/254
+	if m.Datatype == Integer {
+		v = math.Round(v)
+		if v <= r.Min { // above off, at least one step
+			v = min(r.Min+1, r.Max)
+		}
+	} else {
+		v = math.Round(v*1000) / 1000
+	}
+	sets = append(sets, set{e.addr.Brightness, strconv.FormatFloat(v, 'f', -1, 64)})
+	return sets, &written{value: v, brightness: b}, nil
+}
+
+// Read fails with ErrNoRead: Homie has no request that reads a device.
+func (a *Adapter) Read(context.Context, devices.Device, devices.Target) error { return ErrNoRead }
+
+func (a *Adapter) handle(m mqtt.Message) {
+	rest, ok := strings.CutPrefix(m.Topic, a.root.Topic+"/")
+	if !ok {
+		return
+	}
+	levels := strings.Split(rest, "/")
+	ents := a.byHomie[levels[0]]
+	if len(ents) == 0 {
+		return // $broadcast, or a device Hearth does not command
+	}
+	switch {
+	case len(levels) == 2 && levels[1] == "$state":
+		if !a.trust.Trusted(m) {
+			return
+		}
+		s, err := ParseState(m.Payload)
+		if err != nil {
+			a.log.Warn("homie: unreadable $state", "topic", m.Topic, "err", err)
+			return
+		}
+		a.lifecycle(levels[0], ents, s, m.Retained)
+	case len(levels) == 2 && levels[1] == "$description" && a.root.Version == 5:
+		if !a.trust.Trusted(m) {
+			return
+		}
+		d, err := ParseDescription(m.Payload)
+		if err != nil {
+			a.log.Warn("homie: unreadable $description", "topic", m.Topic, "err", err)
+			return
+		}
+		a.mu.Lock()
+		for k := range a.meta {
+			if strings.HasPrefix(k, levels[0]+"/") {
+				delete(a.meta, k)
+			}
+		}
+		for k, pm := range d.Props {
+			a.meta[levels[0]+"/"+k] = pm
+		}
+		a.mu.Unlock()
+	case len(levels) == 3:
+		if !a.trust.Trusted(m) {
+			return
+		}
+		a.value(levels, ents, m)
+	case len(levels) == 4 && levels[3] == "set":
+		return // a command, Hearth's own or anyone's: no report
+	case len(levels) == 4 && levels[3] == "$target":
+		a.log.Debug("homie: a value in progress ($target); it confirms nothing", "topic", m.Topic, "payload", truncate(m.Payload))
+	case len(levels) == 4 && a.root.Version == 4 && strings.HasPrefix(levels[3], "$"):
+		if !a.trust.Trusted(m) {
+			return
+		}
+		a.attribute(strings.Join(levels[:3], "/"), levels[3], m.Payload)
+	}
+}
+
+// attribute takes a Homie 4 property attribute.
+func (a *Adapter) attribute(key, attr string, p []byte) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	m, known := a.meta[key]
+	if !known {
+		m.Retained = true
+	}
+	switch attr {
+	case "$datatype":
+		m.Datatype = string(p)
+	case "$format":
+		m.Format = string(p)
+	case "$settable":
+		m.Settable = string(p) == "true"
+	case "$retained":
+		m.Retained = string(p) != "false"
+	default:
+		return // $name, $unit
+	}
+	a.meta[key] = m // described once its $datatype has come
+}
+
+// value decodes a property value for the devices whose property it is.
+func (a *Adapter) value(levels []string, ents []entry, m mqtt.Message) {
+	for _, e := range ents {
+		if e.addr.Node != levels[1] {
+			continue
+		}
+		switch levels[2] {
+		case e.addr.Power:
+			on, err := ParseBool(m.Payload)
+			if err != nil {
+				a.log.Warn("homie: unreadable value", "topic", m.Topic, "err", err)
+				continue
+			}
+			a.sink.Report(e.dev.ID, map[string]any{"state": onOff(on)}, m.Retained)
+		case e.addr.Brightness:
+			if e.addr.Brightness == "" {
+				continue
+			}
+			key := strings.Join(levels, "/")
+			a.mu.Lock()
+			meta := a.meta[key]
+			w, wrote := a.written[e.dev.ID]
+			a.mu.Unlock()
+			dt := meta.Datatype
+			if dt != Integer {
+				dt = Float
+			}
+			v, err := ParseNumber(m.Payload, dt)
+			if err != nil {
+				a.log.Warn("homie: unreadable value", "topic", m.Topic, "err", err)
+				continue
+			}
+			r, err := ParseRange(meta.Format, Range{Min: 0, Max: 100})
+			if err != nil || v < r.Min || v > r.Max {
+				a.log.Warn("homie: a brightness outside its format", "topic", m.Topic, "value", v, "format", meta.Format)
+				continue
+			}
+			b := math.Round((v - r.Min) * 254 / (r.Max - r.Min))
+			if wrote && w.value == v {
+				b = w.brightness
+			}
+			a.sink.Report(e.dev.ID, map[string]any{"brightness": b}, m.Retained)
+		}
+	}
+}
+
+// lifecycle passes the service's state to BridgeState, then a device's
+// $state to its Hearth devices (see the package doc).
+func (a *Adapter) lifecycle(id string, ents []entry, s State, retained bool) {
+	a.mu.Lock()
+	a.states[id] = s
+	some, all := false, len(a.states) == len(a.byHomie)
+	for _, v := range a.states {
+		some = some || v.Up()
+	}
+	a.mu.Unlock()
+	switch {
+	case some:
+		a.sink.BridgeState(a.service, true, retained)
+	case all:
+		a.sink.BridgeState(a.service, false, retained)
+	}
+	if s == StateAlert {
+		a.log.Warn("homie: the device says $state alert: something needs a human", "homie_device", id)
+	}
+	for _, e := range ents {
+		sleepy := e.dev.Sleep.Sleepy
+		switch {
+		case s == StateReady && sleepy:
+			a.sink.NodeStatus(e.dev.ID, devices.NodeAwake, retained)
+		case s == StateReady, s == StateAlert:
+			a.sink.Availability(e.dev.ID, true)
+		case s == StateSleeping && sleepy:
+			// Asleep first: the availability that follows begins no lease.
+			a.sink.NodeStatus(e.dev.ID, devices.NodeAsleep, retained)
+			a.sink.Availability(e.dev.ID, true)
+		case s == StateSleeping:
+			a.log.Warn("homie: a device not configured sleepy says $state sleeping; marked offline until ready (set sleepy: true and wake_interval)", "device", e.dev.ID)
+			a.sink.Availability(e.dev.ID, false)
+		case sleepy:
+			a.sink.NodeStatus(e.dev.ID, devices.NodeDead, retained)
+		default:
+			a.sink.Availability(e.dev.ID, false)
+		}
+	}
+}
+
+func onOff(on bool) string {
+	if on {
+		return "ON"
+	}
+	return "OFF"
+}
+
+func number(v any) (float64, bool) {
+	switch n := v.(type) {
+	case float64:
+		return n, !math.IsNaN(n) && !math.IsInf(n, 0)
+	case int:
+		return float64(n), true
+	}
+	return 0, false
+}
