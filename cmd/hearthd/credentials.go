@@ -81,6 +81,8 @@ func bridgeName(protocol string) string {
 		return "Z-Wave JS UI gateway"
 	case config.ProtocolShelly:
 		return "Shelly devices"
+	case config.ProtocolHomie:
+		return "Homie devices"
 	}
 	return "publisher of the status topic"
 }
@@ -94,6 +96,8 @@ func bridgeSettings(protocol string) string {
 		return "Username and Password in Z-Wave JS UI's MQTT settings"
 	case config.ProtocolShelly:
 		return "each Shelly's Settings → MQTT: Username and Password (docs/SHELLY.md)"
+	case config.ProtocolHomie:
+		return "the MQTT username and password of every Homie device of the service (its firmware's MQTT settings; docs/HOMIE.md)"
 	}
 	return "the MQTT username and password of whatever publishes the status topic"
 }
