@@ -282,6 +282,8 @@ func simDevices(cfg *config.Config) []simulator.Device {
 			}
 		case svc.Protocol == config.ProtocolShelly && (dev.Class == devices.Switch || dev.Class == devices.Light || dev.Class == devices.Cover):
 			sd.Protocol = simulator.ProtocolShelly
+		case svc.Protocol == config.ProtocolHomie && (dev.Class == devices.Switch || dev.Class == devices.Light):
+			sd.Protocol = simulator.ProtocolHomie
 		default:
 			continue
 		}

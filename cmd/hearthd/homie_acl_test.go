@@ -1,10 +1,12 @@
 package main
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/hearthd/hearth/acl"
 	"github.com/hearthd/hearth/config"
+	"github.com/hearthd/hearth/devices"
 )
 
 // A homie service's account (its devices') may publish their $state,
@@ -39,5 +41,41 @@ func TestHomieAccountsTopics(t *testing.T) {
 		if got := table.MayPublish(tc.user, tc.topic); got != tc.want {
 			t.Errorf("MayPublish(%s, %s) = %v, want %v", tc.user, tc.topic, got, tc.want)
 		}
+	}
+}
+
+// homieAuthConfig is homieConfig with authentication on: the Homie
+// devices' account and a principal allowed everything.
+var homieAuthConfig = strings.Replace(homieConfig, "    protocol: homie\n", "    protocol: homie\n    mqtt_password: "+homieLogin.password+"\n", 1) + `
+principals:
+  phone:
+    mqtt_username: phone
+    mqtt_password: phone-password
+    allow: {"*": ["*"]}
+`
+
+var homieLogin = login{"home", "homie-devices-password"}
+
+// With authentication on, neither a principal nor the Homie devices' own
+// account may publish a set (or a broadcast): the broker answers 0x87,
+// and the first set the plug hears is Hearth's, which succeeds.
+func TestHomieOnlyHearthPublishesSets(t *testing.T) {
+	h := newHarness(t, harnessOptions{config: homieAuthConfig, simLogin: homieLogin, automationLogin: phoneLogin})
+	h.awaitAvailability(t, "plug", "online")
+	phone := h.v5Client("phone-client", phoneLogin)
+	device := h.v5Client("stolen-homie-password", homieLogin)
+	for _, topic := range []string{"homie/plug-1/relay/on/set", "homie/$broadcast/alert"} {
+		refusedPublish(t, "the phone", phone, topic, "true", false)
+		refusedPublish(t, "the Homie devices' account", device, topic, "true", false)
+	}
+	phone.command(t, "plug", `{"state":"ON","op_id":"hacl"}`, nil)
+	if r := h.final("hacl"); r.Status != devices.Succeeded || r.Attempts != 1 {
+		t.Fatalf("hacl: %s/%s after %d attempts (%s); want succeeded after 1", r.Status, r.Reason, r.Attempts, r.Detail)
+	}
+	if e := h.nextSet(); e.Device != homiePlug || string(e.Payload) != "true" {
+		t.Fatalf("the first set to reach a device: %s %s; want Hearth's true to the plug", e.Device, e.Payload)
+	}
+	if n := h.sim.Sets(homiePlug); n != 1 {
+		t.Errorf("the plug heard %d sets; want Hearth's one", n)
 	}
 }
