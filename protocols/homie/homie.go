@@ -59,6 +59,9 @@
 //   - alert: online (connected, operating, something needs a human);
 //     logged.
 //
+// A Homie 5 device whose $description names a root is lost while its
+// root's $state is lost (the root's will does not update its children).
+//
 // The service (the Wi-Fi devices as a whole: there is no bridge) is
 // offline once every configured Homie device's $state is lost,
 // disconnected or removed (Sink.BridgeState), which opens its breaker;
@@ -71,6 +74,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -139,7 +143,9 @@ type Adapter struct {
 
 	mu      sync.Mutex
 	meta    map[string]Meta    // "<device>/<node>/<property>" → what the device said of it
-	states  map[string]State   // Homie device ID → its last $state
+	states  map[string]State   // configured Homie device ID → its state, its root's lost included
+	own     map[string]State   // Homie device ID → the $state it last said itself
+	rootOf  map[string]string  // Homie 5 device ID → the root its $description names
 	written map[string]written // Hearth device → its last brightness written
 }
 
@@ -151,7 +157,7 @@ func New(conn Conn, opts Options) *Adapter {
 	a := &Adapter{
 		service: opts.Service, conn: conn, log: opts.Logger,
 		byDev: map[string]entry{}, byHomie: map[string][]entry{},
-		meta: map[string]Meta{}, states: map[string]State{}, written: map[string]written{},
+		meta: map[string]Meta{}, states: map[string]State{}, own: map[string]State{}, rootOf: map[string]string{}, written: map[string]written{},
 	}
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
@@ -326,6 +332,12 @@ func (a *Adapter) handle(m mqtt.Message) {
 	levels := strings.Split(rest, "/")
 	ents := a.byHomie[levels[0]]
 	if len(ents) == 0 {
+		if len(levels) == 2 && levels[1] == "$state" && a.isRoot(levels[0]) && a.trust.Trusted(m) {
+			// Homie 5: the root device of a configured child.
+			if s, err := ParseState(m.Payload); err == nil {
+				a.lifecycle(levels[0], nil, s, m.Retained)
+			}
+		}
 		return // $broadcast, or a device Hearth does not command
 	}
 	switch {
@@ -357,7 +369,32 @@ func (a *Adapter) handle(m mqtt.Message) {
 		for k, pm := range d.Props {
 			a.meta[levels[0]+"/"+k] = pm
 		}
+		a.rootOf[levels[0]] = d.Root
 		a.mu.Unlock()
+		for _, e := range ents {
+			for _, p := range e.addr.Properties() {
+				if _, ok := d.Props[e.addr.Node+"/"+p]; !ok {
+					a.log.Warn("homie: the device's $description has no such property; commands to it fail", "device", e.dev.ID, "property", e.addr.Device+"/"+e.addr.Node+"/"+p)
+				}
+			}
+		}
+		if d.Root != "" {
+			// The root's $state may have come first: the child follows it.
+			a.mu.Lock()
+			own, known := a.own[levels[0]]
+			a.mu.Unlock()
+			if known {
+				a.lifecycle(levels[0], ents, own, m.Retained)
+			}
+		}
+	case len(levels) == 2 && levels[1] == "$nodes" && a.root.Version == 4:
+		a.exposed(ents, m.Payload, true)
+	case len(levels) == 3 && levels[2] == "$properties" && a.root.Version == 4:
+		for _, e := range ents {
+			if e.addr.Node == levels[1] {
+				a.exposed([]entry{e}, m.Payload, false)
+			}
+		}
 	case len(levels) == 3:
 		if !a.trust.Trusted(m) {
 			return
@@ -444,11 +481,68 @@ func (a *Adapter) value(levels []string, ents []entry, m mqtt.Message) {
 	}
 }
 
-// lifecycle passes the service's state to BridgeState, then a device's
-// $state to its Hearth devices (see the package doc).
+// exposed warns of a configured node or property that a Homie 4 device's
+// $nodes or a node's $properties does not list: commands to it would
+// reach nothing. nodes says the list is $nodes, else $properties.
+func (a *Adapter) exposed(ents []entry, list []byte, nodes bool) {
+	ids := strings.Split(string(list), ",")
+	for _, e := range ents {
+		want := e.addr.Properties()
+		if nodes {
+			want = []string{e.addr.Node}
+		}
+		for _, w := range want {
+			if !slices.Contains(ids, w) {
+				a.log.Warn("homie: the device does not list a configured node or property", "device", e.dev.ID, "address", e.addr.String(), "missing", w, "list", truncate(list))
+			}
+		}
+	}
+}
+
+// isRoot reports whether a Homie 5 $description named id as the root of
+// a configured device.
+func (a *Adapter) isRoot(id string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, r := range a.rootOf {
+		if r == id {
+			return true
+		}
+	}
+	return false
+}
+
+// lifecycle takes device id's own $state s: the state of a configured
+// device is its own, or lost while its Homie 5 root device is lost (the
+// convention: the root's will does not update its children). It passes
+// the service's state to BridgeState, then each affected configured
+// device's state to its Hearth devices (see the package doc). ents are
+// id's devices (none for a root Hearth does not command).
 func (a *Adapter) lifecycle(id string, ents []entry, s State, retained bool) {
 	a.mu.Lock()
-	a.states[id] = s
+	a.own[id] = s
+	type change struct {
+		ents []entry
+		s    State
+	}
+	var changes []change
+	for dev, devEnts := range a.byHomie {
+		if dev != id && a.rootOf[dev] != id {
+			continue
+		}
+		eff, ok := a.own[dev]
+		if !ok {
+			continue // its own state not heard yet
+		}
+		if r := a.rootOf[dev]; r != "" && a.own[r] == StateLost {
+			eff = StateLost
+		}
+		if dev != id && a.states[dev] == eff {
+			continue // a root's change that does not change the child
+		}
+		a.states[dev] = eff
+		changes = append(changes, change{devEnts, eff})
+	}
 	some, all := false, len(a.states) == len(a.byHomie)
 	for _, v := range a.states {
 		some = some || v.Up()
@@ -460,8 +554,15 @@ func (a *Adapter) lifecycle(id string, ents []entry, s State, retained bool) {
 	case all:
 		a.sink.BridgeState(a.service, false, retained)
 	}
-	if s == StateAlert {
-		a.log.Warn("homie: the device says $state alert: something needs a human", "homie_device", id)
+	for _, c := range changes {
+		a.apply(c.ents, c.s, retained)
+	}
+}
+
+// apply passes a device's (effective) $state s to its Hearth devices.
+func (a *Adapter) apply(ents []entry, s State, retained bool) {
+	if s == StateAlert && len(ents) > 0 {
+		a.log.Warn("homie: the device says $state alert: something needs a human", "homie_device", ents[0].addr.Device)
 	}
 	for _, e := range ents {
 		sleepy := e.dev.Sleep.Sleepy

@@ -222,3 +222,25 @@ func TestParseAddress(t *testing.T) {
 		t.Error("a lock was accepted")
 	}
 }
+
+// Homie 5: a child device whose $description names a root is lost while
+// its root is lost (the root's will does not update its children), and
+// back with its own state when the root is.
+func TestHomie5ChildFollowsItsRootsLost(t *testing.T) {
+	addr := startBroker(t)
+	dev := newDevice(t, addr, "")
+	_, s := startAdapter(t, addr, Options{BaseTopic: "homie/5", Devices: testDevices[:1]})
+	dev.publish(t, "homie/5/plug-1/$description", `{"homie":"5.0","version":1,"root":"bridge","nodes":{"relay":{"properties":{"on":{"datatype":"boolean","settable":true}}}}}`)
+	dev.publish(t, "homie/5/plug-1/$state", "ready")
+	if c := s.waitFor(t, "plug online", func(c call) bool { return c.kind == "availability" }); !c.online {
+		t.Fatalf("%+v; want plug online", c)
+	}
+	dev.publish(t, "homie/5/bridge/$state", "lost")
+	if c := s.waitFor(t, "plug offline", func(c call) bool { return c.kind == "availability" }); c.name != "plug" || c.online {
+		t.Fatalf("%+v; want plug offline with its root lost", c)
+	}
+	dev.publish(t, "homie/5/bridge/$state", "ready")
+	if c := s.waitFor(t, "plug online again", func(c call) bool { return c.kind == "availability" }); c.name != "plug" || !c.online {
+		t.Fatalf("%+v; want plug online, its own state ready", c)
+	}
+}

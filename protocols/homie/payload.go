@@ -146,6 +146,9 @@ func ParseRange(format string, def Range) (Range, error) {
 type Description struct {
 	Homie   string
 	Version int64
+	// Root is the ID of the device's root device ("" for a root):
+	// while the root's $state is lost, so is this device's.
+	Root string
 	// Props maps "<node-id>/<property-id>" to the property's Meta.
 	Props map[string]Meta
 }
@@ -164,6 +167,7 @@ func ParseDescription(p []byte) (Description, error) {
 	var doc struct {
 		Homie   *string `json:"homie"`
 		Version *int64  `json:"version"`
+		Root    string  `json:"root"`
 		Nodes   map[string]struct {
 			Properties map[string]prop `json:"properties"`
 		} `json:"nodes"`
@@ -177,7 +181,10 @@ func ParseDescription(p []byte) (Description, error) {
 	if doc.Version == nil {
 		return Description{}, errors.New("homie: $description has no version")
 	}
-	d := Description{Homie: *doc.Homie, Version: *doc.Version, Props: map[string]Meta{}}
+	if doc.Root != "" && ValidID(doc.Root) != nil {
+		return Description{}, fmt.Errorf("homie: $description: root %q is not a Homie ID", truncate([]byte(doc.Root)))
+	}
+	d := Description{Homie: *doc.Homie, Version: *doc.Version, Root: doc.Root, Props: map[string]Meta{}}
 	for nid, n := range doc.Nodes {
 		if ValidID(nid) != nil {
 			return Description{}, fmt.Errorf("homie: $description: node ID %q is not a Homie ID", truncate([]byte(nid)))
