@@ -78,6 +78,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hearthd/hearth/devices"
 	"github.com/hearthd/hearth/protocols/mqtt"
@@ -141,6 +142,8 @@ type Adapter struct {
 	conn    Conn
 	trust   mqtt.Trust
 
+	retainedSets atomic.Uint64
+
 	mu      sync.Mutex
 	meta    map[string]Meta    // "<device>/<node>/<property>" → what the device said of it
 	states  map[string]State   // configured Homie device ID → its state, its root's lost included
@@ -191,6 +194,11 @@ func (a *Adapter) Start(ctx context.Context, sink Sink) error {
 	a.sink = sink
 	return a.conn.Subscribe(ctx, a.root.Topic+"/#", 1, a.handle)
 }
+
+// RetainedSets returns how many retained set messages the broker replayed
+// to Hearth: each one a command some other controller left on the
+// broker, which the device applies again at every reconnect.
+func (a *Adapter) RetainedSets() uint64 { return a.retainedSets.Load() }
 
 // Untrusted returns how many messages were dropped because
 // Options.Publisher did not publish them.
@@ -401,6 +409,13 @@ func (a *Adapter) handle(m mqtt.Message) {
 		}
 		a.value(levels, ents, m)
 	case len(levels) == 4 && levels[3] == "set":
+		if m.Retained {
+			// Kept on the broker, replayed to the device at every
+			// reconnect: the fault the convention's non-retained rule is
+			// for. Hearth never publishes one; it says so when it finds one.
+			a.log.Warn("homie: a retained set is on the broker: the device will apply it again at every reconnect; clear it with an empty retained message", "topic", m.Topic, "payload", truncate(m.Payload))
+			a.retainedSets.Add(1)
+		}
 		return // a command, Hearth's own or anyone's: no report
 	case len(levels) == 4 && levels[3] == "$target":
 		a.log.Debug("homie: a value in progress ($target); it confirms nothing", "topic", m.Topic, "payload", truncate(m.Payload))

@@ -244,3 +244,20 @@ func TestHomie5ChildFollowsItsRootsLost(t *testing.T) {
 		t.Fatalf("%+v; want plug online, its own state ready", c)
 	}
 }
+
+// A retained set left on the broker by another controller (replayed to
+// Hearth on subscribe) is counted and reported nowhere as state.
+func TestRetainedSetOnTheBrokerIsCounted(t *testing.T) {
+	addr := startBroker(t)
+	dev := newDevice(t, addr, "")
+	dev.publishRetained(t, "homie/plug-1/relay/on/set", "true")
+	a, s := startAdapter(t, addr, Options{})
+	dev.publish(t, "homie/plug-1/relay/on", "false") // a marker after the replay
+	if c := s.next(t); c.kind != "report" || c.state["state"] != "OFF" {
+		t.Fatalf("%+v; want only the marker report", c)
+	}
+	if n := a.RetainedSets(); n != 1 {
+		t.Errorf("RetainedSets = %d; want 1", n)
+	}
+	dev.publishRetained(t, "homie/plug-1/relay/on/set", "")
+}
