@@ -69,6 +69,9 @@ func ValidID(id string) error {
 //	switch: <device-id>/<node-id>/<on-property>               (boolean)
 //	light:  <device-id>/<node-id>/<on-property>[,<brightness>] (boolean; integer or float)
 //
+// A light's one property may also be numeric (a dimmer without on/off):
+// the device's $datatype says which, at run time.
+//
 // The properties of one node are written comma-separated, as Homie 4's
 // $properties lists them: "kitchen-light/light/power,brightness" is the
 // convention's own dimmable light.

@@ -44,6 +44,10 @@
 //     (0:100 without one): v = min + b·(max−min)/254, rounded for an
 //     integer; the value read back reports the brightness Hearth last wrote
 //     for it, else the inverse scaling. Brightness 0 sets on false.
+//   - a dimmer (a light whose one property the device describes as an
+//     integer or float): OFF and brightness 0 set its minimum, ON alone its
+//     maximum, a brightness as above; its value reports state (ON above
+//     the minimum) and brightness.
 //
 // # $state
 //
@@ -294,6 +298,9 @@ func (a *Adapter) encode(e entry, t devices.Target) ([]set, *written, error) {
 	if !hasState && !hasB {
 		return nil, nil, unsupportedError{"a target needs state (or a light's brightness)"}
 	}
+	if e.dev.Class == devices.Light && e.addr.Brightness == "" && a.numeric(e, e.addr.Power) {
+		return a.encodeDimmer(e, state, b, hasB)
+	}
 	if _, err := a.describe(e, e.addr.Power, Boolean); err != nil {
 		return nil, nil, err
 	}
@@ -307,13 +314,31 @@ func (a *Adapter) encode(e entry, t devices.Target) ([]set, *written, error) {
 	if e.addr.Brightness == "" {
 		return nil, nil, unsupportedError{fmt.Sprintf("%s names no brightness property (write <on>,<brightness>)", e.addr)}
 	}
-	m, err := a.describe(e, e.addr.Brightness, Integer, Float)
+	s, w, err := a.scale(e, e.addr.Brightness, b)
 	if err != nil {
 		return nil, nil, err
 	}
+	return append(sets, s), w, nil
+}
+
+// numeric reports whether e's prop is described as an integer or float.
+func (a *Adapter) numeric(e entry, prop string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	m := a.meta[e.addr.Device+"/"+e.addr.Node+"/"+prop]
+	return m.Datatype == Integer || m.Datatype == Float
+}
+
+// scale maps a brightness 0–254 (above 0) onto prop's $format range: the
+// set and what to remember.
+func (a *Adapter) scale(e entry, prop string, b float64) (set, *written, error) {
+	m, err := a.describe(e, prop, Integer, Float)
+	if err != nil {
+		return set{}, nil, err
+	}
 	r, err := ParseRange(m.Format, Range{Min: 0, Max: 100})
 	if err != nil {
-		return nil, nil, unsupportedError{fmt.Sprintf("%s/%s: %v", e.addr.Device, e.addr.Brightness, err)}
+		return set{}, nil, unsupportedError{fmt.Sprintf("%s/%s: %v", e.addr.Device, prop, err)}
 	}
 	b = min(b, 254)
 	v := r.Min + b*(r.Max-r.Min)/254
@@ -325,8 +350,33 @@ func (a *Adapter) encode(e entry, t devices.Target) ([]set, *written, error) {
 	} else {
 		v = math.Round(v*1000) / 1000
 	}
-	sets = append(sets, set{e.addr.Brightness, strconv.FormatFloat(v, 'f', -1, 64)})
-	return sets, &written{value: v, brightness: b}, nil
+	return set{prop, strconv.FormatFloat(v, 'f', -1, 64)}, &written{value: v, brightness: b}, nil
+}
+
+// encodeDimmer maps a light target onto a light whose one property is
+// numeric (a dimmer without an on/off property): OFF or brightness 0 is
+// its minimum, brightness b scaled as a light's brightness, ON alone its
+// maximum.
+func (a *Adapter) encodeDimmer(e entry, state string, b float64, hasB bool) ([]set, *written, error) {
+	m, err := a.describe(e, e.addr.Power, Integer, Float)
+	if err != nil {
+		return nil, nil, err
+	}
+	r, err := ParseRange(m.Format, Range{Min: 0, Max: 100})
+	if err != nil {
+		return nil, nil, unsupportedError{fmt.Sprintf("%s/%s: %v", e.addr.Device, e.addr.Power, err)}
+	}
+	switch {
+	case state == "OFF" || (hasB && b <= 0):
+		return []set{{e.addr.Power, strconv.FormatFloat(r.Min, 'f', -1, 64)}}, &written{value: r.Min, brightness: 0}, nil
+	case !hasB:
+		b = 254
+	}
+	s, w, err := a.scale(e, e.addr.Power, b)
+	if err != nil {
+		return nil, nil, err
+	}
+	return []set{s}, w, nil
 }
 
 // Read fails with ErrNoRead: Homie has no request that reads a device.
@@ -458,6 +508,12 @@ func (a *Adapter) value(levels []string, ents []entry, m mqtt.Message) {
 		}
 		switch levels[2] {
 		case e.addr.Power:
+			if e.dev.Class == devices.Light && e.addr.Brightness == "" && a.numeric(e, e.addr.Power) {
+				if b, v, r, ok := a.brightness(e, levels, m); ok {
+					a.sink.Report(e.dev.ID, map[string]any{"state": onOff(v > r.Min), "brightness": b}, m.Retained)
+				}
+				continue
+			}
 			on, err := ParseBool(m.Payload)
 			if err != nil {
 				a.log.Warn("homie: unreadable value", "topic", m.Topic, "err", err)
@@ -468,32 +524,41 @@ func (a *Adapter) value(levels []string, ents []entry, m mqtt.Message) {
 			if e.addr.Brightness == "" {
 				continue
 			}
-			key := strings.Join(levels, "/")
-			a.mu.Lock()
-			meta := a.meta[key]
-			w, wrote := a.written[e.dev.ID]
-			a.mu.Unlock()
-			dt := meta.Datatype
-			if dt != Integer {
-				dt = Float
+			if b, _, _, ok := a.brightness(e, levels, m); ok {
+				a.sink.Report(e.dev.ID, map[string]any{"brightness": b}, m.Retained)
 			}
-			v, err := ParseNumber(m.Payload, dt)
-			if err != nil {
-				a.log.Warn("homie: unreadable value", "topic", m.Topic, "err", err)
-				continue
-			}
-			r, err := ParseRange(meta.Format, Range{Min: 0, Max: 100})
-			if err != nil || v < r.Min || v > r.Max {
-				a.log.Warn("homie: a brightness outside its format", "topic", m.Topic, "value", v, "format", meta.Format)
-				continue
-			}
-			b := math.Round((v - r.Min) * 254 / (r.Max - r.Min))
-			if wrote && w.value == v {
-				b = w.brightness
-			}
-			a.sink.Report(e.dev.ID, map[string]any{"brightness": b}, m.Retained)
 		}
 	}
+}
+
+// brightness reads a numeric property's value as Hearth's brightness: the
+// one Hearth last wrote for that value, else the inverse scaling of its
+// $format range; with the value and the range.
+func (a *Adapter) brightness(e entry, levels []string, m mqtt.Message) (float64, float64, Range, bool) {
+	key := strings.Join(levels, "/")
+	a.mu.Lock()
+	meta := a.meta[key]
+	w, wrote := a.written[e.dev.ID]
+	a.mu.Unlock()
+	dt := meta.Datatype
+	if dt != Integer {
+		dt = Float
+	}
+	v, err := ParseNumber(m.Payload, dt)
+	if err != nil {
+		a.log.Warn("homie: unreadable value", "topic", m.Topic, "err", err)
+		return 0, 0, Range{}, false
+	}
+	r, err := ParseRange(meta.Format, Range{Min: 0, Max: 100})
+	if err != nil || v < r.Min || v > r.Max {
+		a.log.Warn("homie: a brightness outside its format", "topic", m.Topic, "value", v, "format", meta.Format)
+		return 0, 0, Range{}, false
+	}
+	b := math.Round((v - r.Min) * 254 / (r.Max - r.Min))
+	if wrote && w.value == v {
+		b = w.brightness
+	}
+	return b, v, r, true
 }
 
 // exposed warns of a configured node or property that a Homie 4 device's

@@ -261,3 +261,38 @@ func TestRetainedSetOnTheBrokerIsCounted(t *testing.T) {
 	}
 	dev.publishRetained(t, "homie/plug-1/relay/on/set", "")
 }
+
+// A light whose one property is numeric (a dimmer without on/off, its
+// $datatype integer 0:255) is set to the scaled brightness, ON alone to
+// its maximum and OFF to its minimum; its values report state and
+// brightness.
+func TestDimmerWithoutOnOffProperty(t *testing.T) {
+	addr := startBroker(t)
+	dev := newDevice(t, addr, "homie/hall-dimmer/+/+/set")
+	dimmer := devices.Device{ID: "hall", Service: "wifi", Class: devices.Light, Address: "hall-dimmer/light/dim"}
+	a, s := startAdapter(t, addr, Options{Devices: []devices.Device{dimmer}})
+	dev.describe4(t, "homie/hall-dimmer/light/dim", Integer, "0:255", true)
+	dev.publish(t, "homie/hall-dimmer/light/dim", "0")
+	if c := s.waitFor(t, "the dimmer's value", func(c call) bool { return c.kind == "report" }); c.state["state"] != "OFF" || c.state["brightness"] != 0.0 {
+		t.Fatalf("%+v; want OFF at 0", c)
+	}
+	for _, tc := range []struct {
+		target devices.Target
+		want   string
+	}{
+		{devices.Target{"brightness": 127.0}, "128"}, // 127·255/254 = 127.5 → 128
+		{devices.Target{"state": "ON"}, "255"},
+		{devices.Target{"state": "OFF"}, "0"},
+	} {
+		if err := a.Send(t.Context(), dimmer, tc.target); err != nil {
+			t.Fatal(err)
+		}
+		if m := dev.set(t); m.Topic() != "homie/hall-dimmer/light/dim/set" || string(m.Payload()) != tc.want {
+			t.Fatalf("%v: set %s %q; want %q", tc.target, m.Topic(), m.Payload(), tc.want)
+		}
+	}
+	dev.publish(t, "homie/hall-dimmer/light/dim", "128")
+	if c := s.waitFor(t, "the dimmer's value", func(c call) bool { return c.kind == "report" }); c.state["state"] != "ON" || c.state["brightness"] != 127.0 {
+		t.Fatalf("%+v; want ON at 127 (round(128·254/255); the last value written was 0)", c)
+	}
+}
