@@ -38,6 +38,8 @@ var allowed = map[string][]string{
 	"protocols/zigbee2mqtt": {"devices", "protocols/mqtt"},
 	"protocols/zwavejs":     {"devices", "protocols/mqtt"},
 	"protocols/shelly":      {"devices", "protocols/mqtt"},
+	"protocols/tasmota":     {"devices", "protocols/mqtt"},
+	"protocols/homie":       {"devices", "protocols/mqtt"},
 	"protocols/esphome":     {"devices", "protocols/mqtt"},
 	"protocols/webhook":     {},
 
