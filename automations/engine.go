@@ -775,8 +775,22 @@ func (e *Engine) act(ctx context.Context, r *rule, index int, a Action, rn run) 
 	return nil
 }
 
-// toggled maps a toggleable value to its opposite.
-var toggled = map[any]any{"ON": "OFF", "OFF": "ON", true: false, false: true}
+// toggled returns a toggleable value's opposite, false if it has none.
+// A switch, not a map lookup: a confirmed value may be an object or a
+// list, which cannot be a map key (the lookup would panic).
+func toggled(v any) (any, bool) {
+	switch v {
+	case "ON":
+		return "OFF", true
+	case "OFF":
+		return "ON", true
+	case true:
+		return false, true
+	case false:
+		return true, true
+	}
+	return nil, false
+}
 
 // resolveToggle returns c's absolute target: its Toggle attribute's
 // confirmed value, flipped.
@@ -789,7 +803,7 @@ func (e *Engine) resolveToggle(c *CommandAction) (map[string]any, error) {
 	if !ok || v == nil {
 		return nil, fmt.Errorf("toggle %s of %s: its confirmed state is unknown, so nothing is sent", c.Toggle, c.Device)
 	}
-	flip, ok := toggled[v]
+	flip, ok := toggled(v)
 	if !ok {
 		return nil, fmt.Errorf("toggle %s of %s: its confirmed value %v has no opposite (want ON or OFF)", c.Toggle, c.Device, v)
 	}
