@@ -171,9 +171,12 @@ type rule struct {
 	// schedule last fired for, so that a civil time that comes twice (the
 	// hour repeated when daylight saving time ends) fires once.
 	fired map[int]time.Time
-	// seen is, by event identity (see identify), when a copy of that
-	// event last came: the loop's own.
-	seen map[[sha256.Size]byte]time.Time
+	// seen is, by event identity (see identify), until when a copy of
+	// that event is a repeat: its last copy's time plus its trigger's
+	// window. seenLimit is the size past which it forgets the identities
+	// whose window has passed. The loop's own.
+	seen      map[[sha256.Size]byte]time.Time
+	seenLimit int
 	// runs wait here for the rule's worker (runActions).
 	qmu  sync.Mutex
 	runs []run
@@ -946,18 +949,20 @@ func (e *Engine) repeat(r *rule, index int, m *MQTTTrigger, id [sha256.Size]byte
 		window = DefaultRepeatWindow
 	}
 	key := sha256.Sum256(append(id[:], byte(index)))
-	last, seen := r.seen[key]
-	r.seen[key] = now
-	if len(r.seen) > maxSeen {
-		for k, t := range r.seen {
-			if now.Sub(t) > MaxRepeatWindow {
-				delete(r.seen, k)
-			}
-		}
+	until, seen := r.seen[key]
+	r.seen[key] = now.Add(window)
+	if len(r.seen) > max(r.seenLimit, maxSeen) {
+		// Forget the events whose window has passed, and prune again
+		// only once as many have come as remain: a flood of distinct
+		// events within their window costs memory for that window's
+		// events alone, and no scan of them all per message.
+		maps.DeleteFunc(r.seen, func(_ [sha256.Size]byte, u time.Time) bool { return !now.Before(u) })
+		r.seenLimit = 2 * len(r.seen)
 	}
-	if !seen || now.Sub(last) >= window {
+	if !seen || !now.Before(until) {
 		return false
 	}
+	last := until.Add(-window)
 	e.mu.Lock()
 	r.status.Repeats++
 	e.mu.Unlock()
@@ -967,7 +972,7 @@ func (e *Engine) repeat(r *rule, index int, m *MQTTTrigger, id [sha256.Size]byte
 }
 
 // maxSeen is how many event identities a rule keeps before it forgets
-// those older than MaxRepeatWindow.
+// those whose repeat window has passed.
 const maxSeen = 1024
 
 // jsonObject decodes payload as a JSON object, numbers as float64.
