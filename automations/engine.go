@@ -336,8 +336,25 @@ func (e *Engine) Status() []RuleStatus {
 	out := make([]RuleStatus, len(e.rules))
 	for i, r := range e.rules {
 		out[i] = r.status
+		out[i].Queued = r.queued()
 	}
 	return out
+}
+
+// queued counts r's runs waiting for its worker. It is read from the
+// queue itself: a count kept beside it, written by the loop after it
+// queued a run and by the worker after it took one, could be written in
+// the other order and stay 1 with nothing waiting.
+func (r *rule) queued() int {
+	r.qmu.Lock()
+	defer r.qmu.Unlock()
+	n := 0
+	for _, q := range r.runs {
+		if q.barrier == nil {
+			n++
+		}
+	}
+	return n
 }
 
 func (e *Engine) push(ev event) {
@@ -852,27 +869,15 @@ func (e *Engine) enqueue(r *rule, rn run) {
 		}
 	}
 	r.runs = append(r.runs, rn)
-	queued := 0
-	for _, q := range r.runs {
-		if q.barrier == nil {
-			queued++
-		}
-	}
 	r.qmu.Unlock()
 	select {
 	case r.wake <- struct{}{}:
 	default:
 	}
-	if rn.barrier != nil {
-		return
-	}
-	e.mu.Lock()
-	r.status.Queued = queued
 	if dropped != nil {
+		e.mu.Lock()
 		r.status.Dropped++
-	}
-	e.mu.Unlock()
-	if dropped != nil {
+		e.mu.Unlock()
 		e.log.Warn("automations: run dropped: the rule's queue is full", "rule", r.Name, "trigger", dropped.why,
 			"triggered_at", dropped.at, "limit", e.limit)
 	}
@@ -913,7 +918,6 @@ func (e *Engine) runActions(ctx context.Context, r *rule) {
 		e.mu.Lock()
 		r.status.Runs++
 		r.status.LastRun = rn.at
-		r.status.Queued = max(r.status.Queued-1, 0)
 		e.mu.Unlock()
 		e.log.Info("automations: rule runs", "rule", r.Name, "trigger", rn.why)
 		for i, a := range r.Actions {
