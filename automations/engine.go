@@ -3,6 +3,7 @@ package automations
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
@@ -93,6 +94,14 @@ type Options struct {
 	// counted (RuleStatus.Dropped): the newest event is the one that says
 	// what is wanted now. 0: DefaultQueueLimit.
 	QueueLimit int
+	// Key is mixed into the op_ids derived from events (see opID), so
+	// that nobody without it can tell a future command's op_id ahead (a
+	// schedule's is otherwise known from the rule, its cron and the time)
+	// and take it first with a command of its own, which would have the
+	// rule's command refused (op_id_conflict). It must stay the same
+	// across restarts, as the op_ids the intake keeps do: Hearth keeps it
+	// in its data directory. Nil: op_ids are derived without a key.
+	Key []byte
 	// EventQueue bounds the events waiting for the loop: past it an MQTT
 	// message is dropped, logged and counted (EventsDropped). Device
 	// states and breaker states are always queued: they are state, not
@@ -142,6 +151,7 @@ type Engine struct {
 	loc       *time.Location
 	log       *slog.Logger
 	confirmed func(device string) map[string]any
+	key       []byte
 	limit     int
 	workers   sync.WaitGroup
 
@@ -228,6 +238,7 @@ func New(o Options) (*Engine, error) {
 		loc:       o.Location,
 		log:       o.Logger,
 		confirmed: o.Confirmed,
+		key:       bytes.Clone(o.Key),
 		limit:     o.QueueLimit,
 		signal:    make(chan struct{}, 1),
 		breakers:  map[string]string{},
@@ -765,7 +776,7 @@ func (e *Engine) act(ctx context.Context, r *rule, index int, a Action, rn run) 
 			}
 			body = target
 		}
-		body[devices.KeyOpID] = opID(r.Name, index, rn)
+		body[devices.KeyOpID] = opID(e.key, r.Name, index, rn)
 		if c.TTL > 0 {
 			body[devices.KeyTTL] = c.TTL.String()
 		}
@@ -832,11 +843,14 @@ func (e *Engine) resolveToggle(c *CommandAction) (map[string]any, error) {
 
 // opID returns the op_id of action index of rule in rn: "auto-" and a
 // ULID whose time is the event's (rn.stamp, in ms) and whose 80 random
-// bits are the first of SHA-256(rule, index, event). The same event gives
-// the same op_id, so Hearth's intake refuses a second command for it;
-// another event of the same kind at another time gives another.
-func opID(rule string, index int, rn run) string {
-	sum := sha256.Sum256(fmt.Appendf(nil, "%s\x00%d\x00%s", rule, index, rn.event))
+// bits are the first of HMAC-SHA-256(key, rule, index, event)
+// (Options.Key). The same event gives the same op_id, so Hearth's intake
+// refuses a second command for it; another event of the same kind at
+// another time gives another.
+func opID(key []byte, rule string, index int, rn run) string {
+	mac := hmac.New(sha256.New, key)
+	fmt.Fprintf(mac, "%s\x00%d\x00%s", rule, index, rn.event)
+	sum := mac.Sum(nil)
 	id, err := ulid.New(ulid.Timestamp(rn.stamp), bytes.NewReader(sum[:]))
 	if err != nil {
 		// Only a time past the year 10889 fails: no event's.
