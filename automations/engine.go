@@ -593,7 +593,10 @@ func (e *Engine) handleMessage(ctx context.Context, ev event) {
 			if e.repeat(r, i, m, id, now) {
 				break
 			}
-			if stamp.IsZero() {
+			if stamp.Before(now.Add(-MaxEventAge)) || stamp.After(now.Add(maxEventAhead)) {
+				// No receive time of this event (seconds taken for ms, a
+				// clock never set, a time forged ahead): as constant as
+				// it may be, it would give every such event one op_id.
 				stamp = now
 			}
 			e.trigger(r, "mqtt "+ev.topic, "mqtt\x00"+string(id[:]), stamp)
@@ -988,6 +991,16 @@ func (e *Engine) repeat(r *rule, index int, m *MQTTTrigger, id [sha256.Size]byte
 		"since_last_copy", now.Sub(last), "window", window)
 	return true
 }
+
+// MaxEventAge is how old an event's own time (see identify) may be to
+// be its op_id's time: the time the intake keeps op_ids (hearthd's 7
+// days). An older one could not find its first op_id anyway, and is more
+// likely no receive time at all; the time the event came is taken.
+const MaxEventAge = 7 * 24 * time.Hour
+
+// maxEventAhead is how far ahead of the engine's clock an event's own
+// time may lie: a bridge's clock a little ahead, not more.
+const maxEventAhead = 5 * time.Minute
 
 // maxSeen is how many event identities a rule keeps before it forgets
 // those whose repeat window has passed.
