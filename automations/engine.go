@@ -109,7 +109,15 @@ type Options struct {
 	// (actions run on the rules' workers), so the queue fills only under
 	// a flood. 0: DefaultEventQueue.
 	EventQueue int
+	// EventBytes bounds the bytes of the MQTT payloads waiting for the
+	// loop, as EventQueue bounds their number: past it a message is
+	// dropped, logged and counted alike. 0: DefaultEventBytes.
+	EventBytes int
 }
+
+// DefaultEventBytes is Options.EventBytes when it is 0: 64 MiB, some 64
+// of the embedded broker's largest packets.
+const DefaultEventBytes = 64 << 20
 
 // DefaultEventQueue is Options.EventQueue when it is 0.
 const DefaultEventQueue = 10000
@@ -162,6 +170,9 @@ type Engine struct {
 	// eventsDropped counts those dropped past it.
 	eventLimit    int
 	eventsDropped atomic.Uint64
+	// queuedBytes is the bytes of the payloads in queue, bound by
+	// byteLimit (Options.EventBytes).
+	queuedBytes, byteLimit int
 
 	mu       sync.Mutex // guards the fields below, which the loop writes
 	running  bool
@@ -261,6 +272,10 @@ func New(o Options) (*Engine, error) {
 	e.eventLimit = o.EventQueue
 	if e.eventLimit <= 0 {
 		e.eventLimit = DefaultEventQueue
+	}
+	e.byteLimit = o.EventBytes
+	if e.byteLimit <= 0 {
+		e.byteLimit = DefaultEventBytes
 	}
 	var errs []error
 	seen := map[string]bool{}
@@ -370,15 +385,16 @@ func (r *rule) queued() int {
 
 func (e *Engine) push(ev event) {
 	e.qmu.Lock()
-	if ev.message && len(e.queue) >= e.eventLimit {
+	if ev.message && (len(e.queue) >= e.eventLimit || e.queuedBytes+len(ev.payload) > e.byteLimit) {
 		e.qmu.Unlock()
 		if n := e.eventsDropped.Add(1); n == 1 || n%1000 == 0 {
 			e.log.Warn("automations: MQTT message dropped: the engine's event queue is full", "topic", ev.topic,
-				"limit", e.eventLimit, "dropped_so_far", n)
+				"limit", e.eventLimit, "limit_bytes", e.byteLimit, "dropped_so_far", n)
 		}
 		return
 	}
 	e.queue = append(e.queue, ev)
+	e.queuedBytes += len(ev.payload)
 	e.qmu.Unlock()
 	select {
 	case e.signal <- struct{}{}:
@@ -391,7 +407,7 @@ func (e *Engine) take() []event {
 	e.qmu.Lock()
 	defer e.qmu.Unlock()
 	q := e.queue
-	e.queue = nil
+	e.queue, e.queuedBytes = nil, 0
 	return q
 }
 
