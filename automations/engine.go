@@ -26,7 +26,9 @@ import (
 // Commander hands a command to Hearth's intake, as if it had arrived on
 // hearth/<device>/set. payload is the JSON command body: target attributes
 // plus the reserved keys op_id and, when set, ttl. It should return once
-// the command is accepted or refused, not wait for its outcome.
+// the command is accepted or refused, not wait for its outcome, and at
+// once when ctx is done: Run returns only after every action under way
+// has (so do Publisher and Notifier).
 type Commander interface {
 	Command(ctx context.Context, device string, payload []byte) error
 }
