@@ -3,6 +3,7 @@ package automations
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
@@ -25,7 +26,9 @@ import (
 // Commander hands a command to Hearth's intake, as if it had arrived on
 // hearth/<device>/set. payload is the JSON command body: target attributes
 // plus the reserved keys op_id and, when set, ttl. It should return once
-// the command is accepted or refused, not wait for its outcome.
+// the command is accepted or refused, not wait for its outcome, and at
+// once when ctx is done: Run returns only after every action under way
+// has (so do Publisher and Notifier).
 type Commander interface {
 	Command(ctx context.Context, device string, payload []byte) error
 }
@@ -93,6 +96,14 @@ type Options struct {
 	// counted (RuleStatus.Dropped): the newest event is the one that says
 	// what is wanted now. 0: DefaultQueueLimit.
 	QueueLimit int
+	// Key is mixed into the op_ids derived from events (see opID), so
+	// that nobody without it can tell a future command's op_id ahead (a
+	// schedule's is otherwise known from the rule, its cron and the time)
+	// and take it first with a command of its own, which would have the
+	// rule's command refused (op_id_conflict). It must stay the same
+	// across restarts, as the op_ids the intake keeps do: Hearth keeps it
+	// in its data directory. Nil: op_ids are derived without a key.
+	Key []byte
 	// EventQueue bounds the events waiting for the loop: past it an MQTT
 	// message is dropped, logged and counted (EventsDropped). Device
 	// states and breaker states are always queued: they are state, not
@@ -100,7 +111,15 @@ type Options struct {
 	// (actions run on the rules' workers), so the queue fills only under
 	// a flood. 0: DefaultEventQueue.
 	EventQueue int
+	// EventBytes bounds the bytes of the MQTT payloads waiting for the
+	// loop, as EventQueue bounds their number: past it a message is
+	// dropped, logged and counted alike. 0: DefaultEventBytes.
+	EventBytes int
 }
+
+// DefaultEventBytes is Options.EventBytes when it is 0: 64 MiB, some 64
+// of the embedded broker's largest packets.
+const DefaultEventBytes = 64 << 20
 
 // DefaultEventQueue is Options.EventQueue when it is 0.
 const DefaultEventQueue = 10000
@@ -142,6 +161,7 @@ type Engine struct {
 	loc       *time.Location
 	log       *slog.Logger
 	confirmed func(device string) map[string]any
+	key       []byte
 	limit     int
 	workers   sync.WaitGroup
 
@@ -152,6 +172,9 @@ type Engine struct {
 	// eventsDropped counts those dropped past it.
 	eventLimit    int
 	eventsDropped atomic.Uint64
+	// queuedBytes is the bytes of the payloads in queue, bound by
+	// byteLimit (Options.EventBytes).
+	queuedBytes, byteLimit int
 
 	mu       sync.Mutex // guards the fields below, which the loop writes
 	running  bool
@@ -171,9 +194,12 @@ type rule struct {
 	// schedule last fired for, so that a civil time that comes twice (the
 	// hour repeated when daylight saving time ends) fires once.
 	fired map[int]time.Time
-	// seen is, by event identity (see identify), when a copy of that
-	// event last came: the loop's own.
-	seen map[[sha256.Size]byte]time.Time
+	// seen is, by event identity (see identify), until when a copy of
+	// that event is a repeat: its last copy's time plus its trigger's
+	// window. seenLimit is the size past which it forgets the identities
+	// whose window has passed. The loop's own.
+	seen      map[[sha256.Size]byte]time.Time
+	seenLimit int
 	// runs wait here for the rule's worker (runActions).
 	qmu  sync.Mutex
 	runs []run
@@ -225,6 +251,7 @@ func New(o Options) (*Engine, error) {
 		loc:       o.Location,
 		log:       o.Logger,
 		confirmed: o.Confirmed,
+		key:       bytes.Clone(o.Key),
 		limit:     o.QueueLimit,
 		signal:    make(chan struct{}, 1),
 		breakers:  map[string]string{},
@@ -247,6 +274,10 @@ func New(o Options) (*Engine, error) {
 	e.eventLimit = o.EventQueue
 	if e.eventLimit <= 0 {
 		e.eventLimit = DefaultEventQueue
+	}
+	e.byteLimit = o.EventBytes
+	if e.byteLimit <= 0 {
+		e.byteLimit = DefaultEventBytes
 	}
 	var errs []error
 	seen := map[string]bool{}
@@ -333,21 +364,39 @@ func (e *Engine) Status() []RuleStatus {
 	out := make([]RuleStatus, len(e.rules))
 	for i, r := range e.rules {
 		out[i] = r.status
+		out[i].Queued = r.queued()
 	}
 	return out
 }
 
+// queued counts r's runs waiting for its worker. It is read from the
+// queue itself: a count kept beside it, written by the loop after it
+// queued a run and by the worker after it took one, could be written in
+// the other order and stay 1 with nothing waiting.
+func (r *rule) queued() int {
+	r.qmu.Lock()
+	defer r.qmu.Unlock()
+	n := 0
+	for _, q := range r.runs {
+		if q.barrier == nil {
+			n++
+		}
+	}
+	return n
+}
+
 func (e *Engine) push(ev event) {
 	e.qmu.Lock()
-	if ev.message && len(e.queue) >= e.eventLimit {
+	if ev.message && (len(e.queue) >= e.eventLimit || e.queuedBytes+len(ev.payload) > e.byteLimit) {
 		e.qmu.Unlock()
 		if n := e.eventsDropped.Add(1); n == 1 || n%1000 == 0 {
 			e.log.Warn("automations: MQTT message dropped: the engine's event queue is full", "topic", ev.topic,
-				"limit", e.eventLimit, "dropped_so_far", n)
+				"limit", e.eventLimit, "limit_bytes", e.byteLimit, "dropped_so_far", n)
 		}
 		return
 	}
 	e.queue = append(e.queue, ev)
+	e.queuedBytes += len(ev.payload)
 	e.qmu.Unlock()
 	select {
 	case e.signal <- struct{}{}:
@@ -360,7 +409,7 @@ func (e *Engine) take() []event {
 	e.qmu.Lock()
 	defer e.qmu.Unlock()
 	q := e.queue
-	e.queue = nil
+	e.queue, e.queuedBytes = nil, 0
 	return q
 }
 
@@ -562,7 +611,10 @@ func (e *Engine) handleMessage(ctx context.Context, ev event) {
 			if e.repeat(r, i, m, id, now) {
 				break
 			}
-			if stamp.IsZero() {
+			if stamp.Before(now.Add(-MaxEventAge)) || stamp.After(now.Add(maxEventAhead)) {
+				// No receive time of this event (seconds taken for ms, a
+				// clock never set, a time forged ahead): as constant as
+				// it may be, it would give every such event one op_id.
 				stamp = now
 			}
 			e.trigger(r, "mqtt "+ev.topic, "mqtt\x00"+string(id[:]), stamp)
@@ -745,7 +797,7 @@ func (e *Engine) act(ctx context.Context, r *rule, index int, a Action, rn run) 
 			}
 			body = target
 		}
-		body[devices.KeyOpID] = opID(r.Name, index, rn)
+		body[devices.KeyOpID] = opID(e.key, r.Name, index, rn)
 		if c.TTL > 0 {
 			body[devices.KeyTTL] = c.TTL.String()
 		}
@@ -775,8 +827,22 @@ func (e *Engine) act(ctx context.Context, r *rule, index int, a Action, rn run) 
 	return nil
 }
 
-// toggled maps a toggleable value to its opposite.
-var toggled = map[any]any{"ON": "OFF", "OFF": "ON", true: false, false: true}
+// toggled returns a toggleable value's opposite, false if it has none.
+// A switch, not a map lookup: a confirmed value may be an object or a
+// list, which cannot be a map key (the lookup would panic).
+func toggled(v any) (any, bool) {
+	switch v {
+	case "ON":
+		return "OFF", true
+	case "OFF":
+		return "ON", true
+	case true:
+		return false, true
+	case false:
+		return true, true
+	}
+	return nil, false
+}
 
 // resolveToggle returns c's absolute target: its Toggle attribute's
 // confirmed value, flipped.
@@ -789,7 +855,7 @@ func (e *Engine) resolveToggle(c *CommandAction) (map[string]any, error) {
 	if !ok || v == nil {
 		return nil, fmt.Errorf("toggle %s of %s: its confirmed state is unknown, so nothing is sent", c.Toggle, c.Device)
 	}
-	flip, ok := toggled[v]
+	flip, ok := toggled(v)
 	if !ok {
 		return nil, fmt.Errorf("toggle %s of %s: its confirmed value %v has no opposite (want ON or OFF)", c.Toggle, c.Device, v)
 	}
@@ -798,11 +864,14 @@ func (e *Engine) resolveToggle(c *CommandAction) (map[string]any, error) {
 
 // opID returns the op_id of action index of rule in rn: "auto-" and a
 // ULID whose time is the event's (rn.stamp, in ms) and whose 80 random
-// bits are the first of SHA-256(rule, index, event). The same event gives
-// the same op_id, so Hearth's intake refuses a second command for it;
-// another event of the same kind at another time gives another.
-func opID(rule string, index int, rn run) string {
-	sum := sha256.Sum256(fmt.Appendf(nil, "%s\x00%d\x00%s", rule, index, rn.event))
+// bits are the first of HMAC-SHA-256(key, rule, index, event)
+// (Options.Key). The same event gives the same op_id, so Hearth's intake
+// refuses a second command for it; another event of the same kind at
+// another time gives another.
+func opID(key []byte, rule string, index int, rn run) string {
+	mac := hmac.New(sha256.New, key)
+	fmt.Fprintf(mac, "%s\x00%d\x00%s", rule, index, rn.event)
+	sum := mac.Sum(nil)
 	id, err := ulid.New(ulid.Timestamp(rn.stamp), bytes.NewReader(sum[:]))
 	if err != nil {
 		// Only a time past the year 10889 fails: no event's.
@@ -835,27 +904,15 @@ func (e *Engine) enqueue(r *rule, rn run) {
 		}
 	}
 	r.runs = append(r.runs, rn)
-	queued := 0
-	for _, q := range r.runs {
-		if q.barrier == nil {
-			queued++
-		}
-	}
 	r.qmu.Unlock()
 	select {
 	case r.wake <- struct{}{}:
 	default:
 	}
-	if rn.barrier != nil {
-		return
-	}
-	e.mu.Lock()
-	r.status.Queued = queued
 	if dropped != nil {
+		e.mu.Lock()
 		r.status.Dropped++
-	}
-	e.mu.Unlock()
-	if dropped != nil {
+		e.mu.Unlock()
 		e.log.Warn("automations: run dropped: the rule's queue is full", "rule", r.Name, "trigger", dropped.why,
 			"triggered_at", dropped.at, "limit", e.limit)
 	}
@@ -896,7 +953,6 @@ func (e *Engine) runActions(ctx context.Context, r *rule) {
 		e.mu.Lock()
 		r.status.Runs++
 		r.status.LastRun = rn.at
-		r.status.Queued = max(r.status.Queued-1, 0)
 		e.mu.Unlock()
 		e.log.Info("automations: rule runs", "rule", r.Name, "trigger", rn.why)
 		for i, a := range r.Actions {
@@ -932,18 +988,20 @@ func (e *Engine) repeat(r *rule, index int, m *MQTTTrigger, id [sha256.Size]byte
 		window = DefaultRepeatWindow
 	}
 	key := sha256.Sum256(append(id[:], byte(index)))
-	last, seen := r.seen[key]
-	r.seen[key] = now
-	if len(r.seen) > maxSeen {
-		for k, t := range r.seen {
-			if now.Sub(t) > MaxRepeatWindow {
-				delete(r.seen, k)
-			}
-		}
+	until, seen := r.seen[key]
+	r.seen[key] = now.Add(window)
+	if len(r.seen) > max(r.seenLimit, maxSeen) {
+		// Forget the events whose window has passed, and prune again
+		// only once as many have come as remain: a flood of distinct
+		// events within their window costs memory for that window's
+		// events alone, and no scan of them all per message.
+		maps.DeleteFunc(r.seen, func(_ [sha256.Size]byte, u time.Time) bool { return !now.Before(u) })
+		r.seenLimit = 2 * len(r.seen)
 	}
-	if !seen || now.Sub(last) >= window {
+	if !seen || !now.Before(until) {
 		return false
 	}
+	last := until.Add(-window)
 	e.mu.Lock()
 	r.status.Repeats++
 	e.mu.Unlock()
@@ -952,8 +1010,18 @@ func (e *Engine) repeat(r *rule, index int, m *MQTTTrigger, id [sha256.Size]byte
 	return true
 }
 
+// MaxEventAge is how old an event's own time (see identify) may be to
+// be its op_id's time: the time the intake keeps op_ids (hearthd's 7
+// days). An older one could not find its first op_id anyway, and is more
+// likely no receive time at all; the time the event came is taken.
+const MaxEventAge = 7 * 24 * time.Hour
+
+// maxEventAhead is how far ahead of the engine's clock an event's own
+// time may lie: a bridge's clock a little ahead, not more.
+const maxEventAhead = 5 * time.Minute
+
 // maxSeen is how many event identities a rule keeps before it forgets
-// those older than MaxRepeatWindow.
+// those whose repeat window has passed.
 const maxSeen = 1024
 
 // jsonObject decodes payload as a JSON object, numbers as float64.

@@ -130,7 +130,7 @@ func start(t *testing.T, now time.Time, rules ...Rule) *harness {
 	return startWith(t, now, Options{}, rules...)
 }
 
-// startWith is start with o's NeedsLive, Confirmed and QueueLimit.
+// startWith is start with o's NeedsLive, Confirmed, QueueLimit and Key.
 func startWith(t *testing.T, now time.Time, o Options, rules ...Rule) *harness {
 	t.Helper()
 	h := &harness{t: t, clock: clockwork.NewFakeClockAt(now), rec: &recorder{}, logs: &syncBuffer{}}
@@ -138,7 +138,7 @@ func startWith(t *testing.T, now time.Time, o Options, rules ...Rule) *harness {
 		Rules: rules, Commander: h.rec, Publisher: h.rec, Notifier: h.rec,
 		Clock: h.clock, Location: cet,
 		Logger:    slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		NeedsLive: o.NeedsLive, Confirmed: o.Confirmed, QueueLimit: o.QueueLimit,
+		NeedsLive: o.NeedsLive, Confirmed: o.Confirmed, QueueLimit: o.QueueLimit, Key: o.Key,
 	})
 	if err != nil {
 		t.Fatalf("New() error: %v", err)

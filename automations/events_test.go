@@ -129,7 +129,7 @@ func TestOpIDsDerivedFromTheEvent(t *testing.T) {
 	if ids[0] != ids[1] {
 		t.Errorf("op_ids %v and %v for one event handed over twice; want equal", ids[0], ids[1])
 	}
-	h := start(t, friday, sceneRule(&MQTTTrigger{Topic: sceneTopic}))
+	h := start(t, friday.Add(time.Hour), sceneRule(&MQTTTrigger{Topic: sceneTopic}))
 	h.e.Message(sceneTopic, fmt.Appendf(nil, `{"time":%d,"value":0}`, friday.Add(time.Hour).UnixMilli()), false)
 	h.sync()
 	if got := h.rec.Commands()[0].Payload["op_id"]; got == ids[0] {

@@ -2,10 +2,18 @@ package main
 
 import (
 	"context"
+	"encoding/hex"
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/hearthd/hearth/automations"
+	"github.com/hearthd/hearth/config"
 	"github.com/hearthd/hearth/devices"
 	"github.com/hearthd/hearth/dispatcher"
 	"github.com/hearthd/hearth/topic"
@@ -78,4 +86,41 @@ func firstMatch(filters []string, name string) string {
 		}
 	}
 	return ""
+}
+
+// automationKeyFile, in the data directory, holds the key of the
+// automations' op_ids (automations.Options.Key), hex-encoded.
+const automationKeyFile = "automations.key"
+
+// automationKeySize is the key's length in bytes.
+const automationKeySize = 32
+
+// automationKey returns the key of the automations' op_ids kept in
+// dataDir, drawing it from random and writing it (mode 0600) on the
+// first start. A file there that holds no key is an error: a new key
+// would give an event redelivered after the restart a new op_id.
+func automationKey(dataDir string, random io.Reader) ([]byte, error) {
+	path := filepath.Join(dataDir, automationKeyFile)
+	b, err := os.ReadFile(path)
+	if err == nil {
+		key, err := hex.DecodeString(strings.TrimSpace(string(b)))
+		if err != nil || len(key) != automationKeySize {
+			return nil, fmt.Errorf("%s: not a key of %d hex-encoded bytes; remove it to draw a new one (commands of events redelivered after the restart then get new op_ids)", path, automationKeySize)
+		}
+		return key, nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("automations key: %w", err)
+	}
+	key := make([]byte, automationKeySize)
+	if _, err := io.ReadFull(random, key); err != nil {
+		return nil, fmt.Errorf("automations key: %w", err)
+	}
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("automations key: %w", err)
+	}
+	if err := config.WriteFileAtomic(path, []byte(hex.EncodeToString(key)+"\n"), 0o600); err != nil {
+		return nil, fmt.Errorf("automations key: %w", err)
+	}
+	return key, nil
 }

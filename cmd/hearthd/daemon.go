@@ -507,6 +507,13 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 	for _, dev := range cfg.Devices {
 		needsLive[dev.ID] = dev.SafetyCritical()
 	}
+	// The same on every start, so that an event redelivered after a
+	// restart gives its first op_ids; unknown outside, so that nobody can
+	// take a future command's op_id first.
+	autoKey, err := automationKey(cfg.DataDir, dp.random)
+	if err != nil {
+		return nil, err
+	}
 	d.engine, err = automations.New(automations.Options{
 		Rules:     cfg.Automations,
 		Commander: act,
@@ -515,6 +522,7 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 		Clock:     dp.clock,
 		Logger:    autoLog,
 		NeedsLive: func(device string) bool { return needsLive[device] },
+		Key:       autoKey,
 		Confirmed: func(device string) map[string]any {
 			s, ok := disp.Device(device)
 			if !ok {
