@@ -39,6 +39,7 @@ var allowed = map[string][]string{
 	"protocols/zwavejs":     {"devices", "protocols/mqtt"},
 	"protocols/shelly":      {"devices", "protocols/mqtt"},
 	"protocols/tasmota":     {"devices", "protocols/mqtt"},
+	"protocols/homie":       {"devices", "protocols/mqtt"},
 	"protocols/webhook":     {},
 
 	// The scenarios of hearth-sim: their logic, with the Hearth parts

@@ -303,6 +303,8 @@ func (w *walker) checkProtocolKeys(key string, s Service) {
 				w.reportf(w.lines[k], k, "a status_topic service takes no %s: Hearth only watches it and sends it no commands", name)
 			}
 		}
+	case ProtocolHomie:
+		w.checkHomieBase(key, s)
 	case ProtocolWebhook:
 		if k := join(key, "url"); s.URL == "" && !w.reported[k] {
 			w.reportf(w.lines[key], k, "missing; a webhook service needs the http:// or https:// URL it POSTs notifications to")
@@ -557,6 +559,14 @@ func (c *Config) checkDevices(w *walker) {
 				continue
 			}
 			k[1] = relay
+		}
+		if s, _ := c.Service(d.Service); s.Protocol == ProtocolHomie {
+			prop, err := homieAddress(d.Address, d.Class)
+			if err != nil {
+				w.reportf(line, join(key, "address"), "%s", err)
+				continue
+			}
+			k[1] = prop
 		}
 		if o, taken := addresses[k]; taken {
 			w.reportf(line, join(key, "address"), "%q is already the address of %s (line %d) on service %s", d.Address, o.key, o.line, d.Service)

@@ -285,6 +285,9 @@ type Sim struct {
 	shellies []*shellyBox           // Shelly devices (shelly.go)
 	comps    map[string]*shellyComp // their simulated components by name
 
+	homies    []*homieBox          // Homie devices (homie.go)
+	homieDevs map[string]*homieDev // their simulated nodes by name
+
 	ran   atomic.Bool
 	ready chan struct{}
 
@@ -385,6 +388,7 @@ func New(opts Options) (*Sim, error) {
 		nodes:     map[string]*node{},
 		comps:     map[string]*shellyComp{},
 		tasmotas:  map[string]*tasmota{},
+		homieDevs: map[string]*homieDev{},
 		ready:     make(chan struct{}),
 	}
 	if s.clock == nil {
@@ -404,6 +408,7 @@ func New(opts Options) (*Sim, error) {
 	byBase := map[string]*bridge{}
 	byGateway := map[string]*gateway{}
 	byShelly := map[string]*shellyBox{}
+	byHomie := map[string]*homieBox{}
 	for i, d := range opts.Devices {
 		if d.WakeInterval < 0 || (d.WakeInterval > 0 && (d.AwakeWindow <= 0 || d.AwakeWindow >= d.WakeInterval)) {
 			return nil, fmt.Errorf("simulator: Devices[%d] %q: AwakeWindow %v must be above 0 and below WakeInterval %v", i, d.Name, d.AwakeWindow, d.WakeInterval)
@@ -424,9 +429,14 @@ func New(opts Options) (*Sim, error) {
 				return nil, err
 			}
 			continue
+		case ProtocolHomie:
+			if err := s.newHomie(i, d, byHomie); err != nil {
+				return nil, err
+			}
+			continue
 		case "", ProtocolZigbee2MQTT:
 		default:
-			return nil, fmt.Errorf("simulator: Devices[%d] %q: unknown protocol %q (want %s, %s, %s or %s)", i, d.Name, d.Protocol, ProtocolZigbee2MQTT, ProtocolZWaveJS, ProtocolShelly, ProtocolTasmota)
+			return nil, fmt.Errorf("simulator: Devices[%d] %q: unknown protocol %q (want %s, %s, %s, %s or %s)", i, d.Name, d.Protocol, ProtocolZigbee2MQTT, ProtocolZWaveJS, ProtocolShelly, ProtocolTasmota, ProtocolHomie)
 		}
 		if _, dup := s.nodes[d.Name]; dup {
 			return nil, fmt.Errorf("simulator: Devices[%d]: friendly name %q is used twice", i, d.Name)
@@ -516,6 +526,11 @@ func New(opts Options) (*Sim, error) {
 					return nil, fmt.Errorf("simulator: Faults.%s names %q, a Shelly; a Shelly takes Offline, Silent, IgnoreGets, EchoOnly, FailSets and Unreported", fault.field, name)
 				}
 				x, class = &c.faulty, c.Class
+			} else if h := s.homieDevs[name]; h != nil {
+				if fault.field == "Dead" || fault.field == "Jam" || fault.field == "FailSets" || fault.field == "IgnoreGets" {
+					return nil, fmt.Errorf("simulator: Faults.%s names %q, a Homie device; a Homie device takes Offline, Silent, EchoOnly and Unreported (Homie has no error answer and no get)", fault.field, name)
+				}
+				x, class = &h.faulty, h.Class
 			} else {
 				return nil, fmt.Errorf("simulator: Faults.%s names %q, which is not in Devices", fault.field, name)
 			}
@@ -543,7 +558,10 @@ func New(opts Options) (*Sim, error) {
 	for _, t := range s.tasmotaOrder {
 		t.clientID = clientID + "-" + t.Name
 	}
-	s.readyLeft = len(s.bridges) + len(s.gateways) + len(s.shellies) + len(s.tasmotaOrder)
+	for i, b := range s.homies {
+		b.clientID = clientID + "-homie-" + strconv.Itoa(i)
+	}
+	s.readyLeft = len(s.bridges) + len(s.gateways) + len(s.shellies) + len(s.tasmotaOrder) + len(s.homies)
 	return s, nil
 }
 
@@ -599,6 +617,17 @@ func (s *Sim) Run(ctx context.Context) error {
 			s.serve(ctx, tasmotaEndpoint{s, t}, l, s.log.With("tasmota", t.Name, "client_id", l.ClientID))
 		})
 	}
+	for _, b := range s.homies {
+		wg.Go(func() {
+			l := s.login(b.root, b.clientID)
+			s.serve(ctx, homieEndpoint{s, b}, l, s.log.With("homie", b.id, "client_id", l.ClientID))
+		})
+		if b.kick != nil {
+			wg.Go(func() {
+				s.sleepCycle(ctx, b.wakeInterval, b.awakeWindow, b.kick, func() { s.wakeHomie(b) }, func() { s.sleepHomie(b) })
+			})
+		}
+	}
 	for _, gw := range s.gateways {
 		wg.Go(func() {
 			l := s.login(gw.prefix, gw.clientID)
@@ -619,6 +648,10 @@ func (s *Sim) SetOnline(name string, online bool) error {
 	}
 	if t := s.tasmotas[name]; t != nil {
 		s.setTasmotaOnline(t, online)
+		return nil
+	}
+	if h := s.homieDevs[name]; h != nil {
+		s.setHomieOnline(h, online)
 		return nil
 	}
 	if n := s.nodes[name]; n != nil {
@@ -711,6 +744,11 @@ func (s *Sim) State(name string) map[string]any {
 	if t := s.tasmotas[name]; t != nil {
 		return s.tasmotaState(t)
 	}
+	if h := s.homieDevs[name]; h != nil {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return h.state()
+	}
 	if n := s.nodes[name]; n != nil {
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -742,6 +780,11 @@ func (s *Sim) Sets(name string) int {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		return t.sets
+	}
+	if h := s.homieDevs[name]; h != nil {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return h.sets
 	}
 	if n := s.nodes[name]; n != nil {
 		s.mu.Lock()

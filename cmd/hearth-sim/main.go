@@ -170,7 +170,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 			devs = tasmotaDevice(devs, svc, dev.Device, names)
 			continue
 		}
-		if !ok || (svc.Protocol != config.ProtocolZigbee2MQTT && svc.Protocol != config.ProtocolZWaveJS && svc.Protocol != config.ProtocolShelly) {
+		if !ok || (svc.Protocol != config.ProtocolZigbee2MQTT && svc.Protocol != config.ProtocolZWaveJS && svc.Protocol != config.ProtocolShelly && svc.Protocol != config.ProtocolHomie) {
 			continue
 		}
 		name := dev.Address
@@ -181,6 +181,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		sd := simulator.Device{Name: name, Class: string(dev.Class), BaseTopic: svc.BaseTopic}
 		if svc.Protocol == config.ProtocolShelly {
 			sd.Protocol = simulator.ProtocolShelly
+		}
+		if svc.Protocol == config.ProtocolHomie {
+			sd.Protocol = simulator.ProtocolHomie
 		}
 		if svc.Protocol == config.ProtocolZWaveJS {
 			sd.Protocol, sd.GatewayName = simulator.ProtocolZWaveJS, svc.GatewayName
@@ -244,7 +247,7 @@ func bridgeLogins(cfg *config.Config, cr *config.Credentials) map[string]simulat
 	cfg.ApplyCredentials(cr)
 	logins := map[string]simulator.Login{}
 	for _, s := range cfg.Services {
-		if s.Protocol == config.ProtocolZigbee2MQTT || s.Protocol == config.ProtocolZWaveJS || s.Protocol == config.ProtocolShelly {
+		if s.Protocol == config.ProtocolZigbee2MQTT || s.Protocol == config.ProtocolZWaveJS || s.Protocol == config.ProtocolShelly || s.Protocol == config.ProtocolHomie {
 			logins[s.BaseTopic] = simulator.Login{Username: s.MQTTUsername, Password: s.MQTTPassword, ClientID: s.ClientID}
 		}
 		if s.Protocol == config.ProtocolTasmota {

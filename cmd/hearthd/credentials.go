@@ -83,6 +83,8 @@ func bridgeName(protocol string) string {
 		return "Shelly devices"
 	case config.ProtocolTasmota:
 		return "Tasmota devices"
+	case config.ProtocolHomie:
+		return "Homie devices"
 	}
 	return "publisher of the status topic"
 }
@@ -98,6 +100,8 @@ func bridgeSettings(protocol string) string {
 		return "each Shelly's Settings → MQTT: Username and Password (docs/SHELLY.md)"
 	case config.ProtocolTasmota:
 		return "MqttUser and MqttPassword of every Tasmota device of the service (Configuration → Configure MQTT)"
+	case config.ProtocolHomie:
+		return "the MQTT username and password of every Homie device of the service (its firmware's MQTT settings; docs/HOMIE.md)"
 	}
 	return "the MQTT username and password of whatever publishes the status topic"
 }

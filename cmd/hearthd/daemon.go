@@ -407,6 +407,10 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 			}
 			adapters = append(adapters, start)
 			bridgeService(s, a)
+		case config.ProtocolHomie:
+			a, start := d.homieAdapter(s, devs, log)
+			adapters = append(adapters, start)
+			bridgeService(s, a)
 		case config.ProtocolWebhook:
 			svc, err := notifyService(s, breakerRand)
 			if err != nil {

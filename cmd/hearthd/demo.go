@@ -354,6 +354,8 @@ func simDevices(cfg *config.Config) []simulator.Device {
 			if !tasmotaSimDevice(&out, nodes, svc, &sd) {
 				continue
 			}
+		case svc.Protocol == config.ProtocolHomie && (dev.Class == devices.Switch || dev.Class == devices.Light):
+			sd.Protocol = simulator.ProtocolHomie
 		default:
 			continue
 		}
