@@ -26,10 +26,11 @@ import (
 const demoWait = 30 * time.Second
 
 // runDemo plays the configured devices (Zigbee2MQTT, Z-Wave JS UI,
-// Tasmota and Shelly) with the simulator in this process, sends them a few
-// commands as an automation would, over MQTT, and prints every result, and
-// for the Wi-Fi plug the command and the device's report on the wire. The simulator keeps running until ctx
-// ends, so that commands sent by hand are answered too.
+// Tasmota, Shelly and Homie) with the simulator in this process, sends
+// them a few commands as an automation would, over MQTT, and prints every
+// result, and for the Wi-Fi plug the command and the device's report on
+// the wire. The simulator keeps running until ctx ends, so that commands
+// sent by hand are answered too.
 func runDemo(ctx context.Context, d *daemon, out io.Writer, log *slog.Logger) error {
 	// hearthd subscribes first: a command published before its intake
 	// subscription is in place would reach no one.
@@ -371,7 +372,7 @@ func simDevices(cfg *config.Config) []simulator.Device {
 // the order they first appear: "Zigbee2MQTT, Tasmota".
 func simProtocols(devs []simulator.Device) string {
 	names := map[string]string{"": "Zigbee2MQTT", simulator.ProtocolZWaveJS: "Z-Wave JS UI",
-		simulator.ProtocolTasmota: "Tasmota", simulator.ProtocolShelly: "Shelly"}
+		simulator.ProtocolTasmota: "Tasmota", simulator.ProtocolShelly: "Shelly", simulator.ProtocolHomie: "Homie"}
 	var out []string
 	for _, d := range devs {
 		if n := names[d.Protocol]; !slices.Contains(out, n) {
