@@ -31,6 +31,10 @@ func TestSampleLoads(t *testing.T) {
 		},
 		Budget: Budget{Ratio: 0.2, MinRetries: 3, Window: 10 * time.Second},
 	}
+	// The tasmota service's: zigbee's but for 3 attempts (Wi-Fi has no
+	// radio layer that retries).
+	tasmotaRetry := z2mRetry
+	tasmotaRetry.MaxAttempts = 3
 	// Each device's attempt timeout: its class's default, or the
 	// service's 5s (ClassAttemptTimeouts).
 	dev := func(id string, class devices.Class, address string, ttl time.Duration) Device {
@@ -63,6 +67,10 @@ func TestSampleLoads(t *testing.T) {
 				Enabled: true, FailureThreshold: 5, FailureRatio: 0.5, Window: 30 * time.Second, MinCalls: 10,
 				OpenFor: 30 * time.Second, MaxOpenFor: 5 * time.Minute, MaxProbes: 1, ProbeTimeout: 30 * time.Second, SuccessesToClose: 1,
 			}},
+			{Name: "tasmota", Protocol: ProtocolTasmota, FullTopic: "%prefix%/%topic%/", MQTTUsername: "tasmota", ReadTimeout: 5 * time.Second, Retry: tasmotaRetry, Breaker: Breaker{
+				Enabled: true, FailureThreshold: 5, FailureRatio: 0.5, Window: 30 * time.Second, MinCalls: 10,
+				OpenFor: 30 * time.Second, MaxOpenFor: 5 * time.Minute, MaxProbes: 1, ProbeTimeout: 10 * time.Second, SuccessesToClose: 1,
+			}},
 		},
 		Devices: []Device{
 			dev("hall_light", devices.Light, "hall_light", time.Minute),
@@ -75,6 +83,11 @@ func TestSampleLoads(t *testing.T) {
 			}(),
 			dev("living_blinds", devices.Cover, "living_blinds", time.Minute),
 			dev("bedroom_trv", devices.Climate, "bedroom_trv", time.Minute),
+			func() Device {
+				d := dev("porch_plug", devices.Switch, "porch_plug", time.Minute)
+				d.Service = "tasmota"
+				return d
+			}(),
 		},
 	}
 	if !reflect.DeepEqual(got, want) {
@@ -101,6 +114,11 @@ func TestSampleShowsDefaults(t *testing.T) {
 	want.Breaker.ProbeTimeout = ClassAttemptTimeouts[devices.Cover]
 	if got := s; !reflect.DeepEqual(got, want) {
 		t.Errorf("sample service:\ngot  %+v\nwant %+v (protocol defaults)", got, want)
+	}
+	s, _ = c.Service("tasmota")
+	want = (Service{Name: "tasmota", Protocol: ProtocolTasmota, Breaker: Breaker{Enabled: true}}).withDefaults()
+	if got := s; !reflect.DeepEqual(got, want) {
+		t.Errorf("sample service tasmota:\ngot  %+v\nwant %+v (protocol defaults)", got, want)
 	}
 }
 

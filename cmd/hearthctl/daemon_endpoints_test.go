@@ -28,6 +28,7 @@ func TestDevicesListsEveryDeviceInConfigOrder(t *testing.T) {
 		{"front_door", "zigbee", "lock", "online", "0", "closed", "safety-critical"},
 		{"living_blinds", "zigbee", "cover", "online", "0", "closed", "-", `{"position":40,"state":"OPEN","tilt":0}`},
 		{"bedroom_trv", "zigbee", "climate", "online", "0", "closed", "-", `{"current_heating_setpoint":20,"local_temperature":19.5,"preset":"manual","system_mode":"off"}`},
+		{"porch_plug", "tasmota", "switch", "online", "0", "closed", "-", `{"state":"ON"}`},
 	}
 	if len(lines) != len(want) {
 		t.Fatalf("%d lines, want %d:\n%s", len(lines), len(want), stdout)
@@ -48,8 +49,8 @@ func TestDevicesListsEveryDeviceInConfigOrder(t *testing.T) {
 		}
 		ids = append(ids, d.ID)
 	}
-	if got := strings.Join(ids, ","); code != 0 || got != "hall_light,kitchen_light,coffee_maker,front_door,living_blinds,bedroom_trv" {
-		t.Errorf("-json: exit %d, ids %s; want 0 and the six in config order", code, got)
+	if got := strings.Join(ids, ","); code != 0 || got != "hall_light,kitchen_light,coffee_maker,front_door,living_blinds,bedroom_trv,porch_plug" {
+		t.Errorf("-json: exit %d, ids %s; want 0 and the seven in config order", code, got)
 	}
 }
 
@@ -79,8 +80,8 @@ func TestWatchFollowsACommandThroughHearthd(t *testing.T) {
 	}
 }
 
-// status of the demo after its run: ready, the breaker closed again, all
-// six devices online, nothing pending, the one command the demo's outage
+// status of the demo after its run: ready, the breakers closed (zigbee's
+// again), all seven devices online, nothing pending, the one command the demo's outage
 // failed fast, and as many dead letters as hearthctl deadletters lists.
 func TestStatusSummarizesHearthd(t *testing.T) {
 	addr := demoAddr(t)
@@ -89,8 +90,8 @@ func TestStatusSummarizesHearthd(t *testing.T) {
 	since := `\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ`
 	want := regexp.MustCompile("^" +
 		regexp.QuoteMeta("hearthd:      "+addr+" ready\n"+
-			"breakers:     zigbee closed\n"+
-			"devices:      6: 6 online, 0 offline, 0 unknown\n"+
+			"breakers:     zigbee closed; tasmota closed\n"+
+			"devices:      7: 7 online, 0 offline, 0 unknown\n"+
 			"pending:      none\n"+
 			"failures:     1 failed command since ") + since + regexp.QuoteMeta(", newest first:\n") +
 		"  " + since + regexp.QuoteMeta("  kitchen_light  ") + `demo-\d+-\d+-6` + regexp.QuoteMeta("  failed (breaker_open: the circuit breaker of service zigbee is open)\n") +

@@ -18,13 +18,13 @@ import (
 
 // The commands that act (send, get, devices, watch, status) are tested
 // against a real hearthd: this tree's, built once per test binary and run
-// with -demo (the sample configuration's six Zigbee2MQTT devices played by
-// the simulator inside hearthd, the embedded broker and the HTTP API on
-// free loopback ports, no authentication). The demo first sends its own
-// commands and takes the bridge offline and back; the tests start once it
-// has said "Try one yourself", when the breaker is closed again. The
-// token handling these commands share with the listings is tested with
-// newServer (main_test.go).
+// with -demo (the sample configuration's six Zigbee2MQTT devices and its
+// Tasmota plug played by the simulator inside hearthd, the embedded broker
+// and the HTTP API on free loopback ports, no authentication). The demo
+// first sends its own commands and takes the Zigbee2MQTT bridge offline
+// and back; the tests start once it has said "Try one yourself", when the
+// breaker is closed again. The token handling these commands share with
+// the listings is tested with newServer (main_test.go).
 
 func TestMain(m *testing.M) {
 	code := m.Run()

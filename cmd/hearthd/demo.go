@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/hearthd/hearth/config"
 	"github.com/hearthd/hearth/devices"
+	"github.com/hearthd/hearth/protocols/tasmota"
 	"github.com/hearthd/hearth/protocols/zwavejs"
 	"github.com/hearthd/hearth/retry"
 	"github.com/hearthd/hearth/simulator"
@@ -23,10 +25,12 @@ import (
 // demoWait bounds how long the demo waits for one command's final result.
 const demoWait = 30 * time.Second
 
-// runDemo plays the configured Zigbee2MQTT devices with the simulator in
-// this process, sends them a few commands as an automation would, over
-// MQTT, and prints every result. The simulator keeps running until ctx
-// ends, so that commands sent by hand are answered too.
+// runDemo plays the configured devices (Zigbee2MQTT, Z-Wave JS UI,
+// Tasmota, Shelly and Homie) with the simulator in this process, sends
+// them a few commands as an automation would, over MQTT, and prints every
+// result, and for the Wi-Fi plug the command and the device's report on
+// the wire. The simulator keeps running until ctx ends, so that commands
+// sent by hand are answered too.
 func runDemo(ctx context.Context, d *daemon, out io.Writer, log *slog.Logger) error {
 	// hearthd subscribes first: a command published before its intake
 	// subscription is in place would reach no one.
@@ -58,7 +62,7 @@ func runDemo(ctx context.Context, d *daemon, out io.Writer, log *slog.Logger) er
 		return nil
 	}
 
-	results := make(chan devices.Result, 64)
+	results := make(chan demoMessage, 64)
 	client := paho.NewClient(paho.NewClientOptions().
 		AddBroker(d.brokerURL).
 		SetClientID(fmt.Sprintf("hearth-demo-%d", time.Now().UnixNano())).
@@ -70,7 +74,7 @@ func runDemo(ctx context.Context, d *daemon, out io.Writer, log *slog.Logger) er
 	t := client.Subscribe(d.cfg.Prefix+"/+/result", 1, func(_ paho.Client, m paho.Message) {
 		var r devices.Result
 		if json.Unmarshal(m.Payload(), &r) == nil {
-			results <- r
+			results <- demoMessage{result: r}
 		}
 	})
 	if !t.WaitTimeout(demoWait) || t.Error() != nil {
@@ -84,11 +88,13 @@ func runDemo(ctx context.Context, d *daemon, out io.Writer, log *slog.Logger) er
 		{"hall_light", `{"state":"ON","brightness":128,"op_id":"demo-` + run + `-1"}`, "turn a light on at half brightness"},
 		{"front_door", `{"state":"UNLOCK","op_id":"demo-` + run + `-2"}`, "unlock the front door (its state read first, then confirmed from lock_state)"},
 		{"living_blinds", `{"position":40,"op_id":"demo-` + run + `-3"}`, "open the blinds to 40%"},
-		{"hall_light", `{"state":"TOGGLE","op_id":"demo-` + run + `-4"}`, "a relative command: refused"},
+		{"porch_plug", `{"state":"ON","op_id":"demo-` + run + `-4"}`, "switch on a Wi-Fi plug (Tasmota): confirmed by the plug's own report, never by the command's echo"},
+		{"hall_light", `{"state":"TOGGLE","op_id":"demo-` + run + `-5"}`, "a relative command: refused"},
 		{"hall_light", `{"state":"ON","brightness":128,"op_id":"demo-` + run + `-1"}`, "the first command again, same op_id: answered from the store, not sent again"},
 	}
-	fmt.Fprintf(out, "\nhearthd demo: broker %s, HTTP http://%s, %d simulated Zigbee2MQTT devices\n",
-		d.brokerURL, d.httpAddr(), len(simDevices(d.cfg)))
+	sims := simDevices(d.cfg)
+	fmt.Fprintf(out, "\nhearthd demo: broker %s, HTTP http://%s, %d simulated devices (%s)\n",
+		d.brokerURL, d.httpAddr(), len(sims), simProtocols(sims))
 	fmt.Fprintf(out, "The demo runs without authentication (mqtt.allow_anonymous and http.allow_anonymous), so it listens on loopback only; without -demo, hearthd refuses anonymous clients and generates accounts into <data_dir>/%s.\n",
 		config.CredentialsFileName)
 	for _, s := range steps {
@@ -100,10 +106,17 @@ func runDemo(ctx context.Context, d *daemon, out io.Writer, log *slog.Logger) er
 		}
 		json.Unmarshal([]byte(s.payload), &opID)
 		fmt.Fprintf(out, "\n# %s\n→ %s/%s/set  %s\n", s.note, d.cfg.Prefix, s.device, s.payload)
+		unwatch, err := watchWire(client, d.cfg, s.device, results)
+		if err != nil {
+			return err
+		}
 		if t := client.Publish(d.cfg.Prefix+"/"+s.device+"/set", 1, false, s.payload); !t.WaitTimeout(demoWait) || t.Error() != nil {
+			unwatch()
 			return fmt.Errorf("demo: publish: %v", t.Error())
 		}
-		if err := printUntilFinal(ctx, out, results, opID.OpID); err != nil {
+		err = printUntilFinal(ctx, out, results, s.device, opID.OpID)
+		unwatch()
+		if err != nil {
 			return err
 		}
 	}
@@ -128,7 +141,7 @@ Try one yourself while this runs (Ctrl-C stops it):
 // retained bridge/state says when it stops, and shows the service's
 // circuit breaker: commands fail fast while it is open, and the first one
 // after the bridge is back is the probe that closes it.
-func demoOutage(ctx context.Context, d *daemon, client paho.Client, results <-chan devices.Result, run string, out io.Writer) error {
+func demoOutage(ctx context.Context, d *daemon, client paho.Client, results <-chan demoMessage, run string, out io.Writer) error {
 	dev, ok := d.cfg.Device("kitchen_light")
 	if !ok {
 		return nil
@@ -178,7 +191,7 @@ func demoOutage(ctx context.Context, d *daemon, client paho.Client, results <-ch
 		if t := client.Publish(d.cfg.Prefix+"/kitchen_light/set", 1, false, payload); !t.WaitTimeout(demoWait) || t.Error() != nil {
 			return fmt.Errorf("demo: publish: %v", t.Error())
 		}
-		return printUntilFinal(ctx, out, results, opID)
+		return printUntilFinal(ctx, out, results, "kitchen_light", opID)
 	}
 	if err := bridge("offline"); err != nil {
 		return err
@@ -203,13 +216,69 @@ func demoOutage(ctx context.Context, d *daemon, client paho.Client, results <-ch
 	return await("closed")
 }
 
-// printUntilFinal prints the results of opID until a terminal one.
-func printUntilFinal(ctx context.Context, out io.Writer, results <-chan devices.Result, opID string) error {
+// demoMessage is what the demo's MQTT client hears, in the order it
+// hears it: a result, or a line of the wire traffic between Hearth and a
+// device (watchWire).
+type demoMessage struct {
+	result devices.Result
+	// device and wire: a line of device's traffic.
+	device, wire string
+}
+
+// watchWire subscribes to what goes between Hearth and device on the
+// device's own topics, when it is a Tasmota: its commands (cmnd/<topic>/#)
+// and its answers (stat/<topic>/RESULT; not stat/<topic>/POWER, which it
+// publishes just after and which may come after Hearth's result), each
+// handed to results as a line "Hearth → topic  payload" or "device →
+// topic  payload". The returned func unsubscribes. Other devices are not
+// watched (the func does nothing).
+func watchWire(client paho.Client, cfg *config.Config, device string, results chan<- demoMessage) (func(), error) {
+	dev, _ := cfg.Device(device)
+	svc, _ := cfg.Service(dev.Service)
+	if svc.Protocol != config.ProtocolTasmota {
+		return func() {}, nil
+	}
+	ft, err := tasmota.ParseFullTopic(svc.FullTopic)
+	addr, err2 := tasmota.ParseAddress(address(cfg, device))
+	if err != nil || err2 != nil {
+		return func() {}, nil // config checked both
+	}
+	filters := map[string]byte{ft.Topic("cmnd", addr.Topic, "#"): 1, ft.Topic("stat", addr.Topic, "RESULT"): 1}
+	cmnd := ft.Topic("cmnd", addr.Topic, "")
+	t := client.SubscribeMultiple(filters, func(_ paho.Client, m paho.Message) {
+		from := "device"
+		if strings.HasPrefix(m.Topic(), cmnd) {
+			from = "Hearth"
+		}
+		results <- demoMessage{device: device, wire: fmt.Sprintf("%s → %s  %s", from, m.Topic(), m.Payload())}
+	})
+	if !t.WaitTimeout(demoWait) || t.Error() != nil {
+		return nil, fmt.Errorf("demo: subscribe: %v", t.Error())
+	}
+	return func() {
+		topics := make([]string, 0, len(filters))
+		for f := range filters {
+			topics = append(topics, f)
+		}
+		client.Unsubscribe(topics...).WaitTimeout(demoWait)
+	}, nil
+}
+
+// printUntilFinal prints the results of opID, a command to device, until
+// a terminal one, and the lines of device's traffic heard meanwhile.
+func printUntilFinal(ctx context.Context, out io.Writer, results <-chan demoMessage, device, opID string) error {
 	timeout := time.NewTimer(demoWait)
 	defer timeout.Stop()
 	for {
 		select {
-		case r := <-results:
+		case m := <-results:
+			if m.wire != "" {
+				if m.device == device {
+					fmt.Fprintln(out, "  "+m.wire)
+				}
+				continue
+			}
+			r := m.result
 			if r.OpID != opID {
 				continue
 			}
@@ -299,6 +368,20 @@ func simDevices(cfg *config.Config) []simulator.Device {
 		out = append(out, sd)
 	}
 	return out
+}
+
+// simProtocols names the ecosystems of devs, the simulated devices, in
+// the order they first appear: "Zigbee2MQTT, Tasmota".
+func simProtocols(devs []simulator.Device) string {
+	names := map[string]string{"": "Zigbee2MQTT", simulator.ProtocolZWaveJS: "Z-Wave JS UI",
+		simulator.ProtocolTasmota: "Tasmota", simulator.ProtocolShelly: "Shelly", simulator.ProtocolHomie: "Homie"}
+	var out []string
+	for _, d := range devs {
+		if n := names[d.Protocol]; !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	return strings.Join(out, ", ")
 }
 
 func address(cfg *config.Config, id string) string {

@@ -36,6 +36,33 @@ func TestDemoShowsEachStep(t *testing.T) {
 			t.Errorf("the demo's output lacks %q:\n%s", want, got)
 		}
 	}
+
+	// The Wi-Fi step: the Tasmota plug gets POWER ON and its own
+	// stat/…/RESULT confirms it, on the first attempt, in that order.
+	_, plug, ok := strings.Cut(got, "\n# switch on a Wi-Fi plug (Tasmota)")
+	plug, _, _ = strings.Cut(plug, "\n\n")
+	if !ok {
+		t.Fatalf("the demo's output has no Wi-Fi step:\n%s", got)
+	}
+	at := 0
+	for _, want := range []string{
+		"\n→ hearth/porch_plug/set  {\"state\":\"ON\",\"op_id\":\"demo-",
+		"\n  Hearth → cmnd/porch_plug/POWER  ON\n",
+		"\n  device → stat/porch_plug/RESULT  {\"POWER\":\"ON\"}\n",
+		"\n  succeeded  attempts=1  state={\"state\":\"ON\"}",
+	} {
+		i := strings.Index(plug[at:], want)
+		if i < 0 {
+			t.Fatalf("the Wi-Fi step lacks %q after %q:\n%s", want, plug[:at], plug)
+		}
+		at += i + len(want) - 1
+	}
+	if n := strings.Count(plug, "\n  Hearth → "); n != 1 {
+		t.Errorf("the Wi-Fi step shows %d commands to the plug; want 1:\n%s", n, plug)
+	}
+	if !strings.Contains(got, "7 simulated devices (Zigbee2MQTT, Tasmota)") {
+		t.Errorf("the demo's headline does not name the simulated devices and their protocols:\n%s", got)
+	}
 }
 
 // outUntil writes to w and cancels once marker has been written.

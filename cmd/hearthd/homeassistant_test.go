@@ -28,16 +28,19 @@ func sampleConfig() string {
 }
 
 // sampleConfigTopics are the discovery configs Home Assistant finds for
-// the sample configuration: the zigbee service's problem entity, and for
-// each device the entity of its class and its command event entity.
+// the sample configuration: the zigbee and tasmota services' problem
+// entities, and for each device the entity of its class and its command
+// event entity.
 var sampleConfigTopics = []string{
 	"homeassistant/binary_sensor/hearth/service_zigbee/config",
+	"homeassistant/binary_sensor/hearth/service_tasmota/config",
 	"homeassistant/light/hearth/hall_light_light/config", "homeassistant/event/hearth/hall_light_command/config",
 	"homeassistant/light/hearth/kitchen_light_light/config", "homeassistant/event/hearth/kitchen_light_command/config",
 	"homeassistant/switch/hearth/coffee_maker_switch/config", "homeassistant/event/hearth/coffee_maker_command/config",
 	"homeassistant/lock/hearth/front_door_lock/config", "homeassistant/event/hearth/front_door_command/config",
 	"homeassistant/cover/hearth/living_blinds_cover/config", "homeassistant/event/hearth/living_blinds_command/config",
 	"homeassistant/climate/hearth/bedroom_trv_climate/config", "homeassistant/event/hearth/bedroom_trv_command/config",
+	"homeassistant/switch/hearth/porch_plug_switch/config", "homeassistant/event/hearth/porch_plug_command/config",
 }
 
 // haRender renders a Home Assistant template as Home Assistant does, with
@@ -123,7 +126,7 @@ func awaitPayload(t *testing.T, ch <-chan paho.Message, want string) {
 // the confirmed state.
 func TestHomeAssistantCommandsEveryClassThroughHearth(t *testing.T) {
 	h := newHarness(t, harnessOptions{config: sampleConfig()})
-	h.settle("hall_light", "kitchen_light", "coffee_maker", "front_door", "living_blinds", "bedroom_trv")
+	h.settle("hall_light", "kitchen_light", "coffee_maker", "front_door", "living_blinds", "bedroom_trv", "porch_plug")
 	if got := h.d.ha.announced(); got != len(sampleConfigTopics) {
 		t.Fatalf("hearthd announces %d configs; want %d (%v)", got, len(sampleConfigTopics), sampleConfigTopics)
 	}
@@ -174,6 +177,17 @@ func TestHomeAssistantCommandsEveryClassThroughHearth(t *testing.T) {
 		t.Errorf("the switch got %s; want {\"state\":\"ON\"} (the op_id stays with Hearth)", e.Payload)
 	}
 	h.await(func(r devices.Result) bool { return r.Device == "coffee_maker" && r.Status == devices.Succeeded }, "the switch succeeded")
+	// The same template on the Wi-Fi plug: the Tasmota gets POWER ON.
+	plug := c.got["homeassistant/switch/hearth/porch_plug_switch/config"]
+	mustToken(t, h.client.Publish(plug["command_topic"].(string), 1, false, haRender(t, plug["command_template"].(string), map[string]any{"value": "ON"})))
+	e := h.nextSet()
+	for e.Device != "porch_plug" {
+		e = h.nextSet()
+	}
+	if e.Topic != "cmnd/porch_plug/POWER" || string(e.Payload) != "ON" {
+		t.Errorf("the Tasmota plug got %s %s; want cmnd/porch_plug/POWER ON", e.Topic, e.Payload)
+	}
+	h.await(func(r devices.Result) bool { return r.Device == "porch_plug" && r.Status == devices.Succeeded }, "the plug succeeded")
 
 	lock := c.got["homeassistant/lock/hearth/front_door_lock/config"]
 	shown := h.watch(lock["state_topic"].(string))
