@@ -71,6 +71,13 @@ func TestClosePrincipalCannotOpenTheGarageWithAPosition(t *testing.T) {
 func TestPermissionRevokedDuringTheReadStopsTheUnlock(t *testing.T) {
 	h := newHarness(t, harnessOptions{simLogin: bridgeLogin, automationLogin: bridgeLogin, config: tabletConfig("[lock, unlock]"),
 		faults: simulator.Faults{Silent: []string{"front_door"}}})
+	// The lock's fresh read after the start goes first, to the simulated
+	// lock (which ignores it): the get the fake bridge waits for below must
+	// be the UNLOCK's. Had the fake heard the start's instead, its answer
+	// would have been taken for that read, and the UNLOCK's read,
+	// unanswered, would have waited on the fake clock for ever.
+	lock := address(h.cfg, "front_door")
+	h.eventually("the fresh read after the start reached the simulated lock", func() bool { return h.fresh.sentTo(lock) > 0 && h.fresh.done() })
 	// The simulated lock is offline (it ignores everything); a fake bridge
 	// answers the get when the test says, and records every set.
 	gets := make(chan struct{}, 4)
@@ -81,7 +88,6 @@ func TestPermissionRevokedDuringTheReadStopsTheUnlock(t *testing.T) {
 	defer fake.Disconnect(0)
 	mustToken(t, fake.Subscribe("zigbee2mqtt/front_door/get", 1, func(paho.Client, paho.Message) { gets <- struct{}{} }))
 	mustToken(t, fake.Subscribe("zigbee2mqtt/front_door/set", 1, func(_ paho.Client, m paho.Message) { sets <- string(m.Payload()) }))
-
 	h.submitAs("tablet", "front_door", `{"state":"UNLOCK","op_id":"revoked-mid-read"}`)
 	if r := h.result("revoked-mid-read"); r.Status != devices.Accepted {
 		t.Fatalf("first result: %s/%s (%s); want accepted", r.Status, r.Reason, r.Detail)
