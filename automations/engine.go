@@ -847,6 +847,15 @@ func toggled(v any) (any, bool) {
 // resolveToggle returns c's absolute target: its Toggle attribute's
 // confirmed value, flipped.
 func (e *Engine) resolveToggle(c *CommandAction) (map[string]any, error) {
+	e.mu.Lock()
+	live := e.live[c.Device][c.Toggle]
+	e.mu.Unlock()
+	if !live {
+		// What the store restored at the start, or the broker replayed,
+		// is from before it: a bulb that came back ON after a power cut
+		// while the store says OFF would be toggled the wrong way.
+		return nil, fmt.Errorf("toggle %s of %s: not reported live since the start, so its confirmed state is unknown and nothing is sent", c.Toggle, c.Device)
+	}
 	var state map[string]any
 	if e.confirmed != nil {
 		state = e.confirmed(c.Device)

@@ -161,7 +161,8 @@ func TestScheduleOpIDsComeFromTheScheduledTime(t *testing.T) {
 }
 
 // A toggle is resolved once, against the confirmed state, into an
-// absolute target; while that state is unknown nothing is sent.
+// absolute target; while that state is unknown, or known only from before
+// the start (not reported live since), nothing is sent.
 func TestToggleResolvedAgainstTheConfirmedState(t *testing.T) {
 	var mu sync.Mutex
 	confirmed := map[string]any{}
@@ -186,10 +187,25 @@ func TestToggleResolvedAgainstTheConfirmedState(t *testing.T) {
 	if !strings.Contains(h.logs.String(), "confirmed state is unknown") {
 		t.Errorf("no log line for the unresolved toggle:\n%s", h.logs)
 	}
+	// What the store restored or the broker replayed is from before the
+	// start: a bulb back ON after a power cut may be stored OFF.
+	mu.Lock()
+	confirmed["state"] = "OFF"
+	mu.Unlock()
+	h.e.DeviceState("lamp", map[string]any{"state": "OFF"}, true)
+	h.event("zigbee2mqtt/button", []byte(`{"action":"toggle"}`))
+	h.sync()
+	if got := h.rec.Commands(); len(got) != 0 {
+		t.Fatalf("commands %v with only a replayed state of the lamp; want none", got)
+	}
+	if !strings.Contains(h.logs.String(), "not reported live since the start") {
+		t.Errorf("no log line for the toggle on a replayed state:\n%s", h.logs)
+	}
 	for _, c := range []struct{ from, want string }{{"ON", "OFF"}, {"OFF", "ON"}} {
 		mu.Lock()
 		confirmed["state"] = c.from
 		mu.Unlock()
+		h.e.DeviceState("lamp", map[string]any{"state": c.from}, false) // the lamp's live report
 		h.event("zigbee2mqtt/button", []byte(`{"action":"toggle"}`))
 		h.sync()
 		cmds := h.rec.Commands()

@@ -16,6 +16,7 @@ func TestToggleOfAnObjectStateSendsNothingAndTheEngineRunsOn(t *testing.T) {
 		Triggers: []Trigger{{MQTT: &MQTTTrigger{Topic: "zigbee2mqtt/button", Fields: map[string]any{"action": "toggle"}}}},
 		Actions:  []Action{{Command: &CommandAction{Device: "lamp", Toggle: "state"}}, notify("after")},
 	})
+	h.e.DeviceState("lamp", state, false) // reported live
 	h.event("zigbee2mqtt/button", []byte(`{"action":"toggle"}`))
 	h.sync()
 	if got := h.rec.Commands(); len(got) != 0 {
