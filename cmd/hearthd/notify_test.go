@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/oklog/ulid/v2"
+
 	"github.com/hearthd/hearth/devices"
 	"github.com/hearthd/hearth/dispatcher"
 )
@@ -102,7 +104,7 @@ func TestFailedLockNotifiesTheWebhookHonouringRetryAfter(t *testing.T) {
 	if r := h.final("unlock"); r.Status != devices.Failed || r.Reason != devices.ReasonBreakerOpen {
 		t.Fatalf("unlock: %s/%s, want failed/breaker_open", r.Status, r.Reason)
 	}
-	want := `{"title":"front_door: unlock failed","message":"The unlock command to front_door was not carried out (breaker_open): the circuit breaker of service zigbee is open","severity":"critical","source":"dispatcher","device":"front_door","op_id":"unlock","reason":"breaker_open","at":"2026-11-29T19:00:00Z"}`
+	wantRest := `"title":"front_door: unlock failed","message":"The unlock command to front_door was not carried out (breaker_open): the circuit breaker of service zigbee is open","severity":"critical","source":"dispatcher","device":"front_door","op_id":"unlock","reason":"breaker_open","at":"2026-11-29T19:00:00Z"}`
 	var published string
 	select {
 	case m := <-notes:
@@ -110,6 +112,12 @@ func TestFailedLockNotifiesTheWebhookHonouringRetryAfter(t *testing.T) {
 	case <-time.After(eventWait):
 		t.Fatal("no notification on hearth/notifications")
 	}
+	// The id comes first: a ULID drawn on hearthd's clock.
+	id := noteID(t, published)
+	if u, err := ulid.ParseStrict(id); err != nil || !ulid.Time(u.Time()).Equal(t0) {
+		t.Errorf("id %q: %v, time %v; want a ULID of %v", id, err, ulid.Time(u.Time()), t0)
+	}
+	want := `{"id":"` + id + `",` + wantRest
 	first := nextPost(t, posts)
 	if first.body != want || published != want || first.auth != "Bearer tk_test" || first.contentType != "application/json" || first.at != 0 {
 		t.Fatalf("first POST %+v, published %s; want at +0s, Bearer tk_test, application/json, both\n%s", first, published, want)
