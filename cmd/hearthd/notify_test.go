@@ -12,6 +12,7 @@ import (
 
 	"github.com/hearthd/hearth/devices"
 	"github.com/hearthd/hearth/dispatcher"
+	"github.com/hearthd/hearth/store"
 )
 
 // post is one POST a notify service received, with the fake clock's
@@ -200,4 +201,81 @@ func TestDownNotifyServiceOpensItsBreakerAndFailsFast(t *testing.T) {
 			t.Errorf("zigbee breaker %+v, want closed", b)
 		}
 	}
+}
+
+// The test of durable notifications: hearthd is killed with
+// five notifications in the webhook service's outbox (the service is
+// down: the first POST got a 503 with Retry-After: 60, the other four
+// wait behind it). The crash is simulated as the other restart tests
+// do: what a kill -9 leaves is what the store had committed (every
+// commit is synced), read while hearthd runs; hearthd is then stopped,
+// and the test checks that the stop left the outbox exactly so. After
+// the restart, with the service up, every one is delivered, once, in
+// order, with the JSON (and id) it had before, and the outbox is empty.
+func TestKilledWithNotificationsInTheOutboxDeliversEveryOneAfterTheRestart(t *testing.T) {
+	clock := newDueClock(t0)
+	stamps := &harness{clock: clock} // the service's POSTs read the clock of both hearthds
+	srv, posts := notifyServer(t, &stamps, "60", http.StatusServiceUnavailable, http.StatusOK)
+	dir := t.TempDir()
+	cfg := notifyConfig(srv.URL, "{}")
+	h := newHarness(t, harnessOptions{dataDir: dir, clock: clock, config: cfg})
+	for i := range 5 {
+		h.d.disp.Notify(dispatcher.Notification{Title: fmt.Sprintf("note %d", i), Message: "m", Severity: "critical", Source: "test"})
+	}
+	first := nextPost(t, posts)
+	h.eventually("5 notifications stored", func() bool {
+		ns, err := h.d.store.Notifications()
+		return err == nil && len(ns) == 5
+	})
+	committed, err := h.d.store.Notifications() // what a kill -9 now leaves
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(committed[0].Payload); got != first.body {
+		t.Fatalf("first stored %s, want the first POST's %s", got, first.body)
+	}
+	noPost(t, posts)
+	h.stop()
+
+	st, err := store.Open(dir, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	left, err := st.Notifications()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(outboxPayloads(left)) != fmt.Sprint(outboxPayloads(committed)) {
+		t.Fatalf("the stop changed the outbox: %v, want what was committed before it, %v", outboxPayloads(left), outboxPayloads(committed))
+	}
+
+	h = newHarness(t, harnessOptions{dataDir: dir, clock: clock, config: cfg})
+	for i, want := range outboxPayloads(committed) {
+		if p := nextPost(t, posts); p.body != want {
+			t.Fatalf("POST %d after the restart\n%s\nwant\n%s", i+1, p.body, want)
+		}
+	}
+	h.eventually("5 delivered", func() bool { return h.d.disp.NotifyStatus()[0].Delivered == 5 })
+	h.eventually("an empty outbox", func() bool {
+		ns, err := h.d.store.Notifications()
+		return err == nil && len(ns) == 0
+	})
+	noPost(t, posts)
+	for i, p := range outboxPayloads(committed) {
+		if id := noteID(t, p); id != committed[i].ID {
+			t.Errorf("notification %d: id %q in its JSON, %q in the outbox", i, id, committed[i].ID)
+		}
+	}
+}
+
+// outboxPayloads lists the entries' payloads, in order.
+func outboxPayloads(ns []devices.OutboxNotification) []string {
+	out := make([]string, len(ns))
+	for i, n := range ns {
+		out[i] = string(n.Payload)
+	}
+	return out
 }
