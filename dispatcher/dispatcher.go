@@ -198,6 +198,12 @@ type Options struct {
 	// NotifyTTL is how long a notification stays worth delivering to a
 	// notify service, queued time included; 0 means DefaultNotifyTTL.
 	NotifyTTL time.Duration
+	// NotifyOutbox, if set, stores every notification for a notify
+	// service before it is queued, until it is delivered, given up,
+	// expired or dropped; Run queues again, in their order, those stored
+	// before the restart (see notify.go). nil: the queues are in memory
+	// only, and what they hold when Hearth stops is lost.
+	NotifyOutbox NotifyOutbox
 	// LostDedup, if its At is set, says the journal lost its record of
 	// op_ids at At (hearthd: the store was quarantined then), so a command
 	// sent before At may have run under an op_id the journal no longer
@@ -303,6 +309,10 @@ type Dispatcher struct {
 
 	notifiers []*notifyQueue // one per notify service, in Options order
 	notifyTTL time.Duration
+	// notifyOutbox is Options.NotifyOutbox, or nil; notes holds the
+	// notifications waiting to be stored in it (notify.go).
+	notifyOutbox NotifyOutbox
+	notes        notifySaver
 }
 
 // New checks the options and returns a dispatcher that does nothing until
@@ -339,6 +349,8 @@ func New(opts Options) (*Dispatcher, error) {
 	}
 	d.sweep = make(chan struct{}, 1)
 	d.notifyTTL = opts.NotifyTTL
+	d.notifyOutbox = opts.NotifyOutbox
+	d.notes.wake = make(chan struct{}, 1)
 	if d.notifyTTL <= 0 {
 		d.notifyTTL = DefaultNotifyTTL
 	}
@@ -433,6 +445,11 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		if s.breaker != nil {
 			wg.Go(func() { d.runBreakerClock(ctx, s) })
 		}
+	}
+	// The stored notifications are queued before any new one.
+	d.restoreNotifications()
+	if d.notifyOutbox != nil && len(d.notifiers) > 0 {
+		wg.Go(func() { d.runNotifySaver(ctx) })
 	}
 	for _, q := range d.notifiers {
 		wg.Go(func() { d.runNotifier(ctx, q) })
@@ -537,6 +554,12 @@ func (d *Dispatcher) publishResult(r devices.Result) {
 // Notification is a message for people: the payload of
 // <prefix>/notifications, published at QoS 1, never retained.
 type Notification struct {
+	// ID identifies the notification (a ULID, Notify draws it when
+	// empty): the same in every copy of it, on <prefix>/notifications
+	// and to every notify service, and when a stored one is sent again
+	// after a restart (it may have been delivered just before the
+	// crash), so that a receiver can drop a repeat.
+	ID      string `json:"id"`
 	Title   string `json:"title"`
 	Message string `json:"message"`
 	// Severity is "info", "warning" or "critical".
@@ -558,11 +581,17 @@ type Notification struct {
 // holds it while the connection is down, and queues the same JSON for
 // every notify service (Service.Notifier), whose worker delivers it
 // through the service's retry policy and breaker once Run runs. A zero
-// At is now. It never blocks. Notifications are not stored: one not yet
-// published or delivered when Hearth stops is lost.
+// At is now; an empty ID is a new ULID. It never blocks. With
+// Options.NotifyOutbox, the copy for each notify service is stored
+// before it is queued and is sent after a restart until it is delivered
+// or expires; the publish on <prefix>/notifications is not stored (the
+// outbox holds it only while Hearth runs).
 func (d *Dispatcher) Notify(n Notification) {
 	if n.At.IsZero() {
 		n.At = d.now()
+	}
+	if n.ID == "" {
+		n.ID = d.newOpID()
 	}
 	n.At = n.At.UTC()
 	b, err := json.Marshal(n)

@@ -55,10 +55,16 @@ type NotifyStatus struct {
 	Failed uint64 `json:"failed"`
 	// Dropped: pushed out of a full queue by a newer one.
 	Dropped uint64 `json:"dropped"`
+	// Expired: of Failed, those whose TTL passed before they were
+	// delivered (queued, held, retried, or stored while Hearth was
+	// down).
+	Expired uint64 `json:"expired"`
 }
 
 // notification is one notification on its way to one notify service.
 type notification struct {
+	id       string // the Notification's ID, its outbox entry's key
+	stored   bool   // its entry is in the NotifyOutbox
 	payload  []byte
 	device   string
 	opID     string
@@ -76,7 +82,7 @@ type notifyQueue struct {
 	items []*notification // waiting; the one being delivered is not here
 	wake  chan struct{}   // buffered 1: something was pushed
 
-	delivered, failed, dropped atomic.Uint64
+	delivered, failed, dropped, expired atomic.Uint64
 }
 
 func newNotifyQueue(s *Service) *notifyQueue {
@@ -133,31 +139,215 @@ func (q *notifyQueue) len() int {
 }
 
 // enqueueNotification hands payload, n as JSON, to every notify
-// service's queue. It never blocks.
+// service's queue: at once without a NotifyOutbox, and through the
+// notify saver (runNotifySaver), which stores it first, with one. It
+// never blocks.
 func (d *Dispatcher) enqueueNotification(n Notification, payload []byte) {
+	if len(d.notifiers) == 0 {
+		return
+	}
 	now := d.now()
-	for _, q := range d.notifiers {
-		item := &notification{payload: payload, device: n.Device, opID: n.OpID, queuedAt: now, deadline: now.Add(d.notifyTTL)}
-		if old := q.push(item); old != nil {
-			d.log.Error("notify queue full: the oldest notification was dropped undelivered",
-				"service", q.svc.Name, "device", old.device, "op_id", old.opID, "queued_at", old.queuedAt, "limit", q.limit, "dropped_total", q.dropped.Load())
+	batch := make([]*notification, len(d.notifiers))
+	for i := range d.notifiers {
+		batch[i] = &notification{id: n.ID, payload: payload, device: n.Device, opID: n.OpID, queuedAt: now, deadline: now.Add(d.notifyTTL)}
+	}
+	if d.notifyOutbox == nil {
+		for i, q := range d.notifiers {
+			d.queueNotification(q, batch[i])
+		}
+		return
+	}
+	d.notes.add(batch)
+}
+
+// queueNotification pushes n on q; the oldest one it drops from a full
+// queue is logged and deleted from the outbox.
+func (d *Dispatcher) queueNotification(q *notifyQueue, n *notification) {
+	old := q.push(n)
+	if old == nil {
+		return
+	}
+	d.log.Error("notify queue full: the oldest notification was dropped undelivered",
+		"service", q.svc.Name, "id", old.id, "device", old.device, "op_id", old.opID, "queued_at", old.queuedAt, "limit", q.limit, "dropped_total", q.dropped.Load())
+	d.forgetNotification(q, old)
+}
+
+// forgetNotification deletes n's outbox entry, if stored: n was
+// delivered, given up, expired or dropped. A failed delete is logged:
+// n is then sent again after a restart, which its id lets the receiver
+// recognise.
+func (d *Dispatcher) forgetNotification(q *notifyQueue, n *notification) {
+	if !n.stored {
+		return
+	}
+	if err := d.notifyOutbox.DeleteNotifications(q.svc.Name, n.id); err != nil {
+		d.log.Warn("stored notification not deleted: it is sent again after a restart", "service", q.svc.Name, "id", n.id, "err", err)
+	}
+}
+
+// notifySaver holds the notifications Notify took until runNotifySaver
+// stores and queues them, in order. Each batch is one notification, an
+// item per notify service in Options order.
+type notifySaver struct {
+	mu      sync.Mutex
+	batches [][]*notification
+	wake    chan struct{} // buffered 1: a batch was added
+}
+
+func (s *notifySaver) add(batch []*notification) {
+	s.mu.Lock()
+	s.batches = append(s.batches, batch)
+	s.mu.Unlock()
+	signal(s.wake)
+}
+
+// take returns every batch waiting, oldest first.
+func (s *notifySaver) take() [][]*notification {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b := s.batches
+	s.batches = nil
+	return b
+}
+
+// runNotifySaver stores the notifications Notify took, all those waiting
+// in one commit, then queues them, until ctx is done; then it stores
+// what is left, for the next start. A failed save is logged, and the
+// notifications are queued all the same: sent, but lost if Hearth stops
+// first. It is the one goroutine that calls the outbox for Notify, so
+// that Notify never waits on a commit (it is called from the store's own
+// writer, when commits fail).
+func (d *Dispatcher) runNotifySaver(ctx context.Context) {
+	for {
+		select {
+		case <-d.notes.wake:
+		case <-ctx.Done():
+			if batches := d.notes.take(); len(batches) > 0 {
+				d.saveNotifications(batches)
+			}
+			return
+		}
+		batches := d.notes.take()
+		if len(batches) == 0 {
+			continue
+		}
+		d.saveNotifications(batches)
+		for _, batch := range batches {
+			for i, q := range d.notifiers {
+				d.queueNotification(q, batch[i])
+			}
 		}
 	}
 }
 
+// saveNotifications stores batches in the outbox in one call, marking
+// each item stored when it is.
+func (d *Dispatcher) saveNotifications(batches [][]*notification) {
+	entries := make([]devices.OutboxNotification, 0, len(batches)*len(d.notifiers))
+	for _, batch := range batches {
+		for i, q := range d.notifiers {
+			n := batch[i]
+			entries = append(entries, devices.OutboxNotification{
+				ID: n.id, Service: q.svc.Name, Device: n.device, OpID: n.opID,
+				QueuedAt: n.queuedAt, Deadline: n.deadline, Payload: n.payload,
+			})
+		}
+	}
+	if err := d.notifyOutbox.SaveNotifications(entries...); err != nil {
+		d.log.Warn("notifications not stored: they are sent, but lost if Hearth stops first", "count", len(batches), "err", err)
+		return
+	}
+	for _, batch := range batches {
+		for _, n := range batch {
+			n.stored = true
+		}
+	}
+}
+
+// restoreNotifications queues again, in the order they were stored, the
+// notifications the outbox holds from before the start, ahead of any
+// new one. One whose deadline has passed is not sent: it is logged at
+// ERROR and counted failed and expired. One for a notify service no
+// longer configured is dropped with a WARN line. Both are deleted from
+// the outbox. A read that fails is logged, and Hearth starts all the
+// same.
+func (d *Dispatcher) restoreNotifications() {
+	if d.notifyOutbox == nil {
+		return
+	}
+	stored, err := d.notifyOutbox.Notifications()
+	if err != nil {
+		d.log.Error("notifications stored before the restart not read: they are not sent", "err", err)
+		return
+	}
+	if len(stored) == 0 {
+		return
+	}
+	queues := make(map[string]*notifyQueue, len(d.notifiers))
+	for _, q := range d.notifiers {
+		queues[q.svc.Name] = q
+	}
+	now := d.now()
+	doomed := map[string][]string{} // service → ids to delete
+	var resent, expired, orphaned int
+	for _, e := range stored {
+		q := queues[e.Service]
+		switch {
+		case q == nil:
+			orphaned++
+			d.log.Warn("stored notification dropped: its notify service is no longer configured",
+				"service", e.Service, "id", e.ID, "device", e.Device, "op_id", e.OpID, "queued_at", e.QueuedAt)
+			doomed[e.Service] = append(doomed[e.Service], e.ID)
+		case !now.Before(e.Deadline):
+			expired++
+			q.failed.Add(1)
+			q.expired.Add(1)
+			d.log.Error("notification not delivered", "service", e.Service, "id", e.ID, "device", e.Device, "op_id", e.OpID,
+				"reason", notifyExpired, "attempts", 0, "queued_at", e.QueuedAt, "deadline", e.Deadline, "stored_before_restart", true)
+			doomed[e.Service] = append(doomed[e.Service], e.ID)
+		default:
+			resent++
+			d.queueNotification(q, &notification{id: e.ID, stored: true, payload: e.Payload, device: e.Device, opID: e.OpID,
+				queuedAt: e.QueuedAt, deadline: e.Deadline})
+		}
+	}
+	for service, ids := range doomed {
+		if err := d.notifyOutbox.DeleteNotifications(service, ids...); err != nil {
+			d.log.Warn("stored notifications not deleted: they are read again at the next start", "service", service, "count", len(ids), "err", err)
+		}
+	}
+	d.log.Info("notifications stored before the restart", "queued_again", resent, "expired", expired, "service_gone", orphaned)
+}
+
+// stoppingNote says, in a log line at shutdown, what becomes of a
+// notification not yet delivered.
+func (d *Dispatcher) stoppingNote() string {
+	if d.notifyOutbox == nil {
+		return "stopping: notification dropped undelivered (notifications are not stored)"
+	}
+	return "stopping: notification not delivered yet; it stays stored and is sent after the restart"
+}
+
 // runNotifier delivers q's notifications one at a time, oldest first,
-// until ctx is done. What is still queued then is lost: notifications are
-// not stored.
+// until ctx is done, deleting each from the outbox once it ends. What is
+// still queued then stays in the outbox, for the next start; without an
+// outbox it is lost.
 func (d *Dispatcher) runNotifier(ctx context.Context, q *notifyQueue) {
 	for {
 		n, ok := q.next(ctx)
 		if !ok {
 			if left := q.len(); left > 0 {
-				d.log.Warn("stopping: queued notifications are dropped (notifications are not stored)", "service", q.svc.Name, "count", left)
+				if d.notifyOutbox == nil {
+					d.log.Warn("stopping: queued notifications are dropped (notifications are not stored)", "service", q.svc.Name, "count", left)
+				} else {
+					d.log.Info("stopping: queued notifications stay stored and are sent after the restart", "service", q.svc.Name, "count", left)
+				}
 			}
 			return
 		}
-		d.deliver(ctx, q, n)
+		if d.deliver(ctx, q, n) {
+			d.forgetNotification(q, n)
+		}
 	}
 }
 
@@ -167,13 +357,13 @@ func (d *Dispatcher) runNotifier(ctx context.Context, q *notifyQueue) {
 // report the outcome to the breaker, and on a failure ask the policy
 // (which honours Retry-After, permanent errors, max attempts, the retry
 // budget and n's deadline) whether and when to try again, waiting on the
-// injected clock. It returns when n is delivered, given up (logged at
-// ERROR), or ctx is done.
-func (d *Dispatcher) deliver(ctx context.Context, q *notifyQueue, n *notification) {
+// injected clock. It returns true when n is delivered or given up
+// (logged at ERROR), false when ctx is done first.
+func (d *Dispatcher) deliver(ctx context.Context, q *notifyQueue, n *notification) (ended bool) {
 	s := q.svc
 	p := s.Policy
 	retryBy := p.DeadlineFor(n.queuedAt, n.deadline)
-	log := d.log.With("service", s.Name, "device", n.device, "op_id", n.opID)
+	log := d.log.With("service", s.Name, "id", n.id, "device", n.device, "op_id", n.opID)
 	var (
 		attempts int
 		last     error
@@ -181,6 +371,9 @@ func (d *Dispatcher) deliver(ctx context.Context, q *notifyQueue, n *notificatio
 	)
 	fail := func(reason string, class retry.Class) {
 		q.failed.Add(1)
+		if reason == notifyExpired {
+			q.expired.Add(1)
+		}
 		log.Error("notification not delivered", "reason", reason, "class", class, "attempts", attempts, "queued_at", n.queuedAt, "err", last)
 	}
 	for {
@@ -188,11 +381,11 @@ func (d *Dispatcher) deliver(ctx context.Context, q *notifyQueue, n *notificatio
 			dec := p.Next(retry.Failure{Attempt: attempts, Err: last, Delay: delay, Now: d.now(), Deadline: retryBy}, d.rand, s.Budget)
 			if !dec.Retry {
 				if dec.Reason == retry.GiveUpCanceled {
-					log.Warn("stopping: notification dropped undelivered (notifications are not stored)", "attempts", attempts)
-					return
+					log.Warn(d.stoppingNote(), "attempts", attempts)
+					return false
 				}
 				fail(string(dec.Reason), dec.Class)
-				return
+				return true
 			}
 			delay = dec.Wait
 			if dec.RetryAfter {
@@ -200,27 +393,27 @@ func (d *Dispatcher) deliver(ctx context.Context, q *notifyQueue, n *notificatio
 			}
 			log.Info("notification retry", "attempt", attempts+1, "delay", delay, "class", dec.Class, "retry_after", dec.RetryAfter)
 			if !d.sleepFor(ctx, delay) {
-				log.Warn("stopping: notification dropped undelivered (notifications are not stored)", "attempts", attempts)
-				return
+				log.Warn(d.stoppingNote(), "attempts", attempts)
+				return false
 			}
 		}
 		if !d.now().Before(n.deadline) {
 			fail(notifyExpired, retry.Classify(last))
-			return
+			return true
 		}
 		permit, err := d.admitNotification(ctx, s, n.deadline)
 		switch {
 		case ctx.Err() != nil:
-			log.Warn("stopping: notification dropped undelivered (notifications are not stored)", "attempts", attempts)
-			return
+			log.Warn(d.stoppingNote(), "attempts", attempts)
+			return false
 		case errors.Is(err, breaker.ErrOpen):
 			last = err
 			fail(notifyBreakerOpen, "")
-			return
+			return true
 		case err != nil: // held until the deadline
 			last = err
 			fail(notifyExpired, "")
-			return
+			return true
 		}
 		timeout := p.AttemptTimeout
 		if permit.Probe() {
@@ -244,7 +437,7 @@ func (d *Dispatcher) deliver(ctx context.Context, q *notifyQueue, n *notificatio
 			"probe", permit.Probe(), "outcome", outcome, "class", retry.Classify(err), "err", err)
 		if err == nil {
 			q.delivered.Add(1)
-			return
+			return true
 		}
 		last = err
 	}
@@ -348,7 +541,7 @@ func (d *Dispatcher) NotifyStatus() []NotifyStatus {
 	for _, q := range d.notifiers {
 		out = append(out, NotifyStatus{
 			Service: q.svc.Name, Queued: q.len(),
-			Delivered: q.delivered.Load(), Failed: q.failed.Load(), Dropped: q.dropped.Load(),
+			Delivered: q.delivered.Load(), Failed: q.failed.Load(), Dropped: q.dropped.Load(), Expired: q.expired.Load(),
 		})
 	}
 	return out

@@ -143,9 +143,9 @@ func (r *notifyRig) eventually(what string, cond func() bool) {
 
 func (r *notifyRig) status() NotifyStatus { return r.d.NotifyStatus()[0] }
 
-var doorNote = Notification{Title: "front_door: command not carried out", Message: "m", Severity: "critical", Source: "dispatcher", Device: "front_door", OpID: "op-1", Principal: "ha", Reason: "breaker_open"}
+var doorNote = Notification{ID: "01JDOOR0000000000000000001", Title: "front_door: command not carried out", Message: "m", Severity: "critical", Source: "dispatcher", Device: "front_door", OpID: "op-1", Principal: "ha", Reason: "breaker_open"}
 
-const doorJSON = `{"title":"front_door: command not carried out","message":"m","severity":"critical","source":"dispatcher","device":"front_door","op_id":"op-1","principal":"ha","reason":"breaker_open","at":"2026-11-29T19:00:00Z"}`
+const doorJSON = `{"id":"01JDOOR0000000000000000001","title":"front_door: command not carried out","message":"m","severity":"critical","source":"dispatcher","device":"front_door","op_id":"op-1","principal":"ha","reason":"breaker_open","at":"2026-11-29T19:00:00Z"}`
 
 // A 503 with Retry-After: 2 is retried exactly 2 s later, with the same
 // JSON, and the retry's success counts as delivered.

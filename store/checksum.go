@@ -149,6 +149,8 @@ func recordName(bucket, key []byte) string {
 		return "dead letter " + seqKeyName(key)
 	case string(bucketStates):
 		return "state of " + strconv.Quote(string(key))
+	case string(bucketNotifications):
+		return notificationName(key)
 	case string(bucketMeta):
 		if string(key) == string(metaQuarantine) {
 			return "quarantine record"

@@ -3,13 +3,16 @@
 // device, the terminal ops kept so that the same op_id sent again
 // returns the stored result, the audit trail of safety-critical
 // commands (devices.AuditEntry) and the dead-letter store of commands that
-// ended without success (devices.DeadLetter). It keeps them in one bbolt
-// file, hearth.db, in the data directory.
+// ended without success (devices.DeadLetter), and the notify services'
+// outbox of notifications not yet delivered (devices.OutboxNotification).
+// It keeps them in one bbolt file, hearth.db, in the data directory.
 //
 // The package owns the file, its buckets and the encoding; callers see a
 // few verbs. Ops are written with Save and read with Lookup and Pending;
 // device states with SaveState and States; audit entries with AppendAudit
-// and Audit; dead letters with AddDeadLetters and DeadLetters; retention is
+// and Audit; dead letters with AddDeadLetters and DeadLetters; the
+// outbox with SaveNotifications, DeleteNotifications and Notifications
+// (not salvaged by a quarantine); retention is
 // PruneTerminal, PruneAudit and PruneDeadLetters.
 // It never decides what a status means beyond devices.Status.Terminal, and
 // it imports nothing of Hearth's but devices.

@@ -163,6 +163,8 @@ func check(db *bolt.DB, path string) error {
 				return verify(name, b, ic.op)
 			case isChecksummed(name):
 				return verify(name, b, nil)
+			case bytes.Equal(name, bucketNotifications):
+				return verifyNotifications(b)
 			case bytes.Equal(name, bucketMeta):
 				if err := walk(b); err != nil {
 					return err

@@ -166,7 +166,10 @@ type request struct {
 	// seq, in order; putRecord stores one in its seqLog's bucket.
 	records   [][]byte
 	putRecord func(buckets, []byte) error
-	done      chan error // buffered: the writer never blocks on a caller
+	// apply, if set, runs last in the writer's transaction: the
+	// notify outbox's writes (notifications.go).
+	apply func(buckets) error
+	done  chan error // buffered: the writer never blocks on a caller
 }
 
 // Open opens the store in dir, creating dir (mode 0700) and dir/hearth.db
@@ -240,7 +243,7 @@ func openFile(dir string, opts Options, h hooks, fresh *Quarantine) (*Store, err
 	}
 	err = guarded(path, func() error {
 		return db.Update(func(tx *bolt.Tx) error {
-			for _, name := range [][]byte{bucketOps, bucketPending, bucketStates, bucketAudit, bucketDeadLetters, bucketEnds, bucketMeta} {
+			for _, name := range [][]byte{bucketOps, bucketPending, bucketStates, bucketAudit, bucketDeadLetters, bucketEnds, bucketMeta, bucketNotifications} {
 				if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 					return fmt.Errorf("bucket %s: %w", name, err)
 				}
@@ -448,6 +451,11 @@ func (s *Store) commit(group []*request) (failed []error, err error) {
 					return err
 				}
 			}
+			if r.apply != nil {
+				if err := r.apply(b); err != nil {
+					return err
+				}
+			}
 		}
 		return nil
 	})
@@ -489,6 +497,8 @@ func (s *Store) reportDamage(err error) {
 type buckets struct {
 	tx                                      *bolt.Tx
 	ops, pending, states, audit, dead, ends *bolt.Bucket
+	// notes is the notify outbox (notifications.go).
+	notes *bolt.Bucket
 }
 
 // txBuckets returns the store's buckets in tx.
@@ -501,6 +511,7 @@ func txBuckets(tx *bolt.Tx) buckets {
 		audit:   tx.Bucket(bucketAudit),
 		dead:    tx.Bucket(bucketDeadLetters),
 		ends:    tx.Bucket(bucketEnds),
+		notes:   tx.Bucket(bucketNotifications),
 	}
 }
 

@@ -452,6 +452,7 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 		Authorizer:    d.authz,
 		Audit:         d.store,
 		DeadLetters:   d.store,
+		NotifyOutbox:  d.store,
 		Clock:         dp.clock,
 		Rand:          dp.rand,
 		RepublishRate: cfg.MQTT.RepublishRate,

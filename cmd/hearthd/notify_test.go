@@ -8,8 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/oklog/ulid/v2"
+
 	"github.com/hearthd/hearth/devices"
 	"github.com/hearthd/hearth/dispatcher"
+	"github.com/hearthd/hearth/store"
 )
 
 // post is one POST a notify service received, with the fake clock's
@@ -102,7 +105,7 @@ func TestFailedLockNotifiesTheWebhookHonouringRetryAfter(t *testing.T) {
 	if r := h.final("unlock"); r.Status != devices.Failed || r.Reason != devices.ReasonBreakerOpen {
 		t.Fatalf("unlock: %s/%s, want failed/breaker_open", r.Status, r.Reason)
 	}
-	want := `{"title":"front_door: unlock failed","message":"The unlock command to front_door was not carried out (breaker_open): the circuit breaker of service zigbee is open","severity":"critical","source":"dispatcher","device":"front_door","op_id":"unlock","reason":"breaker_open","at":"2026-11-29T19:00:00Z"}`
+	wantRest := `"title":"front_door: unlock failed","message":"The unlock command to front_door was not carried out (breaker_open): the circuit breaker of service zigbee is open","severity":"critical","source":"dispatcher","device":"front_door","op_id":"unlock","reason":"breaker_open","at":"2026-11-29T19:00:00Z"}`
 	var published string
 	select {
 	case m := <-notes:
@@ -110,6 +113,12 @@ func TestFailedLockNotifiesTheWebhookHonouringRetryAfter(t *testing.T) {
 	case <-time.After(eventWait):
 		t.Fatal("no notification on hearth/notifications")
 	}
+	// The id comes first: a ULID drawn on hearthd's clock.
+	id := noteID(t, published)
+	if u, err := ulid.ParseStrict(id); err != nil || !ulid.Time(u.Time()).Equal(t0) {
+		t.Errorf("id %q: %v, time %v; want a ULID of %v", id, err, ulid.Time(u.Time()), t0)
+	}
+	want := `{"id":"` + id + `",` + wantRest
 	first := nextPost(t, posts)
 	if first.body != want || published != want || first.auth != "Bearer tk_test" || first.contentType != "application/json" || first.at != 0 {
 		t.Fatalf("first POST %+v, published %s; want at +0s, Bearer tk_test, application/json, both\n%s", first, published, want)
@@ -192,4 +201,81 @@ func TestDownNotifyServiceOpensItsBreakerAndFailsFast(t *testing.T) {
 			t.Errorf("zigbee breaker %+v, want closed", b)
 		}
 	}
+}
+
+// The issue's test of durable notifications: hearthd is killed with
+// five notifications in the webhook service's outbox (the service is
+// down: the first POST got a 503 with Retry-After: 60, the other four
+// wait behind it). The crash is simulated as the other restart tests
+// do: what a kill -9 leaves is what the store had committed (every
+// commit is synced), read while hearthd runs; hearthd is then stopped,
+// and the test checks that the stop left the outbox exactly so. After
+// the restart, with the service up, every one is delivered, once, in
+// order, with the JSON (and id) it had before, and the outbox is empty.
+func TestKilledWithNotificationsInTheOutboxDeliversEveryOneAfterTheRestart(t *testing.T) {
+	clock := newDueClock(t0)
+	stamps := &harness{clock: clock} // the service's POSTs read the clock of both hearthds
+	srv, posts := notifyServer(t, &stamps, "60", http.StatusServiceUnavailable, http.StatusOK)
+	dir := t.TempDir()
+	cfg := notifyConfig(srv.URL, "{}")
+	h := newHarness(t, harnessOptions{dataDir: dir, clock: clock, config: cfg})
+	for i := range 5 {
+		h.d.disp.Notify(dispatcher.Notification{Title: fmt.Sprintf("note %d", i), Message: "m", Severity: "critical", Source: "test"})
+	}
+	first := nextPost(t, posts)
+	h.eventually("5 notifications stored", func() bool {
+		ns, err := h.d.store.Notifications()
+		return err == nil && len(ns) == 5
+	})
+	committed, err := h.d.store.Notifications() // what a kill -9 now leaves
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(committed[0].Payload); got != first.body {
+		t.Fatalf("first stored %s, want the first POST's %s", got, first.body)
+	}
+	noPost(t, posts)
+	h.stop()
+
+	st, err := store.Open(dir, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	left, err := st.Notifications()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(outboxPayloads(left)) != fmt.Sprint(outboxPayloads(committed)) {
+		t.Fatalf("the stop changed the outbox: %v, want what was committed before it, %v", outboxPayloads(left), outboxPayloads(committed))
+	}
+
+	h = newHarness(t, harnessOptions{dataDir: dir, clock: clock, config: cfg})
+	for i, want := range outboxPayloads(committed) {
+		if p := nextPost(t, posts); p.body != want {
+			t.Fatalf("POST %d after the restart\n%s\nwant\n%s", i+1, p.body, want)
+		}
+	}
+	h.eventually("5 delivered", func() bool { return h.d.disp.NotifyStatus()[0].Delivered == 5 })
+	h.eventually("an empty outbox", func() bool {
+		ns, err := h.d.store.Notifications()
+		return err == nil && len(ns) == 0
+	})
+	noPost(t, posts)
+	for i, p := range outboxPayloads(committed) {
+		if id := noteID(t, p); id != committed[i].ID {
+			t.Errorf("notification %d: id %q in its JSON, %q in the outbox", i, id, committed[i].ID)
+		}
+	}
+}
+
+// outboxPayloads lists the entries' payloads, in order.
+func outboxPayloads(ns []devices.OutboxNotification) []string {
+	out := make([]string, len(ns))
+	for i, n := range ns {
+		out[i] = string(n.Payload)
+	}
+	return out
 }
