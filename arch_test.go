@@ -38,7 +38,9 @@ var allowed = map[string][]string{
 	"protocols/zigbee2mqtt": {"devices", "protocols/mqtt"},
 	"protocols/zwavejs":     {"devices", "protocols/mqtt"},
 	"protocols/shelly":      {"devices", "protocols/mqtt"},
-	"protocols/webhook":     {},
+	"protocols/webhook":     {"protocols/httpreq"},
+	"protocols/httpreq":     {},
+	"protocols/httpdev":     {"devices", "protocols/httpreq"},
 
 	// The scenarios of hearth-sim: their logic, with the Hearth parts
 	// they run against passed in through interfaces they own.
