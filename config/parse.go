@@ -168,6 +168,8 @@ func walkService(w *walker, name string, n *yaml.Node, key string) Service {
 		value("url", &s.URL, webhookURL),
 		stringMap("headers", &s.Headers, httpHeader),
 		value("timeout", &s.Timeout, positive),
+		value("method", &s.Method, httpMethod),
+		value("allow_insecure", &s.AllowInsecure),
 		value("read_timeout", &s.ReadTimeout, positive),
 		value("mqtt_username", &s.MQTTUsername, notEmpty, mqttName),
 		value("mqtt_password", &s.MQTTPassword, minLength(MinPasswordLength)),
@@ -206,6 +208,7 @@ func walkService(w *walker, name string, n *yaml.Node, key string) Service {
 		w.reportf(w.lines[key], k, "missing (known: %s)", strings.Join(protocolNames, ", "))
 	}
 	w.checkProtocolKeys(key, s)
+	w.checkHTTPService(key, s)
 	s = s.withDefaults()
 	if s.Protocol == ProtocolStatusTopic && s.OnlinePayload == s.OfflinePayload && !w.reported[join(key, "online_payload")] && !w.reported[join(key, "offline_payload")] {
 		k, line := w.at(join(key, "offline_payload"), join(key, "online_payload"), key)
@@ -327,17 +330,17 @@ func (w *walker) checkProtocolKeys(key string, s Service) {
 			w.reportf(w.lines[k], k, "only for protocol zwavejs, not %s", s.Protocol)
 		}
 	}
-	if s.Protocol == ProtocolWebhook {
+	if !s.UsesMQTT() {
 		for _, name := range []string{"mqtt_username", "mqtt_password", "client_id"} {
 			if k := join(key, name); w.lines[k] != 0 && !w.reported[k] {
-				w.reportf(w.lines[k], k, "only for services that use MQTT (zigbee2mqtt, zwavejs, status_topic), not webhook: Hearth reaches a webhook over HTTP")
+				w.reportf(w.lines[k], k, "only for services that use MQTT (zigbee2mqtt, zwavejs, status_topic), not %s: Hearth reaches it over HTTP", s.Protocol)
 			}
 		}
 	}
-	if s.Protocol != ProtocolWebhook {
+	if s.Protocol != ProtocolWebhook && s.Protocol != ProtocolHTTP {
 		for _, name := range []string{"url", "headers", "timeout"} {
 			if k := join(key, name); w.lines[k] != 0 && !w.reported[k] {
-				w.reportf(w.lines[k], k, "only for protocol webhook, not %s", s.Protocol)
+				w.reportf(w.lines[k], k, "only for protocols webhook and http, not %s", s.Protocol)
 			}
 		}
 	}
@@ -539,6 +542,12 @@ func (c *Config) checkDevices(w *walker) {
 				continue
 			}
 			k[1] = node
+		}
+		if s, _ := c.Service(d.Service); s.Protocol == ProtocolHTTP {
+			if err := httpAddress(d.Address); err != nil {
+				w.reportf(line, join(key, "address"), "%s", err)
+				continue
+			}
 		}
 		if s, _ := c.Service(d.Service); s.Protocol == ProtocolShelly {
 			comp, err := shellyAddress(d.Address, d.Class)
