@@ -14,7 +14,6 @@ package simulator
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -34,8 +33,9 @@ type HTTPDevice struct {
 	// Class is switch, light, cover, lock or climate.
 	Class string
 	// State is the initial state; nil means the class's: switch and
-	// light OFF (brightness 0), cover CLOSE at position 0, lock LOCK,
-	// climate {"mode":"off","setpoint":20}.
+	// light OFF (brightness 0), cover CLOSE at position 0, lock LOCK
+	// (lock_state locked), climate {"system_mode":"off",
+	// "occupied_heating_setpoint":20}.
 	State map[string]any
 }
 
@@ -125,9 +125,9 @@ func NewHTTPServer(o HTTPOptions) (*HTTPServer, error) {
 			case "cover":
 				st = map[string]any{"state": "CLOSE", "position": 0.0}
 			case "lock":
-				st = map[string]any{"state": "LOCK"}
+				st = map[string]any{"state": "LOCK", "lock_state": "locked"}
 			case "climate":
-				st = map[string]any{"mode": "off", "setpoint": 20.0}
+				st = map[string]any{"system_mode": "off", "occupied_heating_setpoint": 20.0}
 			default:
 				return nil, fmt.Errorf("simulator: HTTP device %s: class %q (want switch, light, cover, lock or climate)", d.Path, d.Class)
 			}
@@ -309,10 +309,13 @@ func applyHTTP(class string, cur, attrs map[string]any) (map[string]any, error) 
 				return nil, fmt.Errorf("a %s takes state %s, not %q", class, strings.Join(want, " or "), s)
 			}
 			next["state"] = s
+			if class == "lock" {
+				next["lock_state"] = map[string]string{"LOCK": "locked", "UNLOCK": "unlocked"}[s]
+			}
 			if class == "cover" {
 				next["position"] = map[string]float64{"OPEN": 100, "CLOSE": 0}[s]
 			}
-		case (k == "position" && class == "cover") || (k == "brightness" && class == "light") || (k == "setpoint" && class == "climate"):
+		case (k == "position" && class == "cover") || (k == "brightness" && class == "light") || (strings.HasSuffix(k, "_heating_setpoint") && class == "climate"):
 			n, ok := v.(float64)
 			if !ok || math.IsNaN(n) {
 				return nil, fmt.Errorf("%s %v is not a number", k, v)
@@ -330,10 +333,10 @@ func applyHTTP(class string, cur, attrs map[string]any) (map[string]any, error) 
 					next["state"] = "ON"
 				}
 			}
-		case k == "mode" && class == "climate":
+		case (k == "system_mode" || k == "preset") && class == "climate":
 			s, ok := v.(string)
 			if !ok {
-				return nil, errors.New("mode is not a string")
+				return nil, fmt.Errorf("%s %v is not a string", k, v)
 			}
 			next[k] = s
 		default:

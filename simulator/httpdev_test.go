@@ -105,7 +105,7 @@ func TestHTTPDeviceFaults(t *testing.T) {
 func FuzzHTTPCommand(f *testing.F) {
 	f.Add("cover", []byte(`{"state":"OPEN","position":40}`))
 	f.Add("light", []byte(`{"state":"TOGGLE"}`))
-	f.Add("climate", []byte(`{"mode":"heat","setpoint":21.5}`))
+	f.Add("climate", []byte(`{"system_mode":"heat","occupied_heating_setpoint":21.5}`))
 	f.Fuzz(func(t *testing.T, class string, body []byte) {
 		var attrs map[string]any
 		if json.Unmarshal(body, &attrs) != nil || attrs == nil {
