@@ -1,6 +1,7 @@
 package main
 
 import (
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -64,9 +65,16 @@ type httpDevHarness struct {
 
 func newHTTPDevHarness(t *testing.T, faults simulator.HTTPFaults, retry, brk string) *httpDevHarness {
 	t.Helper()
+	return newHTTPDevHarnessWith(t, faults, retry, brk, "tk_garage_secret", nil)
+}
+
+// newHTTPDevHarnessWith is newHTTPDevHarness with the token the devices
+// take and hearthd's log (nil: the test's).
+func newHTTPDevHarnessWith(t *testing.T, faults simulator.HTTPFaults, retry, brk, token string, log *slog.Logger) *httpDevHarness {
+	t.Helper()
 	commands := make(chan simulator.HTTPEvent, 64)
 	srv, err := simulator.NewHTTPServer(simulator.HTTPOptions{
-		Token:     "tk_garage_secret",
+		Token:     token,
 		Devices:   []simulator.HTTPDevice{{Path: garagePath, Class: "cover"}, {Path: plugPath, Class: "switch"}},
 		Faults:    faults,
 		OnCommand: func(e simulator.HTTPEvent) { commands <- e },
@@ -76,7 +84,7 @@ func newHTTPDevHarness(t *testing.T, faults simulator.HTTPFaults, retry, brk str
 	}
 	t.Cleanup(srv.Close) // after the harness's own cleanup: hearthd stops first
 	cfg := strings.NewReplacer("%URL%", srv.URL, "%RETRY%", retry, "%BREAKER%", brk).Replace(httpDevConfig)
-	return &httpDevHarness{harness: newHarness(t, harnessOptions{config: cfg}), srv: srv, commands: commands}
+	return &httpDevHarness{harness: newHarness(t, harnessOptions{config: cfg, logger: log}), srv: srv, commands: commands}
 }
 
 // nextCommand waits for the next command a simulated HTTP device got.
@@ -252,5 +260,29 @@ func TestPlainHTTPBreakerOpensWhenTheServiceKeepsFailing(t *testing.T) {
 	}
 	if states["garage-ctl"] != "open" || states["zigbee"] != "closed" {
 		t.Errorf("breakers %v; want garage-ctl open, zigbee closed", states)
+	}
+}
+
+// A 401 is permanent: Hearth has no token source to refresh the token
+// from, so the command fails at once, permanent_error, with one request;
+// the token is in neither the result nor hearthd's log (debug level).
+func TestPlainHTTPUnauthorizedFailsWithoutRetryOrLeakingTheToken(t *testing.T) {
+	var log syncBuffer
+	h := newHTTPDevHarnessWith(t, simulator.HTTPFaults{}, "", "", "the_devices_own_token",
+		slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	h.publish("plug", `{"state":"ON","op_id":"hd10"}`)
+	r := h.final("hd10")
+	if r.Status != devices.Failed || r.Reason != devices.ReasonPermanentError || r.Attempts != 1 || !strings.Contains(r.Detail, "HTTP 401") {
+		t.Fatalf("result %s/%s after %d attempts (%s); want failed/permanent_error after 1, HTTP 401", r.Status, r.Reason, r.Attempts, r.Detail)
+	}
+	if n := h.srv.Commands(plugPath); n != 0 {
+		t.Errorf("the plug applied or counted %d commands; want none (refused before)", n)
+	}
+	h.stop() // every log line written
+	if strings.Contains(log.String(), "tk_garage_secret") || strings.Contains(r.Detail, "tk_garage_secret") {
+		t.Errorf("the token appears in the log or the result")
+	}
+	if !strings.Contains(log.String(), "HTTP 401") {
+		t.Errorf("the log does not tell of the 401; the check above proves nothing")
 	}
 }
