@@ -82,8 +82,9 @@ type HTTPOptions struct {
 	Faults  HTTPFaults
 	// Token, if set, is the bearer token every request must carry.
 	Token string
-	// OnCommand and OnGet, if set, are called for each request, after it
-	// is answered (dropped or refused included).
+	// OnCommand and OnGet, if set, are called for each request, just
+	// before its answer goes out (or its connection is closed: dropped),
+	// from the request's goroutine.
 	OnCommand func(HTTPEvent)
 	OnGet     func(HTTPEvent)
 }
@@ -183,15 +184,24 @@ func (s *HTTPServer) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
 	ev := HTTPEvent{Method: r.Method, Path: r.URL.Path, Body: body}
 	get := r.Method == http.MethodGet
-	defer func() {
+	// The event is told before the client can see the answer (or the
+	// closed connection), so that its next request comes after it.
+	told := false
+	tell := func() {
+		if told {
+			return
+		}
+		told = true
 		if get && s.o.OnGet != nil {
 			s.o.OnGet(ev)
 		} else if !get && s.o.OnCommand != nil {
 			s.o.OnCommand(ev)
 		}
-	}()
+	}
+	defer tell() // a held request: once the client gave up
 	answer := func(code int, v any) {
 		ev.Status = code
+		tell()
 		if v == nil {
 			w.WriteHeader(code)
 			return
@@ -240,6 +250,7 @@ func (s *HTTPServer) serve(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case drop:
 		ev.Dropped = true
+		tell()
 		if hj, ok := w.(http.Hijacker); ok {
 			if c, _, err := hj.Hijack(); err == nil {
 				c.Close()
@@ -268,6 +279,7 @@ func (s *HTTPServer) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	if slices.Contains(f.EchoOnly, ev.Path) {
 		ev.Status = http.StatusOK
+		tell()
 		w.Header().Set("Content-Type", "application/json")
 		w.Write(body)
 		return

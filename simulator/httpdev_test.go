@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -71,11 +72,12 @@ func TestHTTPDeviceContract(t *testing.T) {
 // with Retry-After, then applied; an echo-only device answers 200 and
 // stays as it was.
 func TestHTTPDeviceFaults(t *testing.T) {
+	var mu sync.Mutex
 	var events []HTTPEvent
 	s := httpServer(t, HTTPOptions{
 		Devices:   []HTTPDevice{{Path: "/p", Class: "switch"}, {Path: "/e", Class: "switch"}},
 		Faults:    HTTPFaults{DropFirst: 1, FailFirst: 1, FailStatus: 429, RetryAfter: "7", EchoOnly: []string{"/e"}},
-		OnCommand: func(e HTTPEvent) { events = append(events, e) },
+		OnCommand: func(e HTTPEvent) { mu.Lock(); events = append(events, e); mu.Unlock() },
 	})
 	if code, _ := do(t, "PUT", s.URL+"/p", "", `{"state":"ON"}`); code != 0 {
 		t.Fatalf("dropped command answered %d", code)
@@ -95,6 +97,8 @@ func TestHTTPDeviceFaults(t *testing.T) {
 	if code, body := do(t, "PUT", s.URL+"/e", "", `{"state":"ON"}`); code != 200 || body != `{"state":"ON"}` || s.State("/e")["state"] != "OFF" {
 		t.Fatalf("echo: %d %s, state %v; want 200 with the echo, still OFF", code, body, s.State("/e"))
 	}
+	mu.Lock()
+	defer mu.Unlock()
 	if len(events) != 4 || !events[0].Dropped || events[1].Status != 429 || events[2].Status != 204 {
 		t.Fatalf("events %+v", events)
 	}
