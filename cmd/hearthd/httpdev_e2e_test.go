@@ -13,7 +13,8 @@ import (
 
 // httpDevConfig is a house with a garage door controller and a heat pump
 // behind a REST endpoint (the simulator's HTTP server at %URL%), beside a
-// Zigbee2MQTT lamp. %RETRY% and %BREAKER% take a test's own settings.
+// Zigbee2MQTT lamp. %RETRY% and %BREAKER% take a test's own settings; %TIMEOUT% is 2s,
+// or 100ms for a test of held requests.
 const httpDevConfig = `
 mqtt:
   listen: 127.0.0.1:0
@@ -28,7 +29,7 @@ services:
   garage-ctl:
     protocol: http
     url: %URL%/api
-    timeout: 2s
+    timeout: %TIMEOUT%
     headers:
       Authorization: Bearer tk_garage_secret
     retry: {%RETRY%}
@@ -83,7 +84,11 @@ func newHTTPDevHarnessWith(t *testing.T, faults simulator.HTTPFaults, retry, brk
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Close) // after the harness's own cleanup: hearthd stops first
-	cfg := strings.NewReplacer("%URL%", srv.URL, "%RETRY%", retry, "%BREAKER%", brk).Replace(httpDevConfig)
+	timeout := "2s"
+	if len(faults.Hang) > 0 {
+		timeout = "100ms" // real time: the client gives up on a held request
+	}
+	cfg := strings.NewReplacer("%URL%", srv.URL, "%RETRY%", retry, "%BREAKER%", brk, "%TIMEOUT%", timeout).Replace(httpDevConfig)
 	return &httpDevHarness{harness: newHarness(t, harnessOptions{config: cfg, logger: log}), srv: srv, commands: commands}
 }
 
@@ -284,5 +289,22 @@ func TestPlainHTTPUnauthorizedFailsWithoutRetryOrLeakingTheToken(t *testing.T) {
 	}
 	if !strings.Contains(log.String(), "HTTP 401") {
 		t.Errorf("the log does not tell of the 401; the check above proves nothing")
+	}
+}
+
+// A device that never answers fails the request at the service's timeout
+// (100ms here): a transient timeout, retried, and after the attempts the
+// command ends failed/send_failed.
+func TestPlainHTTPRequestTimesOut(t *testing.T) {
+	h := newHTTPDevHarness(t, simulator.HTTPFaults{Hang: []string{plugPath}}, "max_attempts: 2", "")
+	h.publish("plug", `{"state":"ON","op_id":"hd11"}`)
+	if c := h.nextCommand(); c.Status != 0 || c.Dropped {
+		t.Fatalf("command %+v; want one held, never answered", c)
+	}
+	h.advance(time.Second) // the backoff: a timeout is transient
+	h.nextCommand()
+	r := h.final("hd11")
+	if r.Status != devices.Failed || r.Reason != devices.ReasonSendFailed || r.Attempts != 2 || !strings.Contains(r.Detail, "deadline exceeded") {
+		t.Fatalf("result %s/%s after %d attempts (%s); want failed/send_failed after 2, deadline exceeded", r.Status, r.Reason, r.Attempts, r.Detail)
 	}
 }
