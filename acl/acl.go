@@ -3,6 +3,7 @@ package acl
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/hearthd/hearth/topic"
 )
@@ -52,6 +53,12 @@ type Bridge struct {
 	// Hearth may publish on: zigbee2mqtt.CommandFilters,
 	// zwavejs.CommandFilters.
 	Commands []string
+	// Topics, when set, replace <BaseTopic>/# for devices that publish
+	// under no one base topic (Tasmota's stat/+/# and tele/+/#, whose
+	// commands are under cmnd/+/#, tasmota.ReportFilters): the bridge may
+	// publish on them, and nobody else may publish on them or on
+	// Commands. BaseTopic is then unused.
+	Topics []string
 }
 
 // StatusService is a status_topic service's account: it may publish
@@ -127,6 +134,12 @@ func New(spec Spec) (*Table, error) {
 	deny := func(f string) { protected = append(protected, Rule{f, false}) }
 	deny(spec.Prefix + "/#")
 	for _, b := range spec.Bridges {
+		if len(b.Topics) > 0 {
+			for _, f := range append(slices.Clone(b.Commands), b.Topics...) {
+				deny(f)
+			}
+			continue
+		}
 		if b.BaseTopic == "" {
 			return nil, fmt.Errorf("acl: bridge %s has no base topic", b.Name)
 		}
@@ -158,7 +171,11 @@ func New(spec Spec) (*Table, error) {
 		for _, f := range b.Commands {
 			rules = append(rules, Rule{f, false})
 		}
-		rules = append(rules, Rule{b.BaseTopic + "/#", true})
+		if len(b.Topics) > 0 {
+			rules = append(rules, allowAll(b.Topics)...)
+		} else {
+			rules = append(rules, Rule{b.BaseTopic + "/#", true})
+		}
 		if err := t.add(Entry{Account: b.Account, Kind: KindBridge, Name: b.Name, Rules: rules}); err != nil {
 			return nil, err
 		}

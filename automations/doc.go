@@ -5,8 +5,9 @@
 // drives the hall light (DESIGN.md, principle 9).
 //
 // It owns the rules' model (Rule, Trigger, Condition, Action), their
-// validation, and one event loop (Engine.Run) that handles every event in
-// the order it arrived: device state reports, MQTT messages, breaker state
+// validation, one event loop (Engine.Run) that handles every event in
+// the order it arrived, and one worker per rule that runs its actions. The
+// events are: device state reports, MQTT messages, breaker state
 // changes and schedule times. It keeps the last state it saw of each
 // device and the last state of each breaker, and counts, per rule, the runs
 // and the skips.
@@ -44,7 +45,23 @@
 //     safety-critical devices): there only a value reported live since
 //     the start counts, because a retained one is from before it. A null
 //     value satisfies no condition, not even ne.
-//   - Actions run in order, in the loop's goroutine; an action that fails
-//     is logged and the rest still run. A Commander, Publisher or Notifier
-//     should hand work off rather than wait for it.
+//   - An MQTT trigger fires once per event: a copy of an event seen within
+//     its RepeatWindow of the last copy (a weak link re-sending a scene
+//     notification, a broker delivering a message once per overlapping
+//     subscription) runs nothing and is counted in RuleStatus.Repeats.
+//     MQTTTrigger.EventID says what identifies an event.
+//   - A command's op_id is derived from the event, the rule and the
+//     action, so the same event handed over again gives the same op_id
+//     and Hearth's intake refuses the second command.
+//   - The loop only matches events and judges gates and conditions, in
+//     the order the events came; a run whose gates and conditions hold is
+//     queued for its rule's own worker. Each rule's actions run there, one
+//     run at a time, in event order; an action that fails is logged and
+//     the rest still run. Rules run independently of each other, so a slow
+//     action holds back only its own rule, and the rules one event
+//     triggers run in no particular order among themselves. A rule's queue
+//     holds Options.QueueLimit runs; past it the oldest waiting run is
+//     dropped, logged and counted.
+//   - A toggle (CommandAction.Toggle) is resolved once, when its run's
+//     actions start, against the confirmed state, into an absolute target.
 package automations

@@ -1,21 +1,24 @@
 package automations
 
 import (
+	"bytes"
 	"context"
-	"crypto/rand"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"maps"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jonboulle/clockwork"
 	"github.com/oklog/ulid/v2"
 	"github.com/robfig/cron/v3"
 
+	"github.com/hearthd/hearth/devices"
 	"github.com/hearthd/hearth/topic"
 )
 
@@ -51,8 +54,9 @@ type Notification struct {
 // Options configure an Engine. Zero values take the defaults documented
 // on each field.
 type Options struct {
-	// Rules are the automations, run in this order when one event
-	// triggers several.
+	// Rules are the automations; Status lists them in this order. The
+	// rules one event triggers run each on its own worker, in no order
+	// among themselves.
 	Rules []Rule
 	// Commander, Publisher and Notifier carry out actions. Each may be nil
 	// when no rule has an action of its kind.
@@ -77,7 +81,32 @@ type Options struct {
 	// hold, whatever it asks. Nil: retained values count for every
 	// device.
 	NeedsLive func(device string) bool
+	// Confirmed returns a device's confirmed state (what it last reported,
+	// or what Hearth last confirmed of it), for the toggles of
+	// CommandAction: attribute → value, nil when unknown. Nil: no toggle
+	// can be resolved, and a rule that toggles sends nothing.
+	Confirmed func(device string) map[string]any
+	// QueueLimit bounds the runs of one rule waiting for its actions (a
+	// rule's actions run one run at a time, in the order of the events;
+	// each rule has its own queue, so a slow action holds back only its
+	// own rule). Past it the oldest waiting run is dropped, logged and
+	// counted (RuleStatus.Dropped): the newest event is the one that says
+	// what is wanted now. 0: DefaultQueueLimit.
+	QueueLimit int
+	// EventQueue bounds the events waiting for the loop: past it an MQTT
+	// message is dropped, logged and counted (EventsDropped). Device
+	// states and breaker states are always queued: they are state, not
+	// events, and conditions read them. The loop only matches events
+	// (actions run on the rules' workers), so the queue fills only under
+	// a flood. 0: DefaultEventQueue.
+	EventQueue int
 }
+
+// DefaultEventQueue is Options.EventQueue when it is 0.
+const DefaultEventQueue = 10000
+
+// DefaultQueueLimit is Options.QueueLimit when it is 0.
+const DefaultQueueLimit = 64
 
 // RuleStatus is where one rule stands.
 type RuleStatus struct {
@@ -92,6 +121,14 @@ type RuleStatus struct {
 	// LastRun is when its actions last ran; zero (left out of JSON) if
 	// never.
 	LastRun time.Time `json:"last_run,omitzero"`
+	// Repeats counts the copies of an event already seen that ran
+	// nothing (MQTTTrigger.RepeatWindow).
+	Repeats int `json:"repeats"`
+	// Queued is how many runs wait for the actions of an earlier one.
+	Queued int `json:"queued"`
+	// Dropped counts the runs pushed out of a full queue
+	// (Options.QueueLimit) before their actions ran.
+	Dropped int `json:"dropped"`
 }
 
 // Engine runs rules. Its methods are safe for concurrent use; DeviceState,
@@ -104,11 +141,17 @@ type Engine struct {
 	clock     clockwork.Clock
 	loc       *time.Location
 	log       *slog.Logger
-	entropy   io.Reader // monotonic ULID entropy; used by the loop only
+	confirmed func(device string) map[string]any
+	limit     int
+	workers   sync.WaitGroup
 
 	qmu    sync.Mutex
 	queue  []event
 	signal chan struct{} // capacity 1: there are events in queue
+	// eventLimit bounds queue for MQTT messages (Options.EventQueue);
+	// eventsDropped counts those dropped past it.
+	eventLimit    int
+	eventsDropped atomic.Uint64
 
 	mu       sync.Mutex // guards the fields below, which the loop writes
 	running  bool
@@ -127,8 +170,28 @@ type rule struct {
 	// fired is, by trigger index, the civil time (see civil) the
 	// schedule last fired for, so that a civil time that comes twice (the
 	// hour repeated when daylight saving time ends) fires once.
-	fired  map[int]time.Time
+	fired map[int]time.Time
+	// seen is, by event identity (see identify), when a copy of that
+	// event last came: the loop's own.
+	seen map[[sha256.Size]byte]time.Time
+	// runs wait here for the rule's worker (runActions).
+	qmu  sync.Mutex
+	runs []run
+	wake chan struct{} // capacity 1: runs is not empty
+	// status is guarded by Engine.mu.
 	status RuleStatus
+}
+
+// run is one run of a rule's actions, queued for its worker, or a barrier.
+type run struct {
+	why string
+	at  time.Time // the engine's clock when the trigger fired
+	// event identifies the event, and stamp is its time, for the op_ids
+	// of the run's commands (opID).
+	event string
+	stamp time.Time
+
+	barrier chan struct{} // tests: closed when the worker reaches it
 }
 
 // event is one thing that happened, queued for the loop. Exactly one
@@ -161,7 +224,8 @@ func New(o Options) (*Engine, error) {
 		clock:     o.Clock,
 		loc:       o.Location,
 		log:       o.Logger,
-		entropy:   ulid.Monotonic(rand.Reader, 0),
+		confirmed: o.Confirmed,
+		limit:     o.QueueLimit,
 		signal:    make(chan struct{}, 1),
 		breakers:  map[string]string{},
 		state:     map[string]map[string]any{},
@@ -176,6 +240,13 @@ func New(o Options) (*Engine, error) {
 	}
 	if e.log == nil {
 		e.log = slog.Default()
+	}
+	if e.limit <= 0 {
+		e.limit = DefaultQueueLimit
+	}
+	e.eventLimit = o.EventQueue
+	if e.eventLimit <= 0 {
+		e.eventLimit = DefaultEventQueue
 	}
 	var errs []error
 	seen := map[string]bool{}
@@ -197,7 +268,8 @@ func New(o Options) (*Engine, error) {
 		if len(problems) > 0 {
 			continue
 		}
-		e.rules = append(e.rules, &rule{Rule: r, schedules: schedules, next: map[int]time.Time{}, fired: map[int]time.Time{}, status: RuleStatus{Name: r.Name}})
+		e.rules = append(e.rules, &rule{Rule: r, schedules: schedules, next: map[int]time.Time{}, fired: map[int]time.Time{},
+			seen: map[[sha256.Size]byte]time.Time{}, wake: make(chan struct{}, 1), status: RuleStatus{Name: r.Name}})
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -250,6 +322,10 @@ func (e *Engine) Topics() []string {
 	return out
 }
 
+// EventsDropped counts the MQTT messages dropped because the event queue
+// was full (Options.EventQueue) since the engine was made.
+func (e *Engine) EventsDropped() uint64 { return e.eventsDropped.Load() }
+
 // Status returns where each rule stands, in rule order.
 func (e *Engine) Status() []RuleStatus {
 	e.mu.Lock()
@@ -263,6 +339,14 @@ func (e *Engine) Status() []RuleStatus {
 
 func (e *Engine) push(ev event) {
 	e.qmu.Lock()
+	if ev.message && len(e.queue) >= e.eventLimit {
+		e.qmu.Unlock()
+		if n := e.eventsDropped.Add(1); n == 1 || n%1000 == 0 {
+			e.log.Warn("automations: MQTT message dropped: the engine's event queue is full", "topic", ev.topic,
+				"limit", e.eventLimit, "dropped_so_far", n)
+		}
+		return
+	}
 	e.queue = append(e.queue, ev)
 	e.qmu.Unlock()
 	select {
@@ -304,6 +388,10 @@ func (e *Engine) Run(ctx context.Context) error {
 	}
 	e.running = true
 	e.mu.Unlock()
+	for _, r := range e.rules {
+		e.workers.Go(func() { e.runActions(ctx, r) })
+	}
+	defer e.workers.Wait()
 
 	now := e.clock.Now()
 	e.plan(now)
@@ -424,13 +512,18 @@ func (e *Engine) fireSchedules(ctx context.Context) {
 			if next.IsZero() || next.After(now) {
 				continue
 			}
-			if c := e.civil(next); c.After(r.fired[i]) {
+			c := e.civil(next)
+			if c.After(r.fired[i]) {
 				r.fired[i] = c
 			}
 			r.next[i] = e.nextTime(s, now, r.fired[i])
 			if !fired {
 				fired = true
-				e.trigger(ctx, r, "schedule "+r.Triggers[i].Schedule.Cron)
+				// The event is the schedule's time, whenever it is
+				// handled: fired again after a restart, it has the same
+				// op_ids.
+				cronSpec := r.Triggers[i].Schedule.Cron
+				e.trigger(r, "schedule "+cronSpec, "schedule\x00"+cronSpec+"\x00"+c.Format(time.RFC3339Nano), next)
 			}
 		}
 	}
@@ -439,7 +532,7 @@ func (e *Engine) fireSchedules(ctx context.Context) {
 func (e *Engine) handle(ctx context.Context, ev event) {
 	switch {
 	case ev.barrier != nil:
-		close(ev.barrier)
+		e.barrier(ev.barrier)
 	case ev.message:
 		e.handleMessage(ctx, ev)
 	case ev.service != "":
@@ -454,13 +547,25 @@ func (e *Engine) handleMessage(ctx context.Context, ev event) {
 		e.log.Debug("automations: retained message triggers nothing", "topic", ev.topic)
 		return
 	}
+	obj, isObject := jsonObject(ev.payload)
+	now := e.clock.Now()
 	for _, r := range e.rules {
-		for _, t := range r.Triggers {
+		for i, t := range r.Triggers {
 			m := t.MQTT
 			if m == nil || !topic.Match(m.Topic, ev.topic) || (m.Payload != nil && *m.Payload != string(ev.payload)) {
 				continue
 			}
-			e.trigger(ctx, r, "mqtt "+ev.topic)
+			if len(m.Fields) > 0 && (!isObject || !fieldsHold(m.Fields, obj)) {
+				continue
+			}
+			id, stamp := identify(m, ev.topic, ev.payload, obj, isObject)
+			if e.repeat(r, i, m, id, now) {
+				break
+			}
+			if stamp.IsZero() {
+				stamp = now
+			}
+			e.trigger(r, "mqtt "+ev.topic, "mqtt\x00"+string(id[:]), stamp)
 			break
 		}
 	}
@@ -496,7 +601,7 @@ func (e *Engine) handleBreaker(ctx context.Context, service, state string, repla
 			if b == nil || b.Service != service || (b.To != "" && b.To != state) {
 				continue
 			}
-			e.trigger(ctx, r, "breaker "+service+" "+old+" → "+state)
+			e.trigger(r, "breaker "+service+" "+old+" → "+state, "breaker\x00"+service+"\x00"+state, e.clock.Now())
 			break
 		}
 	}
@@ -547,7 +652,8 @@ func (e *Engine) handleState(ctx context.Context, device string, report map[stri
 			if (s.To != nil && !equal(c.to, s.To)) || (s.From != nil && !equal(c.from, s.From)) {
 				continue
 			}
-			e.trigger(ctx, r, fmt.Sprintf("state %s.%s %v → %v", device, s.Attribute, c.from, c.to))
+			why := fmt.Sprintf("state %s.%s %v → %v", device, s.Attribute, c.from, c.to)
+			e.trigger(r, why, "state\x00"+why, e.clock.Now())
 			break
 		}
 	}
@@ -575,9 +681,10 @@ func (e *Engine) active(r *rule) bool {
 	return true
 }
 
-// trigger runs r, fired by why, if its gates and conditions hold, and
-// counts a run or a skip.
-func (e *Engine) trigger(ctx context.Context, r *rule, why string) {
+// trigger queues a run of r, fired by why, for r's worker if its gates
+// and conditions hold, and counts a skip if not. event identifies the
+// event and stamp is its time, for the op_ids of the run's commands.
+func (e *Engine) trigger(r *rule, why, event string, stamp time.Time) {
 	now := e.clock.Now()
 	e.mu.Lock()
 	reason := ""
@@ -600,15 +707,8 @@ func (e *Engine) trigger(ctx context.Context, r *rule, why string) {
 		e.log.Info("automations: rule skipped", "rule", r.Name, "trigger", why, "reason", reason)
 		return
 	}
-	r.status.Runs++
-	r.status.LastRun = now
 	e.mu.Unlock()
-	e.log.Info("automations: rule runs", "rule", r.Name, "trigger", why)
-	for i, a := range r.Actions {
-		if err := e.act(ctx, r, a, now); err != nil {
-			e.log.Warn("automations: action failed", "rule", r.Name, "action", i+1, "err", err)
-		}
-	}
+	e.enqueue(r, run{why: why, at: now, event: event, stamp: stamp})
 }
 
 // failedCondition returns the index of the first condition of r that does
@@ -633,18 +733,21 @@ func (e *Engine) failedCondition(r *rule, now time.Time) int {
 	return -1
 }
 
-func (e *Engine) act(ctx context.Context, r *rule, a Action, now time.Time) error {
+func (e *Engine) act(ctx context.Context, r *rule, index int, a Action, rn run) error {
 	switch {
 	case a.Command != nil:
 		c := a.Command
 		body := maps.Clone(c.Target)
-		id, err := ulid.New(ulid.Timestamp(now), e.entropy)
-		if err != nil {
-			return fmt.Errorf("op_id: %w", err)
+		if c.Toggle != "" {
+			target, err := e.resolveToggle(c)
+			if err != nil {
+				return err
+			}
+			body = target
 		}
-		body["op_id"] = "auto-" + id.String()
+		body[devices.KeyOpID] = opID(r.Name, index, rn)
 		if c.TTL > 0 {
-			body["ttl"] = c.TTL.String()
+			body[devices.KeyTTL] = c.TTL.String()
 		}
 		payload, err := json.Marshal(body)
 		if err != nil {
@@ -653,7 +756,7 @@ func (e *Engine) act(ctx context.Context, r *rule, a Action, now time.Time) erro
 		if err := e.commander.Command(ctx, c.Device, payload); err != nil {
 			return fmt.Errorf("command to %s: %w", c.Device, err)
 		}
-		e.log.Info("automations: command sent", "rule", r.Name, "device", c.Device, "op_id", body["op_id"])
+		e.log.Info("automations: command sent", "rule", r.Name, "device", c.Device, "op_id", body[devices.KeyOpID])
 	case a.Publish != nil:
 		p := a.Publish
 		if err := e.publisher.Publish(ctx, p.Topic, []byte(p.Payload), p.Retain); err != nil {
@@ -665,9 +768,261 @@ func (e *Engine) act(ctx context.Context, r *rule, a Action, now time.Time) erro
 		if sev == "" {
 			sev = SeverityInfo
 		}
-		if err := e.notifier.Notify(ctx, Notification{Title: n.Title, Message: n.Message, Severity: sev, Source: "automation:" + r.Name, At: now}); err != nil {
+		if err := e.notifier.Notify(ctx, Notification{Title: n.Title, Message: n.Message, Severity: sev, Source: "automation:" + r.Name, At: rn.at}); err != nil {
 			return fmt.Errorf("notify: %w", err)
 		}
 	}
 	return nil
+}
+
+// toggled maps a toggleable value to its opposite.
+var toggled = map[any]any{"ON": "OFF", "OFF": "ON", true: false, false: true}
+
+// resolveToggle returns c's absolute target: its Toggle attribute's
+// confirmed value, flipped.
+func (e *Engine) resolveToggle(c *CommandAction) (map[string]any, error) {
+	var state map[string]any
+	if e.confirmed != nil {
+		state = e.confirmed(c.Device)
+	}
+	v, ok := state[c.Toggle]
+	if !ok || v == nil {
+		return nil, fmt.Errorf("toggle %s of %s: its confirmed state is unknown, so nothing is sent", c.Toggle, c.Device)
+	}
+	flip, ok := toggled[v]
+	if !ok {
+		return nil, fmt.Errorf("toggle %s of %s: its confirmed value %v has no opposite (want ON or OFF)", c.Toggle, c.Device, v)
+	}
+	return map[string]any{c.Toggle: flip}, nil
+}
+
+// opID returns the op_id of action index of rule in rn: "auto-" and a
+// ULID whose time is the event's (rn.stamp, in ms) and whose 80 random
+// bits are the first of SHA-256(rule, index, event). The same event gives
+// the same op_id, so Hearth's intake refuses a second command for it;
+// another event of the same kind at another time gives another.
+func opID(rule string, index int, rn run) string {
+	sum := sha256.Sum256(fmt.Appendf(nil, "%s\x00%d\x00%s", rule, index, rn.event))
+	id, err := ulid.New(ulid.Timestamp(rn.stamp), bytes.NewReader(sum[:]))
+	if err != nil {
+		// Only a time past the year 10889 fails: no event's.
+		id = ulid.ULID{}
+		copy(id[6:], sum[:])
+	}
+	return "auto-" + id.String()
+}
+
+// enqueue queues rn for r's worker, dropping the oldest waiting run when
+// the queue is full.
+func (e *Engine) enqueue(r *rule, rn run) {
+	r.qmu.Lock()
+	var dropped *run
+	if rn.barrier == nil {
+		waiting := 0
+		for _, q := range r.runs {
+			if q.barrier == nil {
+				waiting++
+			}
+		}
+		if waiting >= e.limit {
+			for i, q := range r.runs {
+				if q.barrier == nil {
+					dropped = &q
+					r.runs = slices.Delete(r.runs, i, i+1)
+					break
+				}
+			}
+		}
+	}
+	r.runs = append(r.runs, rn)
+	queued := 0
+	for _, q := range r.runs {
+		if q.barrier == nil {
+			queued++
+		}
+	}
+	r.qmu.Unlock()
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+	if rn.barrier != nil {
+		return
+	}
+	e.mu.Lock()
+	r.status.Queued = queued
+	if dropped != nil {
+		r.status.Dropped++
+	}
+	e.mu.Unlock()
+	if dropped != nil {
+		e.log.Warn("automations: run dropped: the rule's queue is full", "rule", r.Name, "trigger", dropped.why,
+			"triggered_at", dropped.at, "limit", e.limit)
+	}
+}
+
+// take takes r's oldest waiting run.
+func (r *rule) take() (run, bool) {
+	r.qmu.Lock()
+	defer r.qmu.Unlock()
+	if len(r.runs) == 0 {
+		return run{}, false
+	}
+	rn := r.runs[0]
+	r.runs = slices.Delete(r.runs, 0, 1)
+	return rn, true
+}
+
+// runActions is r's worker: it runs r's queued runs one at a time, in
+// order, until ctx is done.
+func (e *Engine) runActions(ctx context.Context, r *rule) {
+	for {
+		rn, ok := r.take()
+		if !ok {
+			select {
+			case <-ctx.Done():
+				return
+			case <-r.wake:
+				continue
+			}
+		}
+		if rn.barrier != nil {
+			close(rn.barrier)
+			continue
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		e.mu.Lock()
+		r.status.Runs++
+		r.status.LastRun = rn.at
+		r.status.Queued = max(r.status.Queued-1, 0)
+		e.mu.Unlock()
+		e.log.Info("automations: rule runs", "rule", r.Name, "trigger", rn.why)
+		for i, a := range r.Actions {
+			if err := e.act(ctx, r, i, a, rn); err != nil {
+				e.log.Warn("automations: action failed", "rule", r.Name, "action", i+1, "err", err)
+			}
+		}
+	}
+}
+
+// barrier closes done once every rule's worker has reached what was
+// queued for it so far (for sync).
+func (e *Engine) barrier(done chan struct{}) {
+	marks := make([]chan struct{}, len(e.rules))
+	for i, r := range e.rules {
+		marks[i] = make(chan struct{})
+		e.enqueue(r, run{barrier: marks[i]})
+	}
+	go func() {
+		for _, m := range marks {
+			<-m
+		}
+		close(done)
+	}()
+}
+
+// repeat reports whether the event id, come now on r's trigger index, is
+// a repeat of one seen within its window, and counts and logs it if so.
+// Either way it is the event's latest copy now: the window slides.
+func (e *Engine) repeat(r *rule, index int, m *MQTTTrigger, id [sha256.Size]byte, now time.Time) bool {
+	window := m.RepeatWindow
+	if window <= 0 {
+		window = DefaultRepeatWindow
+	}
+	key := sha256.Sum256(append(id[:], byte(index)))
+	last, seen := r.seen[key]
+	r.seen[key] = now
+	if len(r.seen) > maxSeen {
+		for k, t := range r.seen {
+			if now.Sub(t) > MaxRepeatWindow {
+				delete(r.seen, k)
+			}
+		}
+	}
+	if !seen || now.Sub(last) >= window {
+		return false
+	}
+	e.mu.Lock()
+	r.status.Repeats++
+	e.mu.Unlock()
+	e.log.Info("automations: repeat of an event ignored", "rule", r.Name, "trigger", index+1, "topic", m.Topic,
+		"since_last_copy", now.Sub(last), "window", window)
+	return true
+}
+
+// maxSeen is how many event identities a rule keeps before it forgets
+// those older than MaxRepeatWindow.
+const maxSeen = 1024
+
+// jsonObject decodes payload as a JSON object, numbers as float64.
+func jsonObject(payload []byte) (map[string]any, bool) {
+	var obj map[string]any
+	if err := json.Unmarshal(payload, &obj); err != nil || obj == nil {
+		return nil, false
+	}
+	return obj, true
+}
+
+// fieldsHold reports whether obj holds every value of want.
+func fieldsHold(want, obj map[string]any) bool {
+	for k, v := range want {
+		got, ok := obj[k]
+		if !ok || !equal(got, v) {
+			return false
+		}
+	}
+	return true
+}
+
+// identify returns the identity of the event a message on topic carries
+// for m (see MQTTTrigger.EventID), and its own time when the payload
+// says when the bridge received it (Z-Wave JS UI's "time" and
+// Zigbee2MQTT's "last_seen", in ms since the Unix epoch or, for
+// last_seen, RFC 3339), else the zero time.
+func identify(m *MQTTTrigger, topic string, payload []byte, obj map[string]any, isObject bool) (id [sha256.Size]byte, own time.Time) {
+	h := sha256.New()
+	h.Write([]byte(topic))
+	h.Write([]byte{0})
+	switch {
+	case !isObject:
+		h.Write(payload)
+	case len(m.EventID) > 0:
+		values := make([]any, len(m.EventID))
+		for i, f := range m.EventID {
+			values[i] = obj[f]
+		}
+		b, _ := json.Marshal(values) // decoded JSON values always encode
+		h.Write(b)
+	default:
+		rest := maps.Clone(obj)
+		for _, f := range VolatileFields {
+			delete(rest, f)
+		}
+		b, _ := json.Marshal(rest) // map keys sorted: canonical
+		h.Write(b)
+	}
+	copy(id[:], h.Sum(nil))
+	if isObject {
+		own = ownTime(obj)
+	}
+	return id, own
+}
+
+// ownTime reads the time a bridge stamped an event with; zero if none.
+func ownTime(obj map[string]any) time.Time {
+	for _, f := range []string{"time", "last_seen"} {
+		switch v := obj[f].(type) {
+		case float64:
+			if v > 0 && v < 1<<47 {
+				return time.UnixMilli(int64(v))
+			}
+		case string:
+			if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+				return t
+			}
+		}
+	}
+	return time.Time{}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"log/slog"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -129,7 +130,7 @@ func start(t *testing.T, now time.Time, rules ...Rule) *harness {
 	return startWith(t, now, Options{}, rules...)
 }
 
-// startWith is start with o's NeedsLive.
+// startWith is start with o's NeedsLive, Confirmed and QueueLimit.
 func startWith(t *testing.T, now time.Time, o Options, rules ...Rule) *harness {
 	t.Helper()
 	h := &harness{t: t, clock: clockwork.NewFakeClockAt(now), rec: &recorder{}, logs: &syncBuffer{}}
@@ -137,7 +138,7 @@ func startWith(t *testing.T, now time.Time, o Options, rules ...Rule) *harness {
 		Rules: rules, Commander: h.rec, Publisher: h.rec, Notifier: h.rec,
 		Clock: h.clock, Location: cet,
 		Logger:    slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		NeedsLive: o.NeedsLive,
+		NeedsLive: o.NeedsLive, Confirmed: o.Confirmed, QueueLimit: o.QueueLimit,
 	})
 	if err != nil {
 		t.Fatalf("New() error: %v", err)
@@ -182,6 +183,16 @@ func (h *harness) advance(d time.Duration) {
 	if err := h.clock.BlockUntilContext(h.ctx, 1); err != nil {
 		h.t.Fatalf("no schedule timer after the advance: %v", err)
 	}
+	h.sync() // the runs the move fired have run
+}
+
+// event sends an MQTT message as a new event: once the engine has handled
+// what came before, a repeat window later, so that it is no repeat.
+func (h *harness) event(topic string, payload []byte) {
+	h.t.Helper()
+	h.sync()
+	h.clock.Advance(DefaultRepeatWindow)
+	h.e.Message(topic, payload, false)
 }
 
 func (h *harness) status(name string) RuleStatus {
@@ -198,6 +209,12 @@ func (h *harness) status(name string) RuleStatus {
 func ptr[T any](v T) *T { return &v }
 
 func notify(title string) Action { return Action{Notify: &NotifyAction{Title: title}} }
+
+// sortedTitles is titles, sorted: the rules one event triggers run each
+// on its own worker, in no order among themselves.
+func sortedTitles(notes []Notification) []string {
+	return slices.Sorted(slices.Values(titles(notes)))
+}
 
 func titles(notes []Notification) []string {
 	out := []string{}
@@ -273,7 +290,7 @@ func TestStateTriggerFromAndNumbers(t *testing.T) {
 	h.e.DeviceState("thermo", map[string]any{"temperature": float64(21)}, false)       // yes: 21 == 21.0
 	h.e.DeviceState("thermo", map[string]any{"temperature": json.Number("21")}, false) // same value: no change
 	h.sync()
-	if got, want := titles(h.rec.Notes()), []string{"off_from_on", "to_21"}; !reflect.DeepEqual(got, want) {
+	if got, want := sortedTitles(h.rec.Notes()), []string{"off_from_on", "to_21"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("runs = %v, want %v", got, want)
 	}
 }
@@ -403,7 +420,7 @@ func TestBreakerTriggerSeesItsOwnTransitionInTheGate(t *testing.T) {
 	h.e.BreakerState("other", Open, false)     // another service
 	h.e.BreakerState("cloud", "broken", false) // unknown: ignored
 	h.sync()
-	if got, want := titles(h.rec.Notes()), []string{"down", "change", "change"}; !reflect.DeepEqual(got, want) {
+	if got, want := sortedTitles(h.rec.Notes()), []string{"change", "change", "down"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("runs = %v, want %v", got, want)
 	}
 	if got := h.status("cloud_down"); !got.Active || got.Runs != 1 {
@@ -481,7 +498,7 @@ func TestRequiresPausesWhileOpenAndResumesWhenClosed(t *testing.T) {
 		Triggers: []Trigger{{MQTT: &MQTTTrigger{Topic: "alarm/armed"}}},
 		Actions:  []Action{{Publish: &PublishAction{Topic: "x/y", Payload: "z"}}},
 	})
-	arm := func() { h.e.Message("alarm/armed", []byte("away"), false) }
+	arm := func() { h.event("alarm/armed", []byte("away")) }
 	steps := []struct {
 		service, breaker string
 		active           bool
@@ -520,15 +537,15 @@ func TestStateConditionUsesLastSeenState(t *testing.T) {
 		}
 	}
 	h := start(t, friday, cond(OpLt, 21), cond(OpGe, 20.5), cond(OpEq, 20.5), cond(OpNe, 20.5), cond(OpGt, 20.5), cond(OpLe, 20))
-	h.e.Message("go", nil, false) // state unknown: no condition holds, not even ne
+	h.event("go", nil) // state unknown: no condition holds, not even ne
 	h.sync()
 	if got := titles(h.rec.Notes()); len(got) != 0 {
 		t.Fatalf("with unknown state, ran %v, want none", got)
 	}
 	h.e.DeviceState("thermo", map[string]any{"temperature": json.Number("20.5")}, false)
-	h.e.Message("go", nil, false)
+	h.event("go", nil)
 	h.sync()
-	if got, want := titles(h.rec.Notes()), []string{"lt", "ge", "eq"}; !reflect.DeepEqual(got, want) {
+	if got, want := sortedTitles(h.rec.Notes()), []string{"eq", "ge", "lt"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("ran %v, want %v", got, want)
 	}
 	if got := h.status("if_gt").Skipped; got != 2 {
@@ -624,7 +641,7 @@ func TestCommandActionPayload(t *testing.T) {
 		},
 	})
 	for range 3 {
-		h.e.Message("go", nil, false)
+		h.event("go", nil)
 	}
 	h.sync()
 	cmds := h.rec.Commands()
@@ -698,11 +715,13 @@ func TestNotifySeverityDefaultsToInfo(t *testing.T) {
 }
 
 // TestEventsAreQueuedNotDropped: events sent before Run starts, many more
-// than any channel would buffer, are all handled, in order.
+// than any channel would buffer, are all handled, in order (the rule's
+// own queue is made as long, so that it drops none of the runs).
 func TestEventsAreQueuedNotDropped(t *testing.T) {
 	rec := &recorder{}
 	clock := clockwork.NewFakeClockAt(friday)
-	e, err := New(Options{Clock: clock, Location: cet, Notifier: rec, Logger: slog.New(slog.DiscardHandler), Rules: []Rule{{
+	const n = 5000
+	e, err := New(Options{Clock: clock, Location: cet, Notifier: rec, Logger: slog.New(slog.DiscardHandler), QueueLimit: n, Rules: []Rule{{
 		Name:     "count",
 		Triggers: []Trigger{{State: &StateTrigger{Device: "counter", Attribute: "n"}}},
 		Actions:  []Action{notify("n")},
@@ -710,7 +729,6 @@ func TestEventsAreQueuedNotDropped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const n = 5000
 	for i := range n + 1 {
 		e.DeviceState("counter", map[string]any{"n": i}, false)
 	}
@@ -803,23 +821,23 @@ func TestConditionOnASafetyCriticalDeviceNeedsALiveReport(t *testing.T) {
 	h := startWith(t, friday, Options{NeedsLive: func(d string) bool { return d == "front_door" }}, rule("front_door"), rule("shed"))
 	h.e.DeviceState("front_door", map[string]any{"lock_state": "unlocked"}, true)
 	h.e.DeviceState("shed", map[string]any{"lock_state": "unlocked"}, true)
-	h.e.Message("go", nil, false)
+	h.event("go", nil)
 	h.sync()
 	if got, want := titles(h.rec.Notes()), []string{"shed"}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("on retained states ran %v; want %v: front_door's replay is not confirmed", got, want)
 	}
 	h.e.DeviceState("front_door", map[string]any{"lock_state": "unlocked"}, false) // the fresh read's answer
 	h.e.DeviceState("front_door", map[string]any{"lock_state": "unlocked"}, true)  // a replay of the same, after a reconnect
-	h.e.Message("go", nil, false)
+	h.event("go", nil)
 	h.sync()
-	if got, want := titles(h.rec.Notes()), []string{"shed", "front_door", "shed"}; !reflect.DeepEqual(got, want) {
+	if got, want := sortedTitles(h.rec.Notes()), []string{"front_door", "shed", "shed"}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("after a live report ran %v; want %v", got, want)
 	}
 	h.e.DeviceState("front_door", map[string]any{"lock_state": "locked"}, true)
 	h.e.DeviceState("front_door", map[string]any{"lock_state": "unlocked"}, true)
-	h.e.Message("go", nil, false)
+	h.event("go", nil)
 	h.sync()
-	if got, want := titles(h.rec.Notes()), []string{"shed", "front_door", "shed", "shed"}; !reflect.DeepEqual(got, want) {
+	if got, want := sortedTitles(h.rec.Notes()), []string{"front_door", "shed", "shed", "shed"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("after replays of other values ran %v; want %v: front_door unconfirmed again", got, want)
 	}
 }

@@ -58,14 +58,46 @@ type StateTrigger struct {
 }
 
 // MQTTTrigger fires on a message that is not retained on a topic that
-// matches Topic.
+// matches Topic, once per event: a repeat of the same event within
+// RepeatWindow runs nothing (see EventID).
 type MQTTTrigger struct {
 	// Topic is an MQTT topic filter: '+' matches one level, '#' (last)
 	// any number of levels (topic.Match, MQTT 5.0 §4.7).
 	Topic string
 	// Payload, when not nil, is the exact payload the message must carry.
 	Payload *string
+	// Fields, when not empty, are values that fields of the payload, a
+	// JSON object, must hold: {"action": "single"} matches Zigbee2MQTT's
+	// {"action":"single","linkquality":96}. Numbers compare as float64.
+	// A payload that is no JSON object matches no Fields.
+	Fields map[string]any
+	// EventID names the payload's fields that identify one event, such
+	// as ["action", "action_transaction"]: two messages on one topic with
+	// equal values there are the same event. Empty: the whole payload
+	// identifies it, less the fields that change between copies of one
+	// event (VolatileFields), so that a scene notification re-sent with a
+	// fresh "time" or "linkquality" is the same event and one re-sent with
+	// a new sequence number is a new one.
+	EventID []string
+	// RepeatWindow is how long a repeat of an event is recognised after
+	// its last copy: a sliding window, so a burst of copies each within
+	// it of the one before runs the rule once. 0: DefaultRepeatWindow.
+	RepeatWindow time.Duration
 }
+
+// DefaultRepeatWindow is an MQTT trigger's RepeatWindow when none is set:
+// 2 s, longer than a weak Z-Wave or Zigbee link's burst of re-sent
+// frames, shorter than a person's second press of a button.
+const DefaultRepeatWindow = 2 * time.Second
+
+// MaxRepeatWindow bounds RepeatWindow.
+const MaxRepeatWindow = time.Hour
+
+// VolatileFields are the payload fields left out of an event's identity
+// when EventID is empty: the bridges' receive times (Z-Wave JS UI's
+// "time", Zigbee2MQTT's "last_seen") and link readings, which differ
+// between copies of one event.
+var VolatileFields = []string{"time", "timestamp", "last_seen", "linkquality", "lqi", "rssi", "elapsed"}
 
 // ScheduleTrigger fires at the times of a cron expression.
 type ScheduleTrigger struct {
@@ -138,8 +170,10 @@ type Action struct {
 
 // CommandAction commands a device through Commander: the payload is the
 // JSON command body of hearth/<device>/set, the Target's attributes plus
-// "op_id" ("auto-" and a ULID, generated per run) and, when TTL is set,
-// "ttl".
+// "op_id" and, when TTL is set, "ttl". The op_id is "auto-" and a ULID
+// derived from the event, the rule and the action (see Engine), so that
+// the same event handed over twice (a broker's redelivery, a restart)
+// gives the same op_id, which Hearth's intake refuses the second time.
 type CommandAction struct {
 	Device string
 	// Target holds absolute attributes, such as {"state": "ON",
@@ -148,10 +182,19 @@ type CommandAction struct {
 	// intake (and by config, which knows the class and writes it in its
 	// canonical form, devices.Validate). The engine never changes it.
 	Target devices.Target
+	// Toggle, instead of Target, names an attribute to flip: "state",
+	// ON to OFF and OFF to ON. It is resolved once, when the rule runs,
+	// against the device's confirmed state (Options.Confirmed), into an
+	// absolute target; nothing is sent while that state is unknown, and
+	// no toggle is ever sent downstream, so a retry cannot flip twice.
+	Toggle string
 	// TTL is the command's TTL, at most devices.MaxTTL; 0: the device's
 	// default.
 	TTL time.Duration
 }
+
+// Toggleable lists the attributes a CommandAction may Toggle.
+var Toggleable = []string{"state"}
 
 // PublishAction publishes one MQTT message through Publisher.
 type PublishAction struct {
@@ -259,6 +302,21 @@ func (t Trigger) validate() (cron.Schedule, error) {
 		if err := validFilter(t.MQTT.Topic); err != nil {
 			return nil, err
 		}
+		if w := t.MQTT.RepeatWindow; w < 0 || w > MaxRepeatWindow {
+			return nil, fmt.Errorf("mqtt trigger: repeat_window %s is not from 0 to %s", w, MaxRepeatWindow)
+		}
+		for _, f := range t.MQTT.EventID {
+			if f == "" {
+				return nil, errors.New("mqtt trigger: event_id: empty field name")
+			}
+		}
+		for k, v := range t.MQTT.Fields {
+			switch normalize(v).(type) {
+			case float64, string, bool:
+			default:
+				return nil, fmt.Errorf("mqtt trigger: fields: %s must be a number, a string or a bool, got %T", k, v)
+			}
+		}
 	case t.Schedule != nil:
 		s, err := cron.ParseStandard(t.Schedule.Cron)
 		if err != nil {
@@ -340,7 +398,14 @@ func (a Action) validate(o *Options) error {
 		if err := devices.ValidID(c.Device); err != nil {
 			return err
 		}
-		if len(c.Target) == 0 {
+		switch {
+		case c.Toggle != "" && len(c.Target) > 0:
+			return errors.New("command action: target and toggle together; set one")
+		case c.Toggle != "":
+			if !slices.Contains(Toggleable, c.Toggle) {
+				return fmt.Errorf("command action: toggle %q: only %s can be toggled", c.Toggle, strings.Join(Toggleable, ", "))
+			}
+		case len(c.Target) == 0:
 			return errors.New("command action: empty target")
 		}
 		for _, k := range []string{devices.KeyOpID, devices.KeyTTL, devices.KeyIssuedAt} {

@@ -65,6 +65,11 @@ func (c *Config) reservedTopics() [][2]string {
 		if s.BaseTopic != "" && s.Commands() {
 			out = append(out, [2]string{s.BaseTopic + "/#", join(join("services", s.Name), "base_topic")})
 		}
+		if s.Protocol == ProtocolTasmota {
+			for _, f := range tasmotaFilters(s.FullTopic) {
+				out = append(out, [2]string{f, join(join("services", s.Name), "full_topic")})
+			}
+		}
 		if s.StatusTopic != "" {
 			out = append(out, [2]string{s.StatusTopic, join(join("services", s.Name), "status_topic")})
 		}

@@ -30,9 +30,11 @@ import (
 //	    actions:    [{command|publish|notify: {...}}]       # at least one
 //
 // The keys of each item are the lower-case names of its type's fields
-// (state: device, attribute, to, from; mqtt: topic, payload; schedule:
+// (state: device, attribute, to, from; mqtt: topic, payload, fields,
+// event_id, repeat_window; schedule:
 // cron; breaker: service, to; state condition: device, attribute, op,
-// value; time: after, before, weekdays; command: device, target, ttl;
+// value; time: after, before, weekdays; command: device, target or
+// toggle, ttl;
 // publish: topic, payload, retain; notify: title, message, severity), and
 // config checks what the engine cannot know: that devices and services
 // exist, that a target suits the device's class, and that no trigger or
@@ -131,6 +133,9 @@ func triggerFields(t *Trigger) []field {
 			w.mapping(n, key,
 				value("topic", &m.Topic, topicFilter),
 				optionalString("payload", &m.Payload),
+				scalarMap("fields", &m.Fields),
+				stringList("event_id", &m.EventID, notEmpty),
+				value("repeat_window", &m.RepeatWindow, repeatWindow),
 			)
 			w.required(key, "topic", m.Topic == "")
 			t.MQTT = m
@@ -203,10 +208,17 @@ func actionFields(a *Action) []field {
 				field{"target", func(w *walker, n *yaml.Node, key string) {
 					c.Target = w.target(n, key)
 				}},
+				value("toggle", &c.Toggle, oneOfWords("toggle", automations.Toggleable)),
 				value("ttl", &c.TTL, ttl),
 			)
 			w.required(key, "device", c.Device == "")
-			w.required(key, "target", c.Target == nil)
+			switch {
+			case c.Target != nil && c.Toggle != "":
+				k := join(key, "toggle")
+				w.reportf(w.lines[k], k, "is set beside target; a command has one or the other")
+			case c.Toggle == "" && !w.reported[join(key, "toggle")]:
+				w.required(key, "target", c.Target == nil)
+			}
 			a.Command = c
 		}},
 		{"publish", func(w *walker, n *yaml.Node, key string) {
@@ -265,6 +277,38 @@ func anyScalar(name string, p *any) field {
 			w.report(line, key, err)
 		}
 	}}
+}
+
+// scalarMap is a field whose value is a mapping of names to strings,
+// numbers (stored as float64) or bools, stored in *p.
+func scalarMap(name string, p *map[string]any) field {
+	return field{name, func(w *walker, n *yaml.Node, key string) {
+		m := map[string]any{}
+		w.entries(n, key, func(name string, v *yaml.Node, k string) {
+			var x any
+			anyScalar(name, &x).walk(w, v, k)
+			if x == nil && !w.reported[k] {
+				w.reportf(w.lines[k], k, "want a string, a number or true/false, got null")
+			}
+			if x != nil {
+				m[name] = x
+			}
+		})
+		if len(m) > 0 {
+			*p = m
+		}
+	}}
+}
+
+// repeatWindow checks an MQTT trigger's repeat_window.
+func repeatWindow(d time.Duration) error {
+	if err := positive(d); err != nil {
+		return err
+	}
+	if d > automations.MaxRepeatWindow {
+		return fmt.Errorf("must be at most %s, got %s", fmtDuration(automations.MaxRepeatWindow), fmtDuration(d))
+	}
+	return nil
 }
 
 // optionalString is a field whose value is a string, stored in a new
@@ -539,6 +583,11 @@ func (c *Config) checkAutomations(w *walker) {
 				continue
 			}
 			d, ok := c.checkDevice(w, join(k, "device"), cmd.Device)
+			if tg := join(k, "toggle"); ok && cmd.Toggle != "" && d.Class != devices.Light && d.Class != devices.Switch && !w.reported[tg] {
+				// A toggle flips ON and OFF: a lock, a cover or a valve
+				// is moved to a state named, never flipped.
+				w.reportf(w.lines[tg], tg, "%s is a %s; only a light or a switch can be toggled", d.ID, d.Class)
+			}
 			tkey := join(k, "target")
 			if !ok || d.Class == "" || cmd.Target == nil || w.reported[tkey] {
 				continue // an unknown class is reported at the device

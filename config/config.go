@@ -296,6 +296,10 @@ type Service struct {
 	// "12/2" (both numbers) and <location>/<node>/<endpoint> are an
 	// endpoint either way. zwavejs only.
 	NodeNames bool
+	// FullTopic is the FullTopic of a tasmota service's devices (their
+	// Tasmota FullTopic setting), with %prefix% and %topic% as whole
+	// levels. tasmota only. Default DefaultTasmotaFullTopic.
+	FullTopic string
 	// StatusTopic is the MQTT topic (no wildcards) on which a status_topic
 	// service says whether it is up. Required for status_topic, and only
 	// for it.
@@ -333,8 +337,8 @@ type Service struct {
 	// MQTTUsername and MQTTPassword are the account the service (the
 	// bridge itself, or whoever publishes a status_topic) connects to the
 	// broker with; Hearth's broker admits it, and an ACL binds the
-	// service's topics to it. MQTT services only (zigbee2mqtt, zwavejs,
-	// status_topic). Default username: the service's name; default
+	// service's topics to it. MQTT services only (every protocol but
+	// webhook: Service.UsesMQTT). Default username: the service's name; default
 	// password: the one generated into the credentials file
 	// (<data_dir>/credentials.yaml), which ApplyCredentials fills in. A
 	// password in the config file wins over the file's.
@@ -580,6 +584,18 @@ var defaultBreaker = Breaker{
 // protocolNames lists the known protocols, sorted, for error messages.
 var protocolNames = []string{ProtocolStatusTopic, ProtocolWebhook, ProtocolZigbee2MQTT, ProtocolZWaveJS}
 
+// protocolsWhere lists the known protocols (protocolNames) of whose
+// services ok holds, joined for an error message: "shelly, tasmota, ...".
+func protocolsWhere(ok func(Service) bool) string {
+	var out []string
+	for _, p := range protocolNames {
+		if ok(Service{Protocol: p}) {
+			out = append(out, p)
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
 // Commands reports whether Hearth sends commands through s: whether
 // devices may name it as their service.
 func (s Service) Commands() bool {
@@ -628,6 +644,7 @@ func (s Service) withDefaults() Service {
 	if s.GatewayName == "" {
 		s.GatewayName = d.GatewayName
 	}
+	setDefault(&s.FullTopic, d.FullTopic)
 	if s.Protocol == ProtocolZWaveJS && s.ClientID == "" {
 		s.ClientID = ZWaveClientIDPrefix + s.GatewayName
 	}

@@ -24,6 +24,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("services:\n  z: {protocol: zigbee2mqtt}\ndevices:\n  l: {class: light, offline: queue}\n  d: {class: lock, offline: fail}\n  t: {class: climate, sleepy: true, wake_interval: 5m, offline: wait}\n"))
 	f.Add([]byte("services:\n  z: {protocol: zwavejs, node_names: true}\ndevices:\n  a: {class: switch, address: kitchen_double/2}\n  b: {class: light, address: Living Room/Lamp}\n  c: {class: switch, address: 12/0}\n"))
 	f.Add([]byte("services:\n  w: {protocol: shelly}\ndevices:\n  a: {class: switch, address: shellyplus1-a/switch:0}\n  g: {class: cover, safety: critical, address: shellyplus1-b/switch:0/input:100}\n  l: {class: light, address: dimmer/light:1}\n"))
+	f.Add([]byte("services:\n  h: {protocol: homie, base_topic: homie/5}\ndevices:\n  a: {class: switch, address: plug-1/relay/on}\n  l: {class: light, address: kitchen-light/light/power,brightness}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := Parse("fuzz.yaml", data)
 		if err == nil {

@@ -64,7 +64,7 @@ func TestHTTPErrors(t *testing.T) {
 		{"query in the url", svc + "    url: https://h/api?token=x\n", `hearth.yaml:4: services.h.url: an http service's url takes no query or fragment: each device's address is a path under it`},
 		{"bad method", svc + "    url: https://h/\n    method: DELETE\n", `hearth.yaml:5: services.h.method: "DELETE": want PUT, POST or PATCH`},
 		{"base_topic", svc + "    url: https://h/\n    base_topic: x\n", `hearth.yaml:5: services.h.base_topic: an http service takes no base_topic: Hearth reaches it over HTTP, at its url`},
-		{"mqtt account", svc + "    url: https://h/\n    mqtt_username: x\n", `hearth.yaml:5: services.h.mqtt_username: only for services that use MQTT (zigbee2mqtt, zwavejs, status_topic), not http: Hearth reaches it over HTTP`},
+		{"mqtt account", svc + "    url: https://h/\n    mqtt_username: x\n", `hearth.yaml:5: services.h.mqtt_username: only for services that use MQTT (esphome, homie, shelly, status_topic, tasmota, zigbee2mqtt, zwavejs), not http: Hearth reaches it over HTTP`},
 		{"method on zigbee2mqtt", "services:\n  z:\n    protocol: zigbee2mqtt\n    method: PUT\n", `hearth.yaml:4: services.z.method: only for protocol http, not zigbee2mqtt`},
 		{"dot-dot address", dev + "a/../b\n", `hearth.yaml:8: devices.d.address: "a/../b": no '.' or '..' segments: the address stays under the service's url`},
 		{"query in an address", dev + "a?b\n", `hearth.yaml:8: devices.d.address: "a?b": '?' is not allowed in an http address (no '?', '#', '%', '\', spaces or control characters)`},

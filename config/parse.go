@@ -162,6 +162,7 @@ func walkService(w *walker, name string, n *yaml.Node, key string) Service {
 		value("base_topic", &s.BaseTopic, topicRoot),
 		value("gateway_name", &s.GatewayName, topicLevel),
 		value("node_names", &s.NodeNames),
+		value("full_topic", &s.FullTopic, tasmotaFullTopic),
 		value("status_topic", &s.StatusTopic, topicLevels),
 		value("online_payload", &s.OnlinePayload, notEmpty),
 		value("offline_payload", &s.OfflinePayload, notEmpty),
@@ -208,8 +209,12 @@ func walkService(w *walker, name string, n *yaml.Node, key string) Service {
 		w.reportf(w.lines[key], k, "missing (known: %s)", strings.Join(protocolNames, ", "))
 	}
 	w.checkProtocolKeys(key, s)
+	w.checkTasmotaKeys(key, s)
 	w.checkHTTPService(key, s)
 	s = s.withDefaults()
+	if w.lines[join(join(key, "retry"), "read_back")] == 0 {
+		s.Retry.ReadBack = s.Retry.ReadBack || protocols[s.Protocol].Retry.ReadBack // a bool's default: esphome's is true
+	}
 	if s.Protocol == ProtocolStatusTopic && s.OnlinePayload == s.OfflinePayload && !w.reported[join(key, "online_payload")] && !w.reported[join(key, "offline_payload")] {
 		k, line := w.at(join(key, "offline_payload"), join(key, "online_payload"), key)
 		w.reportf(line, k, "online_payload and offline_payload are both %q; they must differ", s.OnlinePayload)
@@ -304,6 +309,8 @@ func (w *walker) checkProtocolKeys(key string, s Service) {
 				w.reportf(w.lines[k], k, "a status_topic service takes no %s: Hearth only watches it and sends it no commands", name)
 			}
 		}
+	case ProtocolHomie:
+		w.checkHomieBase(key, s)
 	case ProtocolWebhook:
 		if k := join(key, "url"); s.URL == "" && !w.reported[k] {
 			w.reportf(w.lines[key], k, "missing; a webhook service needs the http:// or https:// URL it POSTs notifications to")
@@ -323,7 +330,7 @@ func (w *walker) checkProtocolKeys(key string, s Service) {
 		}
 	}
 	if k := join(key, "read_timeout"); !s.Commands() && w.lines[k] != 0 && !w.reported[k] {
-		w.reportf(w.lines[k], k, "only for services that take commands (zigbee2mqtt, zwavejs), not %s: Hearth reads no device through it", s.Protocol)
+		w.reportf(w.lines[k], k, "only for services that take commands (%s), not %s: Hearth reads no device through it", protocolsWhere(Service.Commands), s.Protocol)
 	}
 	for _, name := range []string{"gateway_name", "node_names"} {
 		if k := join(key, name); s.Protocol != ProtocolZWaveJS && w.lines[k] != 0 && !w.reported[k] {
@@ -333,7 +340,7 @@ func (w *walker) checkProtocolKeys(key string, s Service) {
 	if !s.UsesMQTT() {
 		for _, name := range []string{"mqtt_username", "mqtt_password", "client_id"} {
 			if k := join(key, name); w.lines[k] != 0 && !w.reported[k] {
-				w.reportf(w.lines[k], k, "only for services that use MQTT (zigbee2mqtt, zwavejs, status_topic), not %s: Hearth reaches it over HTTP", s.Protocol)
+				w.reportf(w.lines[k], k, "only for services that use MQTT (%s), not %s: Hearth reaches it over HTTP", protocolsWhere(Service.UsesMQTT), s.Protocol)
 			}
 		}
 	}
@@ -556,6 +563,28 @@ func (c *Config) checkDevices(w *walker) {
 				continue
 			}
 			k[1] = comp
+		}
+		if s, _ := c.Service(d.Service); s.Protocol == ProtocolTasmota && !w.reported[join(key, "class")] {
+			relay, err := tasmotaAddress(d.Address, d.Class)
+			if err != nil {
+				w.reportf(line, join(key, "address"), "%s", err)
+				continue
+			}
+			k[1] = relay
+		}
+		if s, _ := c.Service(d.Service); s.Protocol == ProtocolHomie {
+			prop, err := homieAddress(d.Address, d.Class)
+			if err != nil {
+				w.reportf(line, join(key, "address"), "%s", err)
+				continue
+			}
+			k[1] = prop
+		}
+		if s, _ := c.Service(d.Service); s.Protocol == ProtocolESPHome {
+			if err := esphomeAddress(d.Address, d.Class); err != nil {
+				w.reportf(line, join(key, "address"), "%s", err)
+				continue
+			}
 		}
 		if o, taken := addresses[k]; taken {
 			w.reportf(line, join(key, "address"), "%q is already the address of %s (line %d) on service %s", d.Address, o.key, o.line, d.Service)

@@ -83,7 +83,7 @@ func TestWebhookErrors(t *testing.T) {
 		yaml string
 		want string
 	}{
-		{"unknown key", hook + "    header: {X-A: b}\n", `hearth.yaml:5: services.ntfy.header: unknown key (did you mean headers? known here: protocol, base_topic, gateway_name, node_names, status_topic, online_payload, offline_payload, url, headers, timeout, method, allow_insecure, read_timeout, mqtt_username, mqtt_password, client_id, retry, breaker)`},
+		{"unknown key", hook + "    header: {X-A: b}\n", `hearth.yaml:5: services.ntfy.header: unknown key (did you mean headers? known here: protocol, base_topic, gateway_name, node_names, full_topic, status_topic, online_payload, offline_payload, url, headers, timeout, method, allow_insecure, read_timeout, mqtt_username, mqtt_password, client_id, retry, breaker)`},
 		{"missing url", "services:\n  ntfy:\n    protocol: webhook\n", `hearth.yaml:2: services.ntfy.url: missing; a webhook service needs the http:// or https:// URL it POSTs notifications to`},
 		{"empty url", "services:\n  ntfy:\n    protocol: webhook\n    url: ''\n", `hearth.yaml:4: services.ntfy.url: must not be empty (leave the key out for the default)`},
 		{"url without scheme", "services:\n  ntfy:\n    protocol: webhook\n    url: ntfy.sh/a?token=secret\n", `hearth.yaml:4: services.ntfy.url: want an http:// or https:// URL such as https://ntfy.sh/hearth; this one has no scheme`},

@@ -176,8 +176,9 @@ type Options struct {
 	// and must not block.
 	OnAvailability func(device string, online bool)
 	// OnFreshRead, if set, is called with each device just before its
-	// fresh read after the start is sent (see FreshReadBurst). It runs
-	// on the reading goroutine and must not block.
+	// fresh read after the start is sent (see FreshReadBurst), and before
+	// a live report may count as its answer (OnFreshState). It runs on
+	// the reading goroutine and must not block.
 	OnFreshRead func(devices.Device)
 	// OnFreshState, if set, is called with a device when the first live
 	// report after its fresh read arrives (the answer, or any report

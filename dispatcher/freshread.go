@@ -19,7 +19,14 @@ import (
 // /get), at most FreshReadBurst at once and then FreshReadRate a second;
 // the answers arrive as ordinary live reports. Sleepy devices are not
 // read (they would not answer before their next wake, when they report
-// anyway), nor devices their bridge reports offline then. The automations engine, for its part, takes no condition on a
+// anyway), nor devices their bridge reports offline then. Where each
+// device is its own MQTT client with its own will (a Bridge whose
+// DeviceWills says so: Tasmota, Shelly), its service is up as soon as
+// any one of them said online, while the others may not be connected
+// yet: a read sent to one of those would be lost. So such a device is
+// read once it said online itself, however long after the start (a
+// device whose will says offline is read when it is back). The
+// automations engine, for its part, takes no condition on a
 // safety-critical device as holding until a live report came after the
 // start (automations.Options.NeedsLive).
 
@@ -74,6 +81,28 @@ func (d *Dispatcher) freshReads(ctx context.Context) {
 			return false
 		}
 	}
+	// read sends q's fresh read; false if ctx ended first.
+	read := func(q *deviceQueue) bool {
+		if !pace() {
+			return false
+		}
+		// Told before the next live report may answer it
+		// (FreshReadSent), so that a hearer never hears the answer
+		// (OnFreshState) of a read it has not heard of.
+		if d.onFreshRead != nil {
+			d.onFreshRead(q.dev.Device)
+		}
+		q.mu.Lock()
+		q.m.FreshReadSent()
+		q.mu.Unlock()
+		if err := q.svc.Bridge.Read(ctx, q.dev.Device, freshReadTarget(q.dev.Device)); err != nil {
+			if ctx.Err() != nil {
+				return false
+			}
+			d.log.Warn("fresh read after the start not sent; the device's state stays a replay until it reports", "device", q.dev.ID, "service", q.svc.Name, "err", err)
+		}
+		return true
+	}
 	var wg sync.WaitGroup
 	for _, qs := range bySvc {
 		slices.SortFunc(qs, func(a, b *deviceQueue) int { return cmp.Compare(a.dev.ID, b.dev.ID) })
@@ -83,32 +112,50 @@ func (d *Dispatcher) freshReads(ctx context.Context) {
 				return
 			}
 			d.log.Info("reading the state of the safety-critical devices after the start", "service", s.Name, "devices", len(qs))
+			wills := deviceWills(s.Bridge)
 			for _, q := range qs {
 				q.mu.Lock()
-				offline, _ := q.m.Offline()
+				online, known := q.m.Available()
 				q.mu.Unlock()
-				if offline {
+				switch {
+				case wills && !(known && online):
+					// Not listening yet, or gone: read it once it says
+					// online, without holding up the others.
+					wg.Go(func() {
+						if q.awaitSaidOnline(ctx) {
+							read(q)
+						}
+					})
+					continue
+				case known && !online:
 					continue // it would not answer; it reports when back
 				}
-				if !pace() {
+				if !read(q) {
 					return
-				}
-				q.mu.Lock()
-				q.m.FreshReadSent()
-				q.mu.Unlock()
-				if d.onFreshRead != nil {
-					d.onFreshRead(q.dev.Device)
-				}
-				if err := s.Bridge.Read(ctx, q.dev.Device, freshReadTarget(q.dev.Device)); err != nil {
-					if ctx.Err() != nil {
-						return
-					}
-					d.log.Warn("fresh read after the start not sent; the device's state stays a replay until it reports", "device", q.dev.ID, "service", s.Name, "err", err)
 				}
 			}
 		})
 	}
 	wg.Wait()
+}
+
+// awaitSaidOnline waits until q's device is reported online (true), or ctx
+// ends (false).
+func (q *deviceQueue) awaitSaidOnline(ctx context.Context) bool {
+	for {
+		q.mu.Lock()
+		online, known := q.m.Available()
+		changed := q.availChanged
+		q.mu.Unlock()
+		if known && online {
+			return true
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return false
+		}
+	}
 }
 
 // awaitBridgeUp waits until s's bridge said it is up (or a live report

@@ -67,3 +67,67 @@ func TestSafetyCriticalDevicesAreReadOnceAfterTheStart(t *testing.T) {
 	clock.Advance(time.Minute)
 	r.none("after every lock was read once (the light, the sleepy lock and the offline lock are not read)")
 }
+
+// willsBridge hands the device of every read to the test; its devices
+// each have their own will (DeviceWills), as Tasmotas do.
+type willsBridge struct{ reads chan string }
+
+func (b willsBridge) Send(context.Context, devices.Device, devices.Target) error { return nil }
+func (b willsBridge) Read(_ context.Context, dev devices.Device, _ devices.Target) error {
+	b.reads <- dev.ID
+	return nil
+}
+func (willsBridge) DeviceWills() bool { return true }
+
+// Where each device is its own MQTT client with its own will, the
+// service is up as soon as one of them said online; a fresh read sent
+// then to another, not yet connected, would be lost. So each is read
+// once it said online itself: the one that did at once, the one not yet
+// heard when it says online, the one whose will said offline when it is
+// back.
+func TestAFreshReadWaitsForTheDeviceItselfToSayOnlineWhereEachHasAWill(t *testing.T) {
+	clock := clockwork.NewFakeClockAt(time.Date(2026, 12, 3, 4, 0, 0, 0, time.UTC))
+	bridge := willsBridge{reads: make(chan string, 16)}
+	var devs []Device
+	for _, id := range []string{"a_gate", "b_garage", "c_gate"} {
+		devs = append(devs, Device{Device: devices.Device{ID: id, Service: "wifi", Class: devices.Cover, Safety: devices.SafetyCritical}, TTL: time.Hour})
+	}
+	d, err := New(Options{
+		Services: []Service{{Name: "wifi", Bridge: bridge,
+			Policy: retry.Policy{MaxAttempts: 3, AttemptTimeout: 5 * time.Second, Backoff: retry.Backoff{Base: time.Second, Multiplier: 2, Cap: 10 * time.Second}}}},
+		Devices:   devs,
+		Journal:   &memJournal{ops: map[string]devices.Op{}},
+		Publisher: nopPublisher{},
+		Clock:     clock,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); d.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	next := func(want string) {
+		t.Helper()
+		select {
+		case id := <-bridge.reads:
+			if id != want {
+				t.Fatalf("a fresh read of %s; want %s", id, want)
+			}
+		case <-time.After(rigWait):
+			t.Fatalf("timed out waiting for the fresh read of %s", want)
+		}
+	}
+
+	// b_garage says online, and so the service is up; a_gate has said
+	// nothing yet (it sorts first: read in order, it would go first), and
+	// c_gate's will said offline.
+	d.Availability("b_garage", true)
+	d.Availability("c_gate", false)
+	d.BridgeState("wifi", true, false)
+	next("b_garage")
+	d.Availability("a_gate", true)
+	next("a_gate")
+	d.Availability("c_gate", true)
+	next("c_gate")
+}

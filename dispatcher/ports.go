@@ -51,6 +51,17 @@ type Bridge interface {
 	Read(ctx context.Context, dev devices.Device, target devices.Target) error
 }
 
+// deviceWills reports whether b's devices each reach the broker as their
+// own MQTT client with its own will (a Tasmota's LWT, a Shelly's
+// <id>/online): b has a method DeviceWills() bool that returns true.
+// Such a device hears nothing before it connected and said it is online,
+// even while its service is up because another of its devices said so:
+// a message sent to it before then is lost.
+func deviceWills(b Bridge) bool {
+	w, ok := b.(interface{ DeviceWills() bool })
+	return ok && w.DeviceWills()
+}
+
 // deliveryUnknown reports whether err says that the send may or may not
 // have arrived (its connection was lost before the acknowledgement).
 func deliveryUnknown(err error) bool {

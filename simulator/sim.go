@@ -86,6 +86,12 @@ type Device struct {
 	// endpoints 0 to Endpoints, each written and reported on its own
 	// (<prefix>/<node>/37/2/currentValue). 0 (the default): the root only.
 	Endpoints int
+	// Relays, for a Tasmota device (ProtocolTasmota), is how many relays
+	// (a switch) or shutters (a cover) it has, 1 to 8; 0 means 1.
+	Relays int
+	// PowerRetain, for a Tasmota device, publishes its stat/<topic>/POWER<n>
+	// retained, as Tasmota's PowerRetain 1 does.
+	PowerRetain bool
 	// Fahrenheit, for a Z-Wave thermostat, keeps its setpoint in °F (68 at
 	// start) and publishes it as the entire ValueId object, with its unit
 	// "°F", as the gateway's payload type "ValueId object" does.
@@ -270,12 +276,19 @@ type Sim struct {
 	onGet              func(GetEvent)
 	reconnect          Backoff
 	bridges            []*bridge
-	devices            map[string]*device // by friendly name
-	gateways           []*gateway         // Z-Wave JS UI gateways
-	nodes              map[string]*node   // Z-Wave nodes by address
+	devices            map[string]*device  // by friendly name
+	gateways           []*gateway          // Z-Wave JS UI gateways
+	nodes              map[string]*node    // Z-Wave nodes by address
+	tasmotas           map[string]*tasmota // Tasmota devices by Topic
+	tasmotaOrder       []*tasmota
 
 	shellies []*shellyBox           // Shelly devices (shelly.go)
 	comps    map[string]*shellyComp // their simulated components by name
+
+	homies    []*homieBox           // Homie devices (homie.go)
+	homieDevs map[string]*homieDev  // their simulated nodes by name
+	esphomes  []*espNode            // ESPHome nodes (esphome.go)
+	ents      map[string]*espEntity // their entities by name
 
 	ran   atomic.Bool
 	ready chan struct{}
@@ -376,6 +389,9 @@ func New(opts Options) (*Sim, error) {
 		devices:   make(map[string]*device, len(opts.Devices)),
 		nodes:     map[string]*node{},
 		comps:     map[string]*shellyComp{},
+		tasmotas:  map[string]*tasmota{},
+		homieDevs: map[string]*homieDev{},
+		ents:      map[string]*espEntity{},
 		ready:     make(chan struct{}),
 	}
 	if s.clock == nil {
@@ -395,6 +411,8 @@ func New(opts Options) (*Sim, error) {
 	byBase := map[string]*bridge{}
 	byGateway := map[string]*gateway{}
 	byShelly := map[string]*shellyBox{}
+	byHomie := map[string]*homieBox{}
+	byESPHome := map[string]*espNode{}
 	for i, d := range opts.Devices {
 		if d.WakeInterval < 0 || (d.WakeInterval > 0 && (d.AwakeWindow <= 0 || d.AwakeWindow >= d.WakeInterval)) {
 			return nil, fmt.Errorf("simulator: Devices[%d] %q: AwakeWindow %v must be above 0 and below WakeInterval %v", i, d.Name, d.AwakeWindow, d.WakeInterval)
@@ -410,9 +428,24 @@ func New(opts Options) (*Sim, error) {
 				return nil, err
 			}
 			continue
+		case ProtocolTasmota:
+			if err := s.newTasmota(i, d); err != nil {
+				return nil, err
+			}
+			continue
+		case ProtocolHomie:
+			if err := s.newHomie(i, d, byHomie); err != nil {
+				return nil, err
+			}
+			continue
+		case ProtocolESPHome:
+			if err := s.newESPHome(i, d, byESPHome); err != nil {
+				return nil, err
+			}
+			continue
 		case "", ProtocolZigbee2MQTT:
 		default:
-			return nil, fmt.Errorf("simulator: Devices[%d] %q: unknown protocol %q (want %s, %s or %s)", i, d.Name, d.Protocol, ProtocolZigbee2MQTT, ProtocolZWaveJS, ProtocolShelly)
+			return nil, fmt.Errorf("simulator: Devices[%d] %q: unknown protocol %q (want %s, %s, %s, %s or %s)", i, d.Name, d.Protocol, ProtocolZigbee2MQTT, ProtocolZWaveJS, ProtocolShelly, ProtocolTasmota, ProtocolHomie)
 		}
 		if _, dup := s.nodes[d.Name]; dup {
 			return nil, fmt.Errorf("simulator: Devices[%d]: friendly name %q is used twice", i, d.Name)
@@ -482,7 +515,9 @@ func New(opts Options) (*Sim, error) {
 		for _, name := range fault.names {
 			var x *faulty
 			var class string
-			if n := s.nodes[name]; n != nil {
+			if tm := s.tasmotas[name]; tm != nil {
+				x, class = &tm.faulty, tm.Class
+			} else if n := s.nodes[name]; n != nil {
 				if fault.field == "Silent" {
 					return nil, fmt.Errorf("simulator: Faults.Silent names %q, a Z-Wave node; only Zigbee2MQTT devices fall silent", name)
 				}
@@ -500,6 +535,16 @@ func New(opts Options) (*Sim, error) {
 					return nil, fmt.Errorf("simulator: Faults.%s names %q, a Shelly; a Shelly takes Offline, Silent, IgnoreGets, EchoOnly, FailSets and Unreported", fault.field, name)
 				}
 				x, class = &c.faulty, c.Class
+			} else if h := s.homieDevs[name]; h != nil {
+				if fault.field == "Dead" || fault.field == "Jam" || fault.field == "FailSets" || fault.field == "IgnoreGets" {
+					return nil, fmt.Errorf("simulator: Faults.%s names %q, a Homie device; a Homie device takes Offline, Silent, EchoOnly and Unreported (Homie has no error answer and no get)", fault.field, name)
+				}
+				x, class = &h.faulty, h.Class
+			} else if e := s.ents[name]; e != nil {
+				if fault.field == "Dead" || fault.field == "IgnoreGets" {
+					return nil, fmt.Errorf("simulator: Faults.%s names %q, an ESPHome entity; ESPHome has no get, and a dead node is one SetOnline takes offline", fault.field, name)
+				}
+				x, class = &e.faulty, e.Class
 			} else {
 				return nil, fmt.Errorf("simulator: Faults.%s names %q, which is not in Devices", fault.field, name)
 			}
@@ -524,7 +569,16 @@ func New(opts Options) (*Sim, error) {
 	for i, b := range s.shellies {
 		b.clientID = clientID + "-shelly-" + strconv.Itoa(i)
 	}
-	s.readyLeft = len(s.bridges) + len(s.gateways) + len(s.shellies)
+	for _, t := range s.tasmotaOrder {
+		t.clientID = clientID + "-" + t.Name
+	}
+	for i, b := range s.homies {
+		b.clientID = clientID + "-homie-" + strconv.Itoa(i)
+	}
+	for i, n := range s.esphomes {
+		n.clientID = clientID + "-esphome-" + strconv.Itoa(i)
+	}
+	s.readyLeft = len(s.bridges) + len(s.gateways) + len(s.shellies) + len(s.tasmotaOrder) + len(s.homies) + len(s.esphomes)
 	return s, nil
 }
 
@@ -574,6 +628,29 @@ func (s *Sim) Run(ctx context.Context) error {
 			s.serve(ctx, shellyEndpoint{s, b}, l, s.log.With("shelly", b.id, "client_id", l.ClientID))
 		})
 	}
+	for _, t := range s.tasmotaOrder {
+		wg.Go(func() {
+			l := s.login(t.full, t.clientID)
+			s.serve(ctx, tasmotaEndpoint{s, t}, l, s.log.With("tasmota", t.Name, "client_id", l.ClientID))
+		})
+	}
+	for _, b := range s.homies {
+		wg.Go(func() {
+			l := s.login(b.root, b.clientID)
+			s.serve(ctx, homieEndpoint{s, b}, l, s.log.With("homie", b.id, "client_id", l.ClientID))
+		})
+		if b.kick != nil {
+			wg.Go(func() {
+				s.sleepCycle(ctx, b.wakeInterval, b.awakeWindow, b.kick, func() { s.wakeHomie(b) }, func() { s.sleepHomie(b) })
+			})
+		}
+	}
+	for _, n := range s.esphomes {
+		wg.Go(func() {
+			l := s.login(n.base, n.clientID)
+			s.serve(ctx, espEndpoint{s, n}, l, s.log.With("esphome", n.name, "client_id", l.ClientID))
+		})
+	}
 	for _, gw := range s.gateways {
 		wg.Go(func() {
 			l := s.login(gw.prefix, gw.clientID)
@@ -590,6 +667,18 @@ func (s *Sim) Run(ctx context.Context) error {
 func (s *Sim) SetOnline(name string, online bool) error {
 	if c := s.comps[name]; c != nil {
 		s.setShellyOnline(c, online)
+		return nil
+	}
+	if t := s.tasmotas[name]; t != nil {
+		s.setTasmotaOnline(t, online)
+		return nil
+	}
+	if h := s.homieDevs[name]; h != nil {
+		s.setHomieOnline(h, online)
+		return nil
+	}
+	if e := s.ents[name]; e != nil {
+		s.setESPOnline(e, online)
 		return nil
 	}
 	if n := s.nodes[name]; n != nil {
@@ -679,6 +768,19 @@ func (s *Sim) State(name string) map[string]any {
 		defer s.mu.Unlock()
 		return c.state()
 	}
+	if t := s.tasmotas[name]; t != nil {
+		return s.tasmotaState(t)
+	}
+	if h := s.homieDevs[name]; h != nil {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return h.state()
+	}
+	if e := s.ents[name]; e != nil {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return e.espState()
+	}
 	if n := s.nodes[name]; n != nil {
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -705,6 +807,21 @@ func (s *Sim) Sets(name string) int {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		return c.sets
+	}
+	if t := s.tasmotas[name]; t != nil {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return t.sets
+	}
+	if h := s.homieDevs[name]; h != nil {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return h.sets
+	}
+	if e := s.ents[name]; e != nil {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return e.sets
 	}
 	if n := s.nodes[name]; n != nil {
 		s.mu.Lock()

@@ -758,6 +758,8 @@ func (s *Sim) Wake(name string) error {
 		kick = s.nodes[name].kick
 	case s.devices[name] != nil:
 		kick = s.devices[name].kick
+	case s.homieDevs[name] != nil:
+		kick = s.homieDevs[name].box.kick
 	default:
 		return fmt.Errorf("%w: %q", ErrUnknownDevice, name)
 	}
@@ -780,6 +782,9 @@ func (s *Sim) Asleep(name string) bool {
 	}
 	if d := s.devices[name]; d != nil {
 		return d.asleep
+	}
+	if h := s.homieDevs[name]; h != nil {
+		return h.box.asleep
 	}
 	return false
 }

@@ -168,7 +168,11 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	nodeIDs := map[string]int{}  // per zwavejs service: the last node ID given
 	for _, dev := range cfg.Devices {
 		svc, ok := cfg.Service(dev.Service)
-		if !ok || (svc.Protocol != config.ProtocolZigbee2MQTT && svc.Protocol != config.ProtocolZWaveJS && svc.Protocol != config.ProtocolShelly) {
+		if ok && svc.Protocol == config.ProtocolTasmota {
+			devs = tasmotaDevice(devs, svc, dev.Device, names)
+			continue
+		}
+		if !ok || (svc.Protocol != config.ProtocolZigbee2MQTT && svc.Protocol != config.ProtocolZWaveJS && svc.Protocol != config.ProtocolShelly && svc.Protocol != config.ProtocolHomie && svc.Protocol != config.ProtocolESPHome) {
 			continue
 		}
 		name := dev.Address
@@ -179,6 +183,12 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		sd := simulator.Device{Name: name, Class: string(dev.Class), BaseTopic: svc.BaseTopic}
 		if svc.Protocol == config.ProtocolShelly {
 			sd.Protocol = simulator.ProtocolShelly
+		}
+		if svc.Protocol == config.ProtocolHomie {
+			sd.Protocol = simulator.ProtocolHomie
+		}
+		if svc.Protocol == config.ProtocolESPHome {
+			sd.Protocol = simulator.ProtocolESPHome
 		}
 		if svc.Protocol == config.ProtocolZWaveJS {
 			sd.Protocol, sd.GatewayName = simulator.ProtocolZWaveJS, svc.GatewayName
@@ -248,8 +258,11 @@ func bridgeLogins(cfg *config.Config, cr *config.Credentials) map[string]simulat
 	cfg.ApplyCredentials(cr)
 	logins := map[string]simulator.Login{}
 	for _, s := range cfg.Services {
-		if s.Protocol == config.ProtocolZigbee2MQTT || s.Protocol == config.ProtocolZWaveJS || s.Protocol == config.ProtocolShelly {
+		if s.Protocol == config.ProtocolZigbee2MQTT || s.Protocol == config.ProtocolZWaveJS || s.Protocol == config.ProtocolShelly || s.Protocol == config.ProtocolHomie || s.Protocol == config.ProtocolESPHome {
 			logins[s.BaseTopic] = simulator.Login{Username: s.MQTTUsername, Password: s.MQTTPassword, ClientID: s.ClientID}
+		}
+		if s.Protocol == config.ProtocolTasmota {
+			logins[s.FullTopic] = simulator.Login{Username: s.MQTTUsername, Password: s.MQTTPassword} // keyed by FullTopic, as the simulator looks Tasmotas up
 		}
 	}
 	return logins

@@ -9,6 +9,8 @@ import (
 
 	"github.com/hearthd/hearth/acl"
 	"github.com/hearthd/hearth/config"
+	"github.com/hearthd/hearth/protocols/esphome"
+	"github.com/hearthd/hearth/protocols/homie"
 	"github.com/hearthd/hearth/protocols/shelly"
 	"github.com/hearthd/hearth/protocols/zigbee2mqtt"
 	"github.com/hearthd/hearth/protocols/zwavejs"
@@ -45,6 +47,14 @@ func aclSpec(cfg *config.Config, hearthUsername, hearthClientID string) acl.Spec
 		case config.ProtocolShelly:
 			spec.Bridges = append(spec.Bridges, acl.Bridge{Name: s.Name, Account: account, BaseTopic: s.BaseTopic,
 				Commands: shelly.CommandFilters(s.BaseTopic)})
+		case config.ProtocolTasmota:
+			spec.Bridges = append(spec.Bridges, tasmotaACL(s, account))
+		case config.ProtocolHomie:
+			spec.Bridges = append(spec.Bridges, acl.Bridge{Name: s.Name, Account: account, BaseTopic: s.BaseTopic,
+				Commands: homie.CommandFilters(s.BaseTopic)})
+		case config.ProtocolESPHome:
+			spec.Bridges = append(spec.Bridges, acl.Bridge{Name: s.Name, Account: account, BaseTopic: s.BaseTopic,
+				Commands: esphome.CommandFilters(s.BaseTopic)})
 		case config.ProtocolStatusTopic:
 			spec.StatusServices = append(spec.StatusServices, acl.StatusService{Name: s.Name, Account: account, StatusTopic: s.StatusTopic})
 		}

@@ -8,6 +8,7 @@ import (
 	"github.com/hearthd/hearth/automations"
 	"github.com/hearthd/hearth/devices"
 	"github.com/hearthd/hearth/dispatcher"
+	"github.com/hearthd/hearth/topic"
 )
 
 // actuator carries the automations' actions: commands go through the
@@ -67,4 +68,14 @@ func (r reports) Capabilities(device string, caps *devices.Capabilities) {
 func (r reports) Report(device string, state map[string]any, retained bool) {
 	r.Dispatcher.Report(device, state, retained)
 	r.engine.DeviceState(device, state, retained)
+}
+
+// firstMatch returns the first of filters that matches name, "" if none.
+func firstMatch(filters []string, name string) string {
+	for _, f := range filters {
+		if topic.Match(f, name) {
+			return f
+		}
+	}
+	return ""
 }

@@ -81,6 +81,12 @@ func bridgeName(protocol string) string {
 		return "Z-Wave JS UI gateway"
 	case config.ProtocolShelly:
 		return "Shelly devices"
+	case config.ProtocolTasmota:
+		return "Tasmota devices"
+	case config.ProtocolHomie:
+		return "Homie devices"
+	case config.ProtocolESPHome:
+		return "ESPHome nodes"
 	}
 	return "publisher of the status topic"
 }
@@ -94,6 +100,12 @@ func bridgeSettings(protocol string) string {
 		return "Username and Password in Z-Wave JS UI's MQTT settings"
 	case config.ProtocolShelly:
 		return "each Shelly's Settings → MQTT: Username and Password (docs/SHELLY.md)"
+	case config.ProtocolTasmota:
+		return "MqttUser and MqttPassword of every Tasmota device of the service (Configuration → Configure MQTT)"
+	case config.ProtocolHomie:
+		return "the MQTT username and password of every Homie device of the service (its firmware's MQTT settings; docs/HOMIE.md)"
+	case config.ProtocolESPHome:
+		return "each node's mqtt: username and password (docs/ESPHOME.md)"
 	}
 	return "the MQTT username and password of whatever publishes the status topic"
 }

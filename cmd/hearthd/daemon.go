@@ -400,6 +400,21 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 			a, start := d.shellyAdapter(s, devs, log)
 			adapters = append(adapters, start)
 			bridgeService(s, a)
+		case config.ProtocolTasmota:
+			a, start, err := d.tasmotaAdapter(s, devs, log)
+			if err != nil {
+				return nil, fmt.Errorf("service %s: %w", s.Name, err)
+			}
+			adapters = append(adapters, start)
+			bridgeService(s, a)
+		case config.ProtocolHomie:
+			a, start := d.homieAdapter(s, devs, log)
+			adapters = append(adapters, start)
+			bridgeService(s, a)
+		case config.ProtocolESPHome:
+			a, start := d.esphomeAdapter(s, devs, log)
+			adapters = append(adapters, start)
+			bridgeService(s, a)
 		case config.ProtocolHTTP:
 			a, start, err := d.httpDevAdapter(s, devs, log)
 			if err != nil {
@@ -508,10 +523,18 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 		Clock:     dp.clock,
 		Logger:    autoLog,
 		NeedsLive: func(device string) bool { return needsLive[device] },
+		Confirmed: func(device string) map[string]any {
+			s, ok := disp.Device(device)
+			if !ok {
+				return nil
+			}
+			return s.State
+		},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("automations: %w", err)
 	}
+	d.metrics.Registry().MustRegister(newAutomationMetrics(d.engine))
 	states, err := d.store.States()
 	if err != nil {
 		return nil, err
@@ -553,9 +576,16 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 			return nil, err
 		}
 	}
-	for _, filter := range d.engine.Topics() {
+	filters := d.engine.Topics()
+	for _, filter := range filters {
 		if err := d.conn.Subscribe(context.Background(), filter, 1, func(m mqtt.Message) {
-			d.engine.Message(m.Topic, m.Payload, m.Retained)
+			if firstMatch(filters, m.Topic) == filter {
+				// A message that matches several of the filters reaches
+				// each of their handlers: the engine takes it once, from
+				// the first. (Copies a broker sends once per overlapping
+				// subscription are one event to the engine: a repeat.)
+				d.engine.Message(m.Topic, m.Payload, m.Retained)
+			}
 		}); err != nil {
 			return nil, err
 		}

@@ -282,6 +282,14 @@ func simDevices(cfg *config.Config) []simulator.Device {
 			}
 		case svc.Protocol == config.ProtocolShelly && (dev.Class == devices.Switch || dev.Class == devices.Light || dev.Class == devices.Cover):
 			sd.Protocol = simulator.ProtocolShelly
+		case svc.Protocol == config.ProtocolTasmota && simulated[dev.Class]:
+			if !tasmotaSimDevice(&out, nodes, svc, &sd) {
+				continue
+			}
+		case svc.Protocol == config.ProtocolHomie && (dev.Class == devices.Switch || dev.Class == devices.Light):
+			sd.Protocol = simulator.ProtocolHomie
+		case svc.Protocol == config.ProtocolESPHome && (dev.Class == devices.Switch || dev.Class == devices.Light || dev.Class == devices.Cover || dev.Class == devices.Lock):
+			sd.Protocol = simulator.ProtocolESPHome
 		default:
 			continue
 		}

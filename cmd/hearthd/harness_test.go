@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -17,6 +18,8 @@ import (
 
 	"github.com/hearthd/hearth/config"
 	"github.com/hearthd/hearth/devices"
+	"github.com/hearthd/hearth/protocols/tasmota"
+	"github.com/hearthd/hearth/protocols/zwavejs"
 	"github.com/hearthd/hearth/retry"
 	"github.com/hearthd/hearth/simulator"
 )
@@ -199,6 +202,35 @@ func (f *freshReads) received(device string) int {
 	return f.total[device] - f.pending[device]
 }
 
+// sentTo reports how many fresh reads of device hearthd sent.
+func (f *freshReads) sentTo(device string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.total[device]
+}
+
+// simName is the name the simulator gives the configured device id in its
+// events (GetEvent.Device), which fresh reads are counted by: its
+// address, but a Tasmota's Topic (the relays and shutters of one Tasmota
+// are one simulated device, see tasmotaSimDevice) and a Z-Wave node's
+// address without its endpoint (simDevices).
+func simName(cfg *config.Config, id string) string {
+	a := address(cfg, id)
+	dev, _ := cfg.Device(id)
+	svc, _ := cfg.Service(dev.Service)
+	switch svc.Protocol {
+	case config.ProtocolTasmota:
+		if addr, err := tasmota.ParseAddress(a); err == nil {
+			return addr.Topic
+		}
+	case config.ProtocolZWaveJS:
+		if addr, err := zwavejs.ParseAddress(a, svc.NodeNames); err == nil && strings.Count(a, "/") > strings.Count(addr.Node, "/") {
+			return a[:strings.LastIndexByte(a, '/')]
+		}
+	}
+	return a
+}
+
 type harnessOptions struct {
 	dataDir string
 	faults  simulator.Faults
@@ -277,8 +309,8 @@ func newHarness(t testing.TB, o harnessOptions) *harness {
 		h.fresh = o.sim.fresh
 	}
 	h.d, err = start(cfg, deps{clock: o.clock, rand: o.rand, connRand: ceilingRand{}, logger: o.logger, httpLimits: o.httpLimits,
-		onFreshRead:  func(dev devices.Device) { h.fresh.sent(address(cfg, dev.ID)) },
-		onFreshState: func(dev devices.Device) { h.fresh.answered(address(cfg, dev.ID)) }})
+		onFreshRead:  func(dev devices.Device) { h.fresh.sent(simName(cfg, dev.ID)) },
+		onFreshState: func(dev devices.Device) { h.fresh.answered(simName(cfg, dev.ID)) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -541,23 +573,41 @@ func (h *harness) settle(ids ...string) {
 		}
 		return true
 	})
-	h.eventually("the fresh reads after the start answered", h.fresh.done)
+	if !h.within(eventWait, h.fresh.done) {
+		h.t.Fatalf("timed out waiting for the fresh reads after the start answered: %s", h.fresh)
+	}
+}
+
+// String tells the fresh reads not yet done, for a failure's message.
+func (f *freshReads) String() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return fmt.Sprintf("pending %v, unanswered %v, early %v, sent %v", f.pending, f.unanswered, f.early, f.total)
 }
 
 // eventually polls cond every millisecond until it holds, and fails the
 // test after eventWait: for states hearthd shows but announces nowhere.
 func (h *harness) eventually(what string, cond func() bool) {
 	h.t.Helper()
+	if !h.within(eventWait, cond) {
+		h.t.Fatalf("timed out waiting for %s", what)
+	}
+}
+
+// within polls cond every millisecond until it holds (true) or d has
+// passed (false).
+func (h *harness) within(d time.Duration, cond func() bool) bool {
 	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()
-	deadline := time.After(eventWait)
+	deadline := time.After(d)
 	for !cond() {
 		select {
 		case <-tick.C:
 		case <-deadline:
-			h.t.Fatalf("timed out waiting for %s", what)
+			return false
 		}
 	}
+	return true
 }
 
 // awaitDisconnected waits until hearthd has noticed that its MQTT
@@ -727,6 +777,9 @@ func bridgeLogins(cfg *config.Config) map[string]simulator.Login {
 	for _, s := range cfg.Services {
 		if s.BaseTopic != "" && s.MQTTPassword != "" {
 			logins[s.BaseTopic] = simulator.Login{Username: s.MQTTUsername, Password: s.MQTTPassword, ClientID: s.ClientID}
+		}
+		if s.Protocol == config.ProtocolTasmota && s.MQTTPassword != "" {
+			logins[s.FullTopic] = simulator.Login{Username: s.MQTTUsername, Password: s.MQTTPassword}
 		}
 	}
 	return logins

@@ -38,10 +38,17 @@ func metricsConfig(url string) string {
 devices:
 `, url), 1)
 	cfg = strings.Replace(cfg, "    protocol: zigbee2mqtt\n", "    protocol: zigbee2mqtt\n    breaker: {hold: true}\n", 1)
-	if strings.Count(cfg, "alerts:") != 1 || strings.Count(cfg, "hold: true") != 1 {
+	if strings.Count(cfg, "alerts:") != 1 || strings.Count(cfg, "hold: true") != 1 || strings.Contains(cfg, "automations:") {
 		panic("testConfig changed: update metricsConfig")
 	}
-	return cfg
+	// An automation, so that the per-rule series are there.
+	return cfg + `automations:
+  probe:
+    triggers:
+      - mqtt: {topic: hearth-test/probe}
+    actions:
+      - publish: {topic: hearth-test/probed, payload: "1"}
+`
 }
 
 // scrape is one GET /metrics: its text and its families by name.

@@ -282,6 +282,13 @@ func (a *Adapter) Start(ctx context.Context, sink Sink) error {
 	return a.conn.Subscribe(ctx, a.base+"/#", 1, a.handle)
 }
 
+// DeviceWills reports true: every Shelly is its own MQTT client with its
+// own will (<device-id>/online false), so one that has not said online is
+// not listening, even while another Shelly of the service is. The
+// dispatcher sends a device's fresh read after the start only once its
+// own Shelly said online.
+func (a *Adapter) DeviceWills() bool { return true }
+
 // Untrusted returns how many messages were dropped because
 // Options.Publisher did not publish them.
 func (a *Adapter) Untrusted() uint64 { return a.trust.Dropped() }
