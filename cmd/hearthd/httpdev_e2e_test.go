@@ -294,9 +294,10 @@ func TestPlainHTTPUnauthorizedFailsWithoutRetryOrLeakingTheToken(t *testing.T) {
 
 // A device that never answers fails the request at the service's timeout
 // (100ms here): a transient timeout, retried, and after the attempts the
-// command ends failed/send_failed.
+// command ends failed/send_failed; each timeout counts against the
+// service's breaker, which opens at its threshold (2).
 func TestPlainHTTPRequestTimesOut(t *testing.T) {
-	h := newHTTPDevHarness(t, simulator.HTTPFaults{Hang: []string{plugPath}}, "max_attempts: 2", "")
+	h := newHTTPDevHarness(t, simulator.HTTPFaults{Hang: []string{plugPath}}, "max_attempts: 2", "failure_threshold: 2")
 	h.publish("plug", `{"state":"ON","op_id":"hd11"}`)
 	if c := h.nextCommand(); c.Status != 0 || c.Dropped {
 		t.Fatalf("command %+v; want one held, never answered", c)
@@ -306,5 +307,10 @@ func TestPlainHTTPRequestTimesOut(t *testing.T) {
 	r := h.final("hd11")
 	if r.Status != devices.Failed || r.Reason != devices.ReasonSendFailed || r.Attempts != 2 || !strings.Contains(r.Detail, "deadline exceeded") {
 		t.Fatalf("result %s/%s after %d attempts (%s); want failed/send_failed after 2, deadline exceeded", r.Status, r.Reason, r.Attempts, r.Detail)
+	}
+	for _, b := range h.d.disp.Breakers() {
+		if b.Service == "garage-ctl" && b.State != "open" {
+			t.Errorf("garage-ctl's breaker is %s after two timeouts; want open", b.State)
+		}
 	}
 }

@@ -34,7 +34,8 @@
 // 400, 401, 403, 404, 422 permanent, never retried; 408, 425, 429 and 5xx
 // but 501 and 505 transient, with Retry-After honoured). A connection
 // refused, reset or closed without an answer, and a request past its
-// timeout, are transient. A 401 is permanent: the adapter has no token
+// timeout (a *TimeoutError, which counts against the breaker), are
+// transient. A 401 is permanent: the adapter has no token
 // source to refresh a token from; the token is a static header from the
 // config.
 //
@@ -186,7 +187,7 @@ func (a *Adapter) Send(ctx context.Context, dev devices.Device, target devices.T
 	_, err = a.client.Do(ctx, a.method, u, body)
 	a.answered(dev.ID, err)
 	if err != nil {
-		return err
+		return ownTimeout(ctx, err)
 	}
 	if err := a.read(ctx, dev.ID, u); err != nil {
 		a.log.Warn("http: the status read after a command failed; the attempt waits for its confirmation", "device", dev.ID, "err", err)
@@ -208,7 +209,7 @@ func (a *Adapter) read(ctx context.Context, id, u string) error {
 	r, err := a.client.Do(ctx, http.MethodGet, u, nil)
 	a.answered(id, err)
 	if err != nil {
-		return err
+		return ownTimeout(ctx, err)
 	}
 	state, err := ParseState(r.Body)
 	if err != nil {
@@ -216,6 +217,28 @@ func (a *Adapter) read(ctx context.Context, id, u string) error {
 	}
 	a.sink.Report(id, state, false)
 	return nil
+}
+
+// TimeoutError is a request the service did not answer within the
+// service's timeout, while the caller's ctx was still live: the service's
+// failure, so it carries no context.DeadlineExceeded in its chain (which
+// the dispatcher takes for a send it abandoned itself, not the service's
+// fault, and keeps from the breaker). retry.Classify reads it as a
+// timeout by its Timeout method: transient.
+type TimeoutError struct{ Err error }
+
+func (e *TimeoutError) Error() string { return e.Err.Error() }
+
+// Timeout reports true, for retry.Classify.
+func (e *TimeoutError) Timeout() bool { return true }
+
+// ownTimeout turns err into a *TimeoutError when it is the request's own
+// timeout rather than ctx's end.
+func ownTimeout(ctx context.Context, err error) error {
+	if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+		return &TimeoutError{Err: err}
+	}
+	return err
 }
 
 // answered marks the device online when the service answered at all.

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -194,5 +195,36 @@ func TestParseState(t *testing.T) {
 		if _, err := ParseState([]byte(body)); err == nil || err.Error() != want {
 			t.Errorf("ParseState(%s) = %v; want %s", body, err, want)
 		}
+	}
+}
+
+// A request the service does not answer within the timeout is a
+// *TimeoutError: a transient timeout for retry, without
+// context.DeadlineExceeded in its chain (the dispatcher keeps that from
+// the breaker as its own abandoned send); a cancelled caller's is not.
+func TestRequestTimeoutIsTheServices(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	defer srv.Close()
+	defer close(release)
+	a, err := New(Options{Service: "s", BaseURL: srv.URL, Timeout: 50 * time.Millisecond, Devices: []devices.Device{{ID: "d"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Start(context.Background(), &sink{})
+	err = a.Send(context.Background(), devices.Device{ID: "d"}, devices.Target{"state": "ON"})
+	var te *TimeoutError
+	if !errors.As(err, &te) || retry.Classify(err) != retry.Timeout || errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err %v (%T) classified %s; want a *TimeoutError, timeout, no DeadlineExceeded", err, err, retry.Classify(err))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := a.Read(ctx, devices.Device{ID: "d"}, nil); errors.As(err, &te) {
+		t.Fatalf("a cancelled read: %v; want the caller's cancellation, not a *TimeoutError", err)
 	}
 }
