@@ -41,7 +41,9 @@ var allowed = map[string][]string{
 	"protocols/tasmota":     {"devices", "protocols/mqtt"},
 	"protocols/homie":       {"devices", "protocols/mqtt"},
 	"protocols/esphome":     {"devices", "protocols/mqtt"},
-	"protocols/webhook":     {},
+	"protocols/webhook":     {"protocols/httpreq"},
+	"protocols/httpreq":     {},
+	"protocols/httpdev":     {"devices", "protocols/httpreq"},
 
 	// The scenarios of hearth-sim: their logic, with the Hearth parts
 	// they run against passed in through interfaces they own.

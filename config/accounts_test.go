@@ -109,7 +109,7 @@ func TestAccountErrors(t *testing.T) {
 		{"empty service username", z2m + "    mqtt_username: ''\n",
 			`hearth.yaml:4: services.zigbee.mqtt_username: must not be empty (leave the key out for the default)`},
 		{"account on a webhook", "services:\n  ntfy:\n    protocol: webhook\n    url: https://ntfy.sh/x\n    mqtt_username: ntfy\n",
-			`hearth.yaml:5: services.ntfy.mqtt_username: only for services that use MQTT (esphome, homie, shelly, status_topic, tasmota, zigbee2mqtt, zwavejs), not webhook: Hearth reaches a webhook over HTTP`},
+			`hearth.yaml:5: services.ntfy.mqtt_username: only for services that use MQTT (esphome, homie, shelly, status_topic, tasmota, zigbee2mqtt, zwavejs), not webhook: Hearth reaches it over HTTP`},
 		{"two services, one username", z2m + "    mqtt_username: bridge\n  cloud:\n    protocol: status_topic\n    status_topic: cloud/status\n    mqtt_username: bridge\n",
 			`hearth.yaml:8: services.cloud.mqtt_username: username "bridge" is already the username of services.zigbee; every service needs an account of its own`},
 		{"service username of a broker user", z2m + "mqtt:\n  users:\n    zigbee: {password: bridge-secret}\n",

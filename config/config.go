@@ -319,7 +319,15 @@ type Service struct {
 	Headers map[string]string
 	// Timeout bounds one POST of a webhook service; its Retry's
 	// AttemptTimeout is set to it. webhook only. Default 10s.
+	// For an http service (ProtocolHTTP, which also takes URL, its base
+	// URL, and Headers) it bounds each request. Default 5s.
 	Timeout time.Duration
+	// Method is the method an http service's commands are sent with:
+	// PUT, POST or PATCH, upper case. http only. Default PUT.
+	Method string
+	// AllowInsecure lets an http service's URL be plain http:// to a
+	// host that is not loopback. http only. Default false.
+	AllowInsecure bool
 	// ReadTimeout is how long the fresh read of a safety-critical
 	// device's state before an attempt (a /get for Zigbee2MQTT) waits for
 	// the device's report; without one by then a risky action (unlock,
@@ -595,8 +603,11 @@ func (s Service) Commands() bool {
 }
 
 // UsesMQTT reports whether s reaches Hearth over MQTT and so has an MQTT
-// account (MQTTUsername, MQTTPassword): every protocol but webhook.
-func (s Service) UsesMQTT() bool { return s.Protocol != "" && s.Protocol != ProtocolWebhook }
+// account (MQTTUsername, MQTTPassword): every protocol but webhook and
+// http.
+func (s Service) UsesMQTT() bool {
+	return s.Protocol != "" && s.Protocol != ProtocolWebhook && s.Protocol != ProtocolHTTP
+}
 
 // Notifies reports whether s is a notify service, which receives every
 // notification (protocol webhook).
@@ -642,6 +653,11 @@ func (s Service) withDefaults() Service {
 	if s.Protocol == ProtocolWebhook {
 		setDefault(&s.Timeout, d.Timeout)
 		r.AttemptTimeout = s.Timeout // one attempt is one POST
+	}
+	if s.Protocol == ProtocolHTTP {
+		setDefault(&s.Timeout, d.Timeout)
+		s.Method = strings.ToUpper(s.Method)
+		setDefault(&s.Method, d.Method)
 	}
 	if r.MaxAttempts == 0 {
 		r.MaxAttempts = dr.MaxAttempts

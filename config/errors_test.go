@@ -104,9 +104,9 @@ func TestParseErrors(t *testing.T) {
 		{"base above default cap", "mqtt:\n  reconnect:\n    base: 2m\n", `hearth.yaml:3: mqtt.reconnect.base: 2m is more than cap 1m`},
 
 		// Services.
-		{"unknown protocol", "services:\n  zwave:\n    protocol: zwave-js\n", `hearth.yaml:3: services.zwave.protocol: unknown protocol "zwave-js" (known: esphome, homie, shelly, status_topic, tasmota, webhook, zigbee2mqtt, zwavejs)`},
-		{"missing protocol", "services:\n  zigbee:\n    base_topic: z2m\n", `hearth.yaml:2: services.zigbee.protocol: missing (known: esphome, homie, shelly, status_topic, tasmota, webhook, zigbee2mqtt, zwavejs)`},
-		{"service without settings", "services:\n  zigbee:\n", `hearth.yaml:2: services.zigbee.protocol: missing (known: esphome, homie, shelly, status_topic, tasmota, webhook, zigbee2mqtt, zwavejs)`},
+		{"unknown protocol", "services:\n  zwave:\n    protocol: zwave-js\n", `hearth.yaml:3: services.zwave.protocol: unknown protocol "zwave-js" (known: esphome, homie, http, shelly, status_topic, tasmota, webhook, zigbee2mqtt, zwavejs)`},
+		{"missing protocol", "services:\n  zigbee:\n    base_topic: z2m\n", `hearth.yaml:2: services.zigbee.protocol: missing (known: esphome, homie, http, shelly, status_topic, tasmota, webhook, zigbee2mqtt, zwavejs)`},
+		{"service without settings", "services:\n  zigbee:\n", `hearth.yaml:2: services.zigbee.protocol: missing (known: esphome, homie, http, shelly, status_topic, tasmota, webhook, zigbee2mqtt, zwavejs)`},
 		{"invalid service name", "services:\n  Zig Bee:\n    protocol: zigbee2mqtt\n", `hearth.yaml:2: services."Zig Bee": invalid service name: use lower-case letters, digits, '_' and '-'`},
 		{"base topic equals prefix", "prefix: home\n" + z2m + "    base_topic: home\n", `hearth.yaml:5: services.zigbee.base_topic: base topic "home" overlaps prefix "home"; Hearth and each bridge need topics of their own`},
 		{"base topic under prefix", "prefix: home\n" + z2m + "    base_topic: home/zigbee\n", `hearth.yaml:5: services.zigbee.base_topic: base topic "home/zigbee" overlaps prefix "home"; Hearth and each bridge need topics of their own`},

@@ -169,6 +169,8 @@ func walkService(w *walker, name string, n *yaml.Node, key string) Service {
 		value("url", &s.URL, webhookURL),
 		stringMap("headers", &s.Headers, httpHeader),
 		value("timeout", &s.Timeout, positive),
+		value("method", &s.Method, httpMethod),
+		value("allow_insecure", &s.AllowInsecure),
 		value("read_timeout", &s.ReadTimeout, positive),
 		value("mqtt_username", &s.MQTTUsername, notEmpty, mqttName),
 		value("mqtt_password", &s.MQTTPassword, minLength(MinPasswordLength)),
@@ -208,6 +210,7 @@ func walkService(w *walker, name string, n *yaml.Node, key string) Service {
 	}
 	w.checkProtocolKeys(key, s)
 	w.checkTasmotaKeys(key, s)
+	w.checkHTTPService(key, s)
 	s = s.withDefaults()
 	if w.lines[join(join(key, "retry"), "read_back")] == 0 {
 		s.Retry.ReadBack = s.Retry.ReadBack || protocols[s.Protocol].Retry.ReadBack // a bool's default: esphome's is true
@@ -334,17 +337,17 @@ func (w *walker) checkProtocolKeys(key string, s Service) {
 			w.reportf(w.lines[k], k, "only for protocol zwavejs, not %s", s.Protocol)
 		}
 	}
-	if s.Protocol == ProtocolWebhook {
+	if !s.UsesMQTT() {
 		for _, name := range []string{"mqtt_username", "mqtt_password", "client_id"} {
 			if k := join(key, name); w.lines[k] != 0 && !w.reported[k] {
-				w.reportf(w.lines[k], k, "only for services that use MQTT (%s), not webhook: Hearth reaches a webhook over HTTP", protocolsWhere(Service.UsesMQTT))
+				w.reportf(w.lines[k], k, "only for services that use MQTT (%s), not %s: Hearth reaches it over HTTP", protocolsWhere(Service.UsesMQTT), s.Protocol)
 			}
 		}
 	}
-	if s.Protocol != ProtocolWebhook {
+	if s.Protocol != ProtocolWebhook && s.Protocol != ProtocolHTTP {
 		for _, name := range []string{"url", "headers", "timeout"} {
 			if k := join(key, name); w.lines[k] != 0 && !w.reported[k] {
-				w.reportf(w.lines[k], k, "only for protocol webhook, not %s", s.Protocol)
+				w.reportf(w.lines[k], k, "only for protocols webhook and http, not %s", s.Protocol)
 			}
 		}
 	}
@@ -546,6 +549,12 @@ func (c *Config) checkDevices(w *walker) {
 				continue
 			}
 			k[1] = node
+		}
+		if s, _ := c.Service(d.Service); s.Protocol == ProtocolHTTP {
+			if err := httpAddress(d.Address); err != nil {
+				w.reportf(line, join(key, "address"), "%s", err)
+				continue
+			}
 		}
 		if s, _ := c.Service(d.Service); s.Protocol == ProtocolShelly {
 			comp, err := shellyAddress(d.Address, d.Class)

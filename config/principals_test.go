@@ -104,7 +104,7 @@ func TestReadTimeout(t *testing.T) {
 		t.Errorf("default read_timeout = %v, want 5s", s.ReadTimeout)
 	}
 	_, err = Parse("hearth.yaml", []byte("services:\n  cloud:\n    protocol: status_topic\n    status_topic: cloud/status\n    read_timeout: 2s\n"))
-	want := `hearth.yaml:5: services.cloud.read_timeout: only for services that take commands (esphome, homie, shelly, tasmota, zigbee2mqtt, zwavejs), not status_topic: Hearth reads no device through it`
+	want := `hearth.yaml:5: services.cloud.read_timeout: only for services that take commands (esphome, homie, http, shelly, tasmota, zigbee2mqtt, zwavejs), not status_topic: Hearth reads no device through it`
 	if err == nil || err.Error() != want {
 		t.Errorf("read_timeout on a status_topic service: %v; want %s", err, want)
 	}

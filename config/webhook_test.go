@@ -83,7 +83,7 @@ func TestWebhookErrors(t *testing.T) {
 		yaml string
 		want string
 	}{
-		{"unknown key", hook + "    header: {X-A: b}\n", `hearth.yaml:5: services.ntfy.header: unknown key (did you mean headers? known here: protocol, base_topic, gateway_name, node_names, full_topic, status_topic, online_payload, offline_payload, url, headers, timeout, read_timeout, mqtt_username, mqtt_password, client_id, retry, breaker)`},
+		{"unknown key", hook + "    header: {X-A: b}\n", `hearth.yaml:5: services.ntfy.header: unknown key (did you mean headers? known here: protocol, base_topic, gateway_name, node_names, full_topic, status_topic, online_payload, offline_payload, url, headers, timeout, method, allow_insecure, read_timeout, mqtt_username, mqtt_password, client_id, retry, breaker)`},
 		{"missing url", "services:\n  ntfy:\n    protocol: webhook\n", `hearth.yaml:2: services.ntfy.url: missing; a webhook service needs the http:// or https:// URL it POSTs notifications to`},
 		{"empty url", "services:\n  ntfy:\n    protocol: webhook\n    url: ''\n", `hearth.yaml:4: services.ntfy.url: must not be empty (leave the key out for the default)`},
 		{"url without scheme", "services:\n  ntfy:\n    protocol: webhook\n    url: ntfy.sh/a?token=secret\n", `hearth.yaml:4: services.ntfy.url: want an http:// or https:// URL such as https://ntfy.sh/hearth; this one has no scheme`},
@@ -101,8 +101,8 @@ func TestWebhookErrors(t *testing.T) {
 		{"status_topic keys", hook + "    status_topic: ntfy/status\n", `hearth.yaml:5: services.ntfy.status_topic: only for protocol status_topic, not webhook`},
 		{"four attempts", hook + "    retry: {max_attempts: 4}\n", `hearth.yaml:5: services.ntfy.retry.max_attempts: must be from 1 to 3, got 4; a few spaced tries within the notification's TTL ride out a short outage (set allow_more_attempts: true to go beyond)`},
 		{"probe shorter than the timeout", hook + "    timeout: 20s\n    breaker: {probe_timeout: 5s}\n", `hearth.yaml:6: services.ntfy.breaker.probe_timeout: probe_timeout 5s is less than timeout 20s: a probe would count as failed before its POST had the time to answer`},
-		{"url on zigbee2mqtt", z2m + "    url: https://ntfy.sh/a\n", `hearth.yaml:4: services.zigbee.url: only for protocol webhook, not zigbee2mqtt`},
-		{"headers on status_topic", "services:\n  cloud:\n    protocol: status_topic\n    status_topic: s\n    headers: {A: b}\n", `hearth.yaml:5: services.cloud.headers: only for protocol webhook, not status_topic`},
+		{"url on zigbee2mqtt", z2m + "    url: https://ntfy.sh/a\n", `hearth.yaml:4: services.zigbee.url: only for protocols webhook and http, not zigbee2mqtt`},
+		{"headers on status_topic", "services:\n  cloud:\n    protocol: status_topic\n    status_topic: s\n    headers: {A: b}\n", `hearth.yaml:5: services.cloud.headers: only for protocols webhook and http, not status_topic`},
 		{"device on a webhook service", z2m + "  ntfy:\n    protocol: webhook\n    url: https://ntfy.sh/a\ndevices:\n  front_door:\n    service: ntfy\n    class: lock\n", `hearth.yaml:9: devices.front_door.service: service "ntfy" is a notify service (protocol webhook): it receives notifications, not commands, so no device can be reached through it`},
 		{"device with only a webhook service", hook + "devices:\n  front_door:\n    class: lock\n", `hearth.yaml:6: devices.front_door.service: missing, and no configured service takes commands (a status_topic or webhook service reaches no device)`},
 	}

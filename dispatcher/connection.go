@@ -33,7 +33,9 @@ const DefaultRepublishRate = 100
 func (d *Dispatcher) Disconnected() {
 	now := d.now()
 	for _, s := range d.services {
-		s.link.reset(now)
+		if !s.Direct {
+			s.link.reset(now)
+		}
 		if s.breaker == nil {
 			continue
 		}
@@ -68,7 +70,9 @@ func (d *Dispatcher) nextLoss() <-chan struct{} {
 func (d *Dispatcher) Session() {
 	now := d.now()
 	for _, s := range d.services {
-		s.link.reset(now)
+		if !s.Direct {
+			s.link.reset(now)
+		}
 	}
 }
 

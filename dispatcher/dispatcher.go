@@ -72,6 +72,10 @@ type Service struct {
 	// Hold makes commands wait, reported queued, while the breaker is
 	// open, instead of ending failed/breaker_open at once.
 	Hold bool
+	// Direct says the Bridge reaches its devices without Hearth's MQTT
+	// connection (an HTTP service, protocols/httpdev): its link is always
+	// up, whatever the MQTT session does, and no bridge state is awaited.
+	Direct bool
 
 	link    *link           // set by New
 	breaker *serviceBreaker // set by New when Breaker is set
@@ -384,6 +388,9 @@ func New(opts Options) (*Dispatcher, error) {
 			return nil, fmt.Errorf("dispatcher: service %q: attempt timeout must be positive", s.Name)
 		}
 		s.link = newLink(d.now())
+		if s.Direct {
+			s.link.set(true, d.now())
+		}
 		svc := &s
 		if s.Breaker != nil {
 			svc.breaker = d.newBreaker(svc)

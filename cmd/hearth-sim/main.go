@@ -112,7 +112,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("hearth-sim", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), "usage: hearth-sim [flags]             play the devices of a configuration (Zigbee2MQTT and Z-Wave JS UI; sleepy ones wake as configured)\n"+
+		fmt.Fprint(fs.Output(), "usage: hearth-sim [flags]             play the devices of a configuration (Zigbee2MQTT, Z-Wave JS UI, Shelly, loopback HTTP services; sleepy ones wake as configured)\n"+
 			"       hearth-sim contention [flags]  the retry contention study (see hearth-sim contention -h)\n"+
 			"       hearth-sim power-loss [flags]  the reconnect flood after a power loss (see hearth-sim power-loss -h)\n"+
 			"       hearth-sim outage [flags]      a bridge outage against a hearthd: its circuit breaker (see hearth-sim outage -h)\n"+
@@ -130,6 +130,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	latency := fs.Duration("latency", 0, "delay before a device reports its new state")
 	offline := fs.String("offline", "", "comma-separated device IDs that start offline")
 	seed := fs.Uint64("seed", 0, "random seed for -drop-rate; 0 picks one")
+	var httpFaults simulator.HTTPFaults
+	httpFlags(fs, &httpFaults)
 	logLevel := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -213,6 +215,12 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	if *seed == 0 {
 		*seed = rand.Uint64()
 	}
+	httpFaults.DropFirst = *dropFirst
+	stopHTTP, err := playHTTPDevices(cfg, httpFaults, log)
+	if err != nil {
+		return err
+	}
+	defer stopHTTP()
 	sim, err := simulator.New(simulator.Options{
 		Broker:   *brokerURL,
 		Username: *username,

@@ -415,6 +415,14 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 			a, start := d.esphomeAdapter(s, devs, log)
 			adapters = append(adapters, start)
 			bridgeService(s, a)
+		case config.ProtocolHTTP:
+			a, start, err := d.httpDevAdapter(s, devs, log)
+			if err != nil {
+				return nil, err
+			}
+			adapters = append(adapters, start)
+			bridgeService(s, a)
+			services[len(services)-1].Direct = true // reached over HTTP, not MQTT
 		case config.ProtocolWebhook:
 			svc, err := notifyService(s, breakerRand)
 			if err != nil {
