@@ -35,7 +35,9 @@ func TestButtonToggleSendsTheOppositeOfTheConfirmedState(t *testing.T) {
 		if set.Device != "plug" || set.Attrs["state"] != want {
 			t.Fatalf("press %d: set %s to %s; want the plug's state %s", i+1, set.Payload, set.Device, want)
 		}
-		r := h.await(func(r devices.Result) bool { return r.Device == "plug" && r.Status.Terminal() && r.Target["state"] == want }, "the toggle's end")
+		r := h.await(func(r devices.Result) bool {
+			return r.Device == "plug" && r.Status.Terminal() && r.Target["state"] == want
+		}, "the toggle's end")
 		if r.State["state"] != want {
 			t.Fatalf("press %d ended %s with state %v; want %s", i+1, r.Status, r.State, want)
 		}
