@@ -272,7 +272,15 @@ func TestRetainedPowerIsPassedAsRetained(t *testing.T) {
 		t.Errorf("got %+v; want plug ON, retained", got)
 	}
 	d.publish(t, "stat/plug/POWER", "OFF", false)
-	if got := s.next(t); got.state["state"] != "OFF" || got.retained {
+	got := s.next(t)
+	if got.state["state"] == "ON" && !got.retained {
+		// The broker (mochi-mqtt v2.7.9) retains a message, acknowledges
+		// it and only then hands it to its subscribers: a subscription
+		// made in between gets the retained copy and the live one. The
+		// live ON is the device's publish, live indeed.
+		got = s.next(t)
+	}
+	if got.state["state"] != "OFF" || got.retained {
 		t.Errorf("got %+v; want plug OFF, live", got)
 	}
 }
