@@ -87,7 +87,7 @@ func (c *cli) showCredentials(path string) error {
 	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ACCOUNT\tUSERNAME\tPASSWORD\tHTTP TOKEN\tFOR")
 	for _, s := range cr.Services {
-		fmt.Fprintf(tw, "services.%s\t%s\t%s\t-\tthe MQTT login of service %s itself (Zigbee2MQTT: mqtt.user and mqtt.password; Z-Wave JS UI: its MQTT username and password)\n",
+		fmt.Fprintf(tw, "services.%s\t%s\t%s\t-\tthe MQTT login of service %s itself: its bridge's or its devices' MQTT user and password (hearthd's log at its start says where, per protocol)\n",
 			s.Name, s.MQTTUsername, s.MQTTPassword, s.Name)
 	}
 	for _, p := range cr.Principals {
