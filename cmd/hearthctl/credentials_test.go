@@ -34,7 +34,7 @@ func TestCredentialsShowsEveryAccountAndWhatItIsFor(t *testing.T) {
 	}
 	for _, want := range []string{
 		config.CredentialsPath(dir),
-		"services.zigbee", "zigbee-password-0123456789", "Zigbee2MQTT: mqtt.user and mqtt.password",
+		"services.zigbee", "zigbee-password-0123456789", "the MQTT login of service zigbee itself",
 		"principals.default", "default-password-0123456", "default-token-0123456789abcdef", "Authorization: Bearer",
 	} {
 		if !strings.Contains(out, want) {
