@@ -470,6 +470,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	close(d.stopped)
 	wg.Wait()
 	d.workers.Wait()
+	d.storeLastNotifications()
 	stopOut()
 	<-outDone
 	return nil

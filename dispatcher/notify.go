@@ -157,7 +157,9 @@ func (d *Dispatcher) enqueueNotification(n Notification, payload []byte) {
 		}
 		return
 	}
-	d.notes.add(batch)
+	if !d.notes.add(batch) {
+		d.log.Warn("notification raised after the dispatcher stopped: not stored, not sent", "id", n.ID, "device", n.Device, "op_id", n.OpID)
+	}
 }
 
 // queueNotification pushes n on q; the oldest one it drops from a full
@@ -191,14 +193,31 @@ func (d *Dispatcher) forgetNotification(q *notifyQueue, n *notification) {
 type notifySaver struct {
 	mu      sync.Mutex
 	batches [][]*notification
+	closed  bool          // Run has stored the last batches: add refuses
 	wake    chan struct{} // buffered 1: a batch was added
 }
 
-func (s *notifySaver) add(batch []*notification) {
+// add appends batch; false once close was called (it is not kept).
+func (s *notifySaver) add(batch []*notification) bool {
 	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return false
+	}
 	s.batches = append(s.batches, batch)
 	s.mu.Unlock()
 	signal(s.wake)
+	return true
+}
+
+// close returns every batch waiting, oldest first, and makes add refuse
+// from then on.
+func (s *notifySaver) close() [][]*notification {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b := s.batches
+	s.batches, s.closed = nil, true
+	return b
 }
 
 // take returns every batch waiting, oldest first.
@@ -212,7 +231,8 @@ func (s *notifySaver) take() [][]*notification {
 
 // runNotifySaver stores the notifications Notify took, all those waiting
 // in one commit, then queues them, until ctx is done; then it stores
-// what is left, for the next start. A failed save is logged, and the
+// what is left, for the next start (and Run, once everything it started
+// has stopped, stores those raised meanwhile: storeLastNotifications). A failed save is logged, and the
 // notifications are queued all the same: sent, but lost if Hearth stops
 // first. It is the one goroutine that calls the outbox for Notify, so
 // that Notify never waits on a commit (it is called from the store's own
@@ -237,6 +257,20 @@ func (d *Dispatcher) runNotifySaver(ctx context.Context) {
 				d.queueNotification(q, batch[i])
 			}
 		}
+	}
+}
+
+// storeLastNotifications stores the notifications raised while Run was
+// stopping, after runNotifySaver returned (the intake's last batch, a
+// worker's last end, a notifier's unwinding), for the next start; one
+// raised later is logged and lost (enqueueNotification). Run calls it
+// once every goroutine it started has returned.
+func (d *Dispatcher) storeLastNotifications() {
+	if d.notifyOutbox == nil || len(d.notifiers) == 0 {
+		return
+	}
+	if batches := d.notes.close(); len(batches) > 0 {
+		d.saveNotifications(batches)
 	}
 }
 

@@ -90,7 +90,7 @@ func BenchmarkCheck100kOps(b *testing.B) {
 	dir := filledStore(b, 100_000)
 	s := openStore(b, dir, hooks{})
 	for b.Loop() {
-		if err := check(s.db, s.path); err != nil {
+		if _, err := check(s.db, s.path); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -134,10 +134,10 @@ func boltOpenError(dir, path string, err error) error {
 // the same pages, so damage it would panic on is found first. Open waits
 // for it to the end: a check left running beside the writer would race
 // with it inside bbolt (Tx.Check reads the freelist without its lock).
-func check(db *bolt.DB, path string) error {
+func check(db *bolt.DB, path string) (badNotes []droppedNotification, _ error) {
 	tx, err := db.Begin(false)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	finished := false
 	defer func() {
@@ -164,7 +164,9 @@ func check(db *bolt.DB, path string) error {
 			case isChecksummed(name):
 				return verify(name, b, nil)
 			case bytes.Equal(name, bucketNotifications):
-				return verifyNotifications(b)
+				var err error
+				badNotes, err = verifyNotifications(b)
+				return err
 			case bytes.Equal(name, bucketMeta):
 				if err := walk(b); err != nil {
 					return err
@@ -188,7 +190,7 @@ func check(db *bolt.DB, path string) error {
 		if !errors.As(err, &de) {
 			err = &damagedError{path: path, cause: err}
 		}
-		return err
+		return nil, err
 	}
 	finished = true
 	var problems []error
@@ -198,9 +200,9 @@ func check(db *bolt.DB, path string) error {
 		}
 	}
 	if len(problems) > 0 {
-		return &damagedError{path: path, cause: fmt.Errorf("bbolt check: %w", errors.Join(problems...))}
+		return nil, &damagedError{path: path, cause: fmt.Errorf("bbolt check: %w", errors.Join(problems...))}
 	}
-	return nil
+	return badNotes, nil
 }
 
 // walk reads every key of b and of its nested buckets.

@@ -166,22 +166,43 @@ func notificationName(key []byte) string {
 }
 
 // verifyNotifications checks every outbox record at Open: its frame's
-// checksum and that it decodes as an entry of its key.
-func verifyNotifications(b *bolt.Bucket) error {
-	return b.ForEach(func(k, v []byte) error {
+// checksum and that it decodes as an entry of its key. A record that
+// fails is not the store's damage: it is returned (its key and error),
+// for Open to delete and report (DroppedNotifications), so that one bad
+// notification does not quarantine the store and end its pending
+// commands. An error from bbolt's own walk is returned as err.
+func verifyNotifications(b *bolt.Bucket) (bad []droppedNotification, err error) {
+	err = b.ForEach(func(k, v []byte) error {
 		if v == nil {
 			return nil
 		}
 		var n devices.OutboxNotification
 		if err := unframeJSON(bucketNotifications, k, v, &n); err != nil {
-			if isRecordError(err) {
-				return err
+			if !isRecordError(err) {
+				err = &recordError{bucket: string(bucketNotifications), key: string(k), what: "record does not decode: " + err.Error()}
 			}
-			return &recordError{bucket: string(bucketNotifications), key: string(k), what: "record does not decode: " + err.Error()}
+			bad = append(bad, droppedNotification{key: bytes.Clone(k), err: err})
+			return nil
 		}
 		if !bytes.Equal(notificationKey(n.Service, n.ID), k) {
-			return &recordError{bucket: string(bucketNotifications), key: string(k), what: fmt.Sprintf("record says service %q, id %q", n.Service, n.ID)}
+			bad = append(bad, droppedNotification{key: bytes.Clone(k), err: &recordError{bucket: string(bucketNotifications), key: string(k), what: fmt.Sprintf("record says service %q, id %q", n.Service, n.ID)}})
 		}
 		return nil
 	})
+	return bad, err
 }
+
+// droppedNotification is an outbox record Open found damaged.
+type droppedNotification struct {
+	key []byte
+	err error
+}
+
+// DroppedNotifications returns the errors (each wrapping ErrDamaged and
+// naming the record: notification "x" of service "y") of the outbox
+// records this Open found failing their checksum or not decoding, and
+// deleted, in key order; nil when there was none. Such a notification
+// is not sent. The rest of the store is as it was: a damaged outbox
+// record does not quarantine the store (the next damaged record of any
+// other bucket does). hearthd logs each at ERROR.
+func (s *Store) DroppedNotifications() []error { return s.droppedNotes }

@@ -142,19 +142,55 @@ func TestAStoreFromBeforeTheOutboxOpens(t *testing.T) {
 	}
 }
 
-// A changed byte in an outbox record is damage at open, naming it.
-func TestOpenVerifiesOutboxRecords(t *testing.T) {
+// A changed byte in an outbox record is not the whole store's damage at
+// open: that record is deleted and named by DroppedNotifications, and
+// the store opens as it is, not quarantined, its pending command still
+// pending and the other notification kept. Before, one bad notification
+// quarantined the store: every pending command ended store_damaged, the
+// other notifications lost, old commands refused for the dedup window.
+func TestADamagedOutboxRecordIsDroppedNotQuarantined(t *testing.T) {
 	dir := t.TempDir()
 	s := openStore(t, dir, hooks{})
-	if err := s.SaveNotifications(outboxEntry("ntfy", "n1")); err != nil {
+	if err := s.Save(newOp("unlock")); err != nil {
+		t.Fatal(err)
+	}
+	n2 := outboxEntry("ntfy", "n2")
+	n2.Payload = json.RawMessage(`{"id":"n2","title":"garage: close failed"}`)
+	if err := s.SaveNotifications(outboxEntry("ntfy", "n1"), n2); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
 	rewriteAll(t, dir, []byte(`front_door: unlock failed`), []byte(`front_door: unlock faileD`))
-	_, err := Open(dir, Options{})
-	if !errors.Is(err, ErrDamaged) || !strings.Contains(err.Error(), `notification "n1" of service "ntfy"`) {
-		t.Fatalf("Open: %v; want ErrDamaged naming the notification", err)
+	s, err := Open(dir, Options{Quarantine: true, Now: func() time.Time { return t0 }})
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	defer s.Close()
+	if _, found, err := s.Quarantine(); err != nil || found {
+		t.Fatalf("Quarantine() found %v, err %v; want no quarantine", found, err)
+	}
+	dropped := s.DroppedNotifications()
+	if len(dropped) != 1 || !errors.Is(dropped[0], ErrDamaged) || !strings.Contains(dropped[0].Error(), `notification "n1" of service "ntfy"`) {
+		t.Fatalf("DroppedNotifications = %v; want one ErrDamaged naming n1", dropped)
+	}
+	if got := notificationIDs(t, s); len(got) != 1 || got[0] != "ntfy/n2" {
+		t.Errorf("outbox = %v, want [ntfy/n2]", got)
+	}
+	ops, err := s.Pending()
+	if err != nil || len(ops) != 1 || ops[0].OpID != "unlock" || ops[0].Status != devices.Accepted {
+		t.Fatalf("Pending = %v, %v; want the unlock, accepted", ops, err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err = Open(dir, Options{})
+	if err != nil {
+		t.Fatalf("second Open: %v", err)
+	}
+	defer s.Close()
+	if d := s.DroppedNotifications(); d != nil {
+		t.Errorf("second Open dropped %v; want none: the record was deleted", d)
 	}
 }

@@ -116,6 +116,9 @@ type Options struct {
 type Store struct {
 	db   *bolt.DB
 	path string
+	// droppedNotes are the outbox records Open found damaged and deleted
+	// (DroppedNotifications).
+	droppedNotes []error
 
 	mu      sync.Mutex
 	wake    *sync.Cond // signalled when queue grows or closed is set
@@ -237,7 +240,8 @@ func openFile(dir string, opts Options, h hooks, fresh *Quarantine) (*Store, err
 	if err != nil {
 		return nil, boltOpenError(dir, path, err)
 	}
-	if err := check(db, path); err != nil {
+	badNotes, err := check(db, path)
+	if err != nil {
 		_ = db.Close()
 		return nil, err
 	}
@@ -246,6 +250,11 @@ func openFile(dir string, opts Options, h hooks, fresh *Quarantine) (*Store, err
 			for _, name := range [][]byte{bucketOps, bucketPending, bucketStates, bucketAudit, bucketDeadLetters, bucketEnds, bucketMeta, bucketNotifications} {
 				if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 					return fmt.Errorf("bucket %s: %w", name, err)
+				}
+			}
+			for _, bad := range badNotes {
+				if err := tx.Bucket(bucketNotifications).Delete(bad.key); err != nil {
+					return fmt.Errorf("delete damaged %s: %w", recordName(bucketNotifications, bad.key), err)
 				}
 			}
 			if fresh == nil {
@@ -275,6 +284,9 @@ func openFile(dir string, opts Options, h hooks, fresh *Quarantine) (*Store, err
 		}
 	}
 	s := &Store{db: db, path: path, stopped: make(chan struct{}), onCommit: opts.OnCommit, onCommitTime: opts.OnCommitTime, onDamage: opts.OnDamage, hooks: h}
+	for _, bad := range badNotes {
+		s.droppedNotes = append(s.droppedNotes, bad.err)
+	}
 	s.wake = sync.NewCond(&s.mu)
 	go s.writer()
 	return s, nil

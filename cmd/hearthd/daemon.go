@@ -162,6 +162,11 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 	}
 	sh.path = d.store.Path() // before the first commit: nothing writes yet
 	log.Info("store open", "path", d.store.Path())
+	for _, err := range d.store.DroppedNotifications() {
+		// One bad outbox record is not the store's damage: it is deleted
+		// and that notification is not sent (docs/STORE.md).
+		log.Error("stored notification damaged: deleted, not sent", "path", d.store.Path(), "err", err)
+	}
 	d.storeQ, err = newStoreQuarantine(d.store, cfg.Prefix, log, d.metrics, dp.clock)
 	if err != nil {
 		return nil, err
