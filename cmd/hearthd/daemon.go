@@ -123,6 +123,8 @@ type daemon struct {
 	beforeStop func()
 
 	stopDisp, stopConn context.CancelFunc
+	// stopEngine stops the automations, before the dispatcher.
+	stopEngine         context.CancelFunc
 	dispDone, connDone chan struct{}
 	// failed receives the error that ended the dispatcher while hearthd
 	// runs (its pending commands could not be read): hearthd can no
@@ -646,10 +648,14 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 			d.failed <- err
 		}
 	}()
+	// The automations stop before the dispatcher: their last commands
+	// and notifications still reach it, and its stop stores them.
+	var engineCtx context.Context
+	engineCtx, d.stopEngine = context.WithCancel(context.Background())
 	d.engineDone = make(chan struct{})
 	go func() {
 		defer close(d.engineDone)
-		d.engine.Run(dispCtx)
+		d.engine.Run(engineCtx)
 	}()
 	go func() {
 		defer close(d.connDone)
@@ -723,8 +729,9 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 }
 
 // stop shuts down in reverse dependency order: no new commands (one the
-// intake has not handed to the dispatcher is never acked), the dispatcher (pending commands stay
-// stored), the MQTT connection (which announces offline), HTTP, the
+// intake has not handed to the dispatcher is never acked), the automations (what their last
+// runs raised still reaches the dispatcher), the dispatcher (pending commands and notifications
+// stay stored), the MQTT connection (which announces offline), HTTP, the
 // embedded broker, the store.
 func (d *daemon) stop() {
 	d.stopOnce.Do(func() {
@@ -734,14 +741,15 @@ func (d *daemon) stop() {
 		if d.intake != nil {
 			d.intake.stop()
 		}
+		if d.stopEngine != nil {
+			d.stopEngine()
+			<-d.engineDone
+		}
 		if d.stopDisp != nil {
 			d.stopDisp()
 			<-d.dispDone
 			<-d.pruneDone
 			<-d.haDone
-			if d.engineDone != nil {
-				<-d.engineDone
-			}
 		}
 		if d.events != nil {
 			d.events.Close() // no event stream holds the shutdown
