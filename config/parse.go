@@ -442,7 +442,8 @@ func (c *Config) checkBrokerLimits(w *walker) {
 }
 
 // checkTopics reports base topics, and tasmota services' topics, that
-// overlap Hearth's prefix or each other: a bridge under Hearth's prefix
+// overlap Hearth's prefix, Home Assistant's discovery prefix or each
+// other: a bridge under Hearth's prefix
 // would take Hearth's own topics for commands, two bridges on one base
 // topic cannot be told apart, and a bridge's account may publish under
 // its base topic (a tasmota service's account on its stat and tele
@@ -459,6 +460,11 @@ func (c *Config) checkTopics(w *walker) {
 	var roots []root
 	if !w.reported["prefix"] {
 		roots = append(roots, root{key: "prefix", topic: c.Prefix, filters: []string{c.Prefix + "/#"}})
+	}
+	if p := c.HomeAssistant.DiscoveryPrefix; p != "" && !w.reported["homeassistant.discovery_prefix"] {
+		// Whoever writes a discovery config can make Home Assistant's
+		// own principal command a device (see acl.New).
+		roots = append(roots, root{key: "homeassistant.discovery_prefix", topic: p, filters: []string{p + "/#"}})
 	}
 	overlaps := func(filters []string, tasmota bool) (root, bool) {
 		for _, r := range roots {
