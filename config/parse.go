@@ -441,35 +441,65 @@ func (c *Config) checkBrokerLimits(w *walker) {
 	}
 }
 
-// checkTopics reports base topics that overlap Hearth's prefix or each
-// other: a bridge under Hearth's prefix would take Hearth's own topics for
-// commands, and two bridges on one base topic cannot be told apart.
+// checkTopics reports base topics, and tasmota services' topics, that
+// overlap Hearth's prefix, Home Assistant's discovery prefix or each
+// other: a bridge under Hearth's prefix
+// would take Hearth's own topics for commands, two bridges on one base
+// topic cannot be told apart, and a bridge's account may publish under
+// its base topic (a tasmota service's account on its stat and tele
+// topics), so an overlap would let it publish another's commands.
+// Tasmota services are not checked against each other: their topics
+// follow the same FullTopic by design, and the broker's stamp tells their
+// reports apart.
 func (c *Config) checkTopics(w *walker) {
-	type root struct{ key, topic string }
-	roots := []root{{"prefix", c.Prefix}}
-	if w.reported["prefix"] {
-		roots = nil
+	type root struct {
+		key, topic string   // the key and the value it names
+		filters    []string // the topics it reserves
+		tasmota    bool
+	}
+	var roots []root
+	if !w.reported["prefix"] {
+		roots = append(roots, root{key: "prefix", topic: c.Prefix, filters: []string{c.Prefix + "/#"}})
+	}
+	if p := c.HomeAssistant.DiscoveryPrefix; p != "" && !w.reported["homeassistant.discovery_prefix"] {
+		// Whoever writes a discovery config can make Home Assistant's
+		// own principal command a device (see acl.New).
+		roots = append(roots, root{key: "homeassistant.discovery_prefix", topic: p, filters: []string{p + "/#"}})
+	}
+	overlaps := func(filters []string, tasmota bool) (root, bool) {
+		for _, r := range roots {
+			if tasmota && r.tasmota {
+				continue
+			}
+			for _, f := range filters {
+				for _, g := range r.filters {
+					if topic.Overlap(f, g) { // one is the other or under it
+						return r, true
+					}
+				}
+			}
+		}
+		return root{}, false
 	}
 	for _, s := range c.Services {
 		skey := join("services", s.Name)
-		key := join(skey, "base_topic")
-		if w.reported[key] || s.BaseTopic == "" {
+		r := root{key: join(skey, "base_topic"), topic: s.BaseTopic, filters: []string{s.BaseTopic + "/#"}}
+		what := "base topic"
+		if s.Protocol == ProtocolTasmota {
+			r = root{key: join(skey, "full_topic"), topic: s.FullTopic, filters: tasmotaFilters(s.FullTopic), tasmota: true}
+			what = "full topic"
+		}
+		if w.reported[r.key] || w.reported[skey] || r.topic == "" {
 			continue
 		}
-		_, line := w.at(key, skey)
-		_, explicit := w.lines[key]
-		for _, r := range roots {
-			if !topic.Overlap(s.BaseTopic+"/#", r.topic+"/#") { // one is the other or under it
-				continue
-			}
-			what := "base topic"
-			if !explicit {
-				what = "default base topic"
-			}
-			w.reportf(line, key, "%s %q overlaps %s %q; Hearth and each bridge need topics of their own", what, s.BaseTopic, r.key, r.topic)
-			break
+		_, line := w.at(r.key, skey)
+		if _, explicit := w.lines[r.key]; !explicit {
+			what = "default " + what
 		}
-		roots = append(roots, root{key, s.BaseTopic})
+		if o, ok := overlaps(r.filters, r.tasmota); ok {
+			w.reportf(line, r.key, "%s %q overlaps %s %q; Hearth and each bridge need topics of their own", what, r.topic, o.key, o.topic)
+		}
+		roots = append(roots, r)
 	}
 }
 
