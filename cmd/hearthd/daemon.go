@@ -123,6 +123,10 @@ type daemon struct {
 	beforeStop func()
 
 	stopDisp, stopConn context.CancelFunc
+	// onLinkLost are told when the MQTT connection to an external broker
+	// is lost (an adapter that answers reads from what it heard live).
+	// Set before the connection runs.
+	onLinkLost []func()
 	// stopEngine stops the automations, before the dispatcher.
 	stopEngine         context.CancelFunc
 	dispDone, connDone chan struct{}
@@ -312,6 +316,9 @@ func start(cfg *config.Config, dp deps) (_ *daemon, err error) {
 		OnLost: func() {
 			if disp != nil {
 				disp.Disconnected()
+			}
+			for _, f := range d.onLinkLost {
+				f()
 			}
 		},
 		OnSession: func() {

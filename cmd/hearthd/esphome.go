@@ -22,5 +22,6 @@ func (d *daemon) esphomeAdapter(s config.Service, devs []devices.Device, log *sl
 		StampProperty: stamp,
 	})
 	d.countUntrusted(s.Name, a.Untrusted)
+	d.onLinkLost = append(d.onLinkLost, a.LinkLost)
 	return a, func(ctx context.Context, sink reports) error { return a.Start(ctx, sink) }
 }

@@ -210,6 +210,20 @@ func (a *Adapter) Send(ctx context.Context, dev devices.Device, target devices.T
 	return nil
 }
 
+// LinkLost forgets every state heard live: while Hearth's own MQTT
+// connection was down it may have missed a change (ESPHome publishes at
+// QoS 0 by default, and no broker keeps those for Hearth), so what it heard
+// before is no answer to a read. The states the broker replays at the
+// resubscribe are retained, old news; the next live one counts again.
+// Safe for concurrent use.
+func (a *Adapter) LinkLost() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, k := range a.known {
+		k.live = false
+	}
+}
+
 // Read reports the entity's live state (see Reads) as the read's answer,
 // or fails with ErrNoLiveState, or for a node whose status is not online.
 func (a *Adapter) Read(_ context.Context, dev devices.Device, _ devices.Target) error {

@@ -171,3 +171,25 @@ func TestLightBrightnessComesBackAsSent(t *testing.T) {
 		t.Fatalf("reported %+v; want brightness 100", got)
 	}
 }
+
+// Hearth's own MQTT connection lost: what it heard live before may have
+// changed unseen, so it answers no read until the node publishes again.
+func TestALostLinkEndsTheLiveState(t *testing.T) {
+	a, c, s := newAdapter(t)
+	c.deliver("esphome/frontdoor/status", "online", false)
+	c.deliver("esphome/frontdoor/lock/front_door/state", "LOCKED", false)
+	s.take()
+	if err := a.Read(context.Background(), device("front"), nil); err != nil {
+		t.Fatalf("Read of a live LOCKED: %v", err)
+	}
+	a.LinkLost()
+	c.deliver("esphome/frontdoor/status", "online", true) // the replay at the resubscribe
+	c.deliver("esphome/frontdoor/lock/front_door/state", "LOCKED", true)
+	if err := a.Read(context.Background(), device("front"), nil); !errors.Is(err, ErrNoLiveState) {
+		t.Fatalf("Read after the link was lost: %v; want ErrNoLiveState until the node publishes live", err)
+	}
+	c.deliver("esphome/frontdoor/lock/front_door/state", "UNLOCKED", false)
+	if err := a.Read(context.Background(), device("front"), nil); err != nil {
+		t.Fatalf("Read after a live report: %v", err)
+	}
+}
