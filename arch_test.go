@@ -44,6 +44,8 @@ var allowed = map[string][]string{
 	"protocols/webhook":     {"protocols/httpreq"},
 	"protocols/httpreq":     {},
 	"protocols/httpdev":     {"devices", "protocols/httpreq"},
+	// The embedded broker of the adapters' tests: imported by tests only.
+	"internal/testbroker": {},
 
 	// The scenarios of hearth-sim: their logic, with the Hearth parts
 	// they run against passed in through interfaces they own.

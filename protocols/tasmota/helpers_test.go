@@ -3,7 +3,6 @@ package tasmota
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"net"
 	"sync/atomic"
 	"testing"
@@ -11,13 +10,10 @@ import (
 
 	"github.com/eclipse/paho.golang/paho"
 	paho3 "github.com/eclipse/paho.mqtt.golang"
-	mochi "github.com/mochi-mqtt/server/v2"
-	"github.com/mochi-mqtt/server/v2/hooks/auth"
-	"github.com/mochi-mqtt/server/v2/listeners"
-	"github.com/mochi-mqtt/server/v2/packets"
 	"go.uber.org/goleak"
 
 	"github.com/hearthd/hearth/devices"
+	"github.com/hearthd/hearth/internal/testbroker"
 	"github.com/hearthd/hearth/protocols/mqtt"
 )
 
@@ -33,32 +29,8 @@ const deadline = 5 * time.Second
 // port until the test ends and returns its host:port.
 func startBroker(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := mochi.New(&mochi.Options{Logger: slog.New(slog.DiscardHandler)})
-	if err := srv.AddHook(new(auth.AllowHook), nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.AddListener(listeners.NewNet("t", ln)); err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Serve(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		// As zigbee2mqtt's helpers: close the listener, then the clients
-		// (mochi-mqtt/server#488), then the server.
-		if l, ok := srv.Listeners.Get("t"); ok {
-			l.Close(func(string) {})
-		}
-		for _, cl := range srv.Clients.GetAll() {
-			_ = srv.DisconnectClient(cl, packets.ErrServerShuttingDown)
-		}
-		_ = srv.Close()
-	})
-	return ln.Addr().String()
+	_, addr := testbroker.Start(t)
+	return addr
 }
 
 var seq atomic.Int64

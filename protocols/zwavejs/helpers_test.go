@@ -3,7 +3,6 @@ package zwavejs
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"net"
 	"sync/atomic"
 	"testing"
@@ -11,13 +10,10 @@ import (
 
 	"github.com/eclipse/paho.golang/paho"
 	paho3 "github.com/eclipse/paho.mqtt.golang"
-	mochi "github.com/mochi-mqtt/server/v2"
-	"github.com/mochi-mqtt/server/v2/hooks/auth"
-	"github.com/mochi-mqtt/server/v2/listeners"
-	"github.com/mochi-mqtt/server/v2/packets"
 	"go.uber.org/goleak"
 
 	"github.com/hearthd/hearth/devices"
+	"github.com/hearthd/hearth/internal/testbroker"
 	"github.com/hearthd/hearth/protocols/mqtt"
 )
 
@@ -33,37 +29,8 @@ const deadline = 5 * time.Second
 // port until the test ends and returns its host:port.
 func startBroker(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := mochi.New(&mochi.Options{Logger: slog.New(slog.DiscardHandler)})
-	if err := srv.AddHook(new(auth.AllowHook), nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.AddListener(listeners.NewNet("t", ln)); err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Serve(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { closeBroker(srv) })
-	return ln.Addr().String()
-}
-
-// closeBroker closes srv. mochi v2.7.9's Server.Close can deadlock when a
-// client goes away while it runs: Clients.GetByListener read-locks twice
-// and a Clients.Delete waiting in between blocks both
-// (mochi-mqtt/server#488). So close the listener without its clients and
-// disconnect the clients here, then let Close wait for them.
-func closeBroker(srv *mochi.Server) {
-	if l, ok := srv.Listeners.Get("t"); ok {
-		l.Close(func(string) {})
-	}
-	for _, cl := range srv.Clients.GetAll() {
-		_ = srv.DisconnectClient(cl, packets.ErrServerShuttingDown)
-	}
-	_ = srv.Close()
+	_, addr := testbroker.Start(t)
+	return addr
 }
 
 var seq atomic.Int64
