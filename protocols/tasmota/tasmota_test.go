@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/hearthd/hearth/devices"
+	"github.com/hearthd/hearth/internal/testbroker"
 )
 
 func target(kv ...any) devices.Target {
@@ -231,10 +232,10 @@ func TestCustomFullTopic(t *testing.T) {
 func TestOnlyThePublishersReportsCount(t *testing.T) {
 	addr := startBroker(t)
 	a, s := startAdapter(t, addr, Options{Publisher: "wifi", StampProperty: "hearth-username"})
-	p := newStampedPublisher(t, addr)
-	p.publish(t, "stat/plug/POWER", "ON", "mallory")
-	p.publish(t, "tele/plug/LWT", "Offline", "")
-	p.publish(t, "stat/plug/POWER", "OFF", "wifi")
+	p := testbroker.NewStampedPublisher(t, addr)
+	p.Publish(t, "stat/plug/POWER", "ON", "mallory")
+	p.Publish(t, "tele/plug/LWT", "Offline", "")
+	p.Publish(t, "stat/plug/POWER", "OFF", "wifi")
 	if got := s.next(t); got.kind != "report" || got.state["state"] != "OFF" {
 		t.Errorf("got %+v; want only the account's own report, OFF", got)
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/hearthd/hearth/devices"
+	"github.com/hearthd/hearth/internal/testbroker"
 )
 
 // golden is testdata/bridge_devices.json: real devices' bridge/devices
@@ -356,9 +357,9 @@ func TestForgedBridgeDevicesIsDropped(t *testing.T) {
 	payload, _ := json.Marshal([]BridgeDevice{d.BridgeDevice})
 	addr := startBroker(t)
 	a, s, _ := startAdapter(t, addr, Options{Publisher: "zigbee", StampProperty: "hearth-username"})
-	p := newStampedPublisher(t, addr)
-	p.publish(t, "zigbee2mqtt/bridge/devices", string(payload), "mallory")
-	p.publish(t, "zigbee2mqtt/plug", `{"state":"ON"}`, "zigbee")
+	p := testbroker.NewStampedPublisher(t, addr)
+	p.Publish(t, "zigbee2mqtt/bridge/devices", string(payload), "mallory")
+	p.Publish(t, "zigbee2mqtt/plug", `{"state":"ON"}`, "zigbee")
 	if c := s.next(t); c.kind != "report" {
 		t.Errorf("first call on the sink: %+v; want the bridge's report, no forged capabilities", c)
 	}

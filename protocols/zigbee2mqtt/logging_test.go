@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hearthd/hearth/internal/testbroker"
 	"github.com/hearthd/hearth/protocols/mqtt"
 )
 
@@ -103,15 +104,15 @@ func TestTrustedFailedSetReachesTheSink(t *testing.T) {
 		t.Fatal(err)
 	}
 	runConn(t, conn)
-	p := newStampedPublisher(t, addr)
+	p := testbroker.NewStampedPublisher(t, addr)
 	line := func(verb, name string) string {
 		return fmt.Sprintf(`{"level":"error","message":"Publish '%s' 'state' to '%s' failed: 'Error: Delivery failed (MAC_NO_ACK)'","namespace":"z2m"}`, verb, name)
 	}
-	p.publish(t, "zigbee2mqtt/bridge/logging", line("set", "front door"), "mallory") // forged
-	p.publish(t, "zigbee2mqtt/bridge/logging", line("get", "front door"), "zigbee")  // a read
-	p.publish(t, "zigbee2mqtt/bridge/logging", line("set", "garden"), "zigbee")      // not ours
-	p.publish(t, "zigbee2mqtt/bridge/logging", `{"level":"error","message":`, "zigbee")
-	p.publish(t, "zigbee2mqtt/bridge/logging", line("set", "front door"), "zigbee")
+	p.Publish(t, "zigbee2mqtt/bridge/logging", line("set", "front door"), "mallory") // forged
+	p.Publish(t, "zigbee2mqtt/bridge/logging", line("get", "front door"), "zigbee")  // a read
+	p.Publish(t, "zigbee2mqtt/bridge/logging", line("set", "garden"), "zigbee")      // not ours
+	p.Publish(t, "zigbee2mqtt/bridge/logging", `{"level":"error","message":`, "zigbee")
+	p.Publish(t, "zigbee2mqtt/bridge/logging", line("set", "front door"), "zigbee")
 	select {
 	case err := <-s.failed:
 		var sf *SetFailedError
@@ -125,7 +126,7 @@ func TestTrustedFailedSetReachesTheSink(t *testing.T) {
 		t.Errorf("Untrusted() = %d; want 1 (the forged log line)", got)
 	}
 	// Nothing else came: a report after it is the next call.
-	p.publish(t, "zigbee2mqtt/front door", `{"state":"LOCK"}`, "zigbee")
+	p.Publish(t, "zigbee2mqtt/front door", `{"state":"LOCK"}`, "zigbee")
 	if c := s.next(t); c.kind != "report" {
 		t.Errorf("next call %+v; want the report", c)
 	}
