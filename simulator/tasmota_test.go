@@ -32,6 +32,11 @@ func TestTasmotaPlaysTheDocumentedCommandFlow(t *testing.T) {
 	if m := w.live(t, "stat/tasmota_switch/RESULT"); string(m.payload) != `{"POWER":"ON"}` {
 		t.Errorf("RESULT %s; want {\"POWER\":\"ON\"}", m.payload)
 	}
+	// The broker stores a retained message before it passes it on: once
+	// stat/POWER is heard, it is retained.
+	if m := w.next(t, "stat/tasmota_switch/POWER"); string(m.payload) != "ON" {
+		t.Errorf("stat/POWER %s; want ON", m.payload)
+	}
 	if m := retained(t, broker, "stat/tasmota_switch/POWER"); string(m.payload) != "ON" {
 		t.Errorf("retained stat/POWER %q; want ON (PowerRetain)", m.payload)
 	}
