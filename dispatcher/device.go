@@ -326,7 +326,7 @@ func (q *deviceQueue) finish(t *task, status devices.Status, reason devices.Reas
 	if dead {
 		q.d.deadLetter(op)
 	}
-	q.d.publishResult(op.Result())
 	q.d.ended(q.dev.Device, op)
+	q.d.publishResult(op.Result())
 	q.d.alertIfSafetyCritical(q.dev.Device, op)
 }

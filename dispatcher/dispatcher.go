@@ -145,8 +145,9 @@ type Options struct {
 	// which is logged). It runs on whichever goroutine produced the
 	// result and must not block.
 	OnResult func(devices.Result)
-	// OnEnd, if set, is called once for every command that ends, as its
-	// terminal result is published: succeeded, failed, expired,
+	// OnEnd, if set, is called once for every command that ends, just
+	// before its terminal result is published (a metric read by whoever
+	// heard the result counts the end already): succeeded, failed, expired,
 	// superseded, or rejected at the intake (a rejection of each request,
 	// a repeat of a rejected op_id included). Never for a repeat of a
 	// stored result, nor for the results republished at Run. It runs on

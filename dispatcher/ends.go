@@ -7,7 +7,8 @@ import (
 )
 
 // End is one command's end, as Options.OnEnd hears it: once per command,
-// when its terminal result is queued for publishing.
+// just before its terminal result is queued for publishing, so that
+// whoever hears the result finds the end counted.
 type End struct {
 	// Op is the command's record as it ended: a terminal Status, its
 	// Reason, Attempts, AcceptedAt, LastSentAt (zero if nothing was
@@ -43,8 +44,8 @@ type Attempt struct {
 }
 
 // ended tells OnEnd that op, a command to dev (the zero Device if none is
-// configured under op.Device), has ended. Call it once per command, after
-// its terminal result is published.
+// configured under op.Device), has ended. Call it once per command, just
+// before its terminal result is published.
 func (d *Dispatcher) ended(dev devices.Device, op devices.Op) {
 	if d.onEnd == nil {
 		return

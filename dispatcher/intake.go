@@ -158,10 +158,10 @@ func (d *Dispatcher) admit(batch []Request) {
 		switch {
 		case it.queue != nil:
 			r := it.op.Result()
-			d.publishResult(r)
 			if it.op.Status.Terminal() {
 				d.ended(it.queue.dev.Device, it.op) // expired on arrival
 			}
+			d.publishResult(r)
 			d.log.Info("command accepted", "op_id", it.op.OpID, "device", it.op.Device, "status", it.op.Status, "target", it.op.Target, "deadline", it.op.Deadline)
 			if it.req.Done != nil {
 				it.req.Done(r)
@@ -170,8 +170,8 @@ func (d *Dispatcher) admit(batch []Request) {
 			case it.supersededBy != "":
 				d.log.Info("command superseded", "op_id", it.op.OpID, "device", it.op.Device, "by", it.supersededBy, "attempts", 0)
 				op := machine.SupersededBy(it.op, it.supersededBy, now)
-				d.publishResult(op.Result())
 				d.ended(it.queue.dev.Device, op)
+				d.publishResult(op.Result())
 			case it.firstStored:
 				it.queue.pushFirstStored(it.op)
 			case !it.op.Status.Terminal():
@@ -201,8 +201,8 @@ func (d *Dispatcher) admit(batch []Request) {
 		}
 	}
 	for _, op := range superseded {
-		d.publishResult(op.Result())
 		d.endedOn(op)
+		d.publishResult(op.Result())
 	}
 }
 
@@ -274,13 +274,13 @@ func (d *Dispatcher) answer(req Request, r devices.Result) {
 	if r.Status == devices.Rejected {
 		d.log.Info("command rejected", "op_id", r.OpID, "device", r.Device, "reason", r.Reason, "detail", r.Detail)
 	}
-	if r.Device != "" && devices.ValidID(r.Device) == nil {
-		d.publishResult(r)
-	}
 	if r.Status == devices.Rejected {
 		// Every rejection is of this request; any other result answers
 		// a repeat of a command that ended, or will end, on its own.
 		d.rejected(r)
+	}
+	if r.Device != "" && devices.ValidID(r.Device) == nil {
+		d.publishResult(r)
 	}
 	if req.Done != nil {
 		req.Done(r)

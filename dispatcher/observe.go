@@ -224,8 +224,8 @@ func (d *Dispatcher) resume(pending []devices.Op) {
 	d.deadLetter(dead...)
 	for _, op := range ended {
 		d.log.Info("command ended", "op_id", op.OpID, "device", op.Device, "status", op.Status, "reason", op.Reason)
-		d.publishResult(op.Result())
 		d.endedOn(op)
+		d.publishResult(op.Result())
 		if q, known := d.devices[op.Device]; known {
 			d.alertIfSafetyCritical(q.dev.Device, op)
 		}
