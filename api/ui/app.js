@@ -344,16 +344,28 @@
 
   const loaders = {
     async devices(gen) {
-      const body = await getJSON('/api/v1/devices');
-      if (gen !== session) return;
-      data.devices = new Map((body.devices || []).map((d) => [d.id, d]));
-      renderDevices();
+      const from = heard.begin();
+      try {
+        const body = await getJSON('/api/v1/devices');
+        if (gen !== session) return;
+        data.devices = new Map((body.devices || []).map((d) => [d.id, d]));
+        for (const e of heard.since(from)) applyToDevices(e.type, e.v);
+        renderDevices();
+      } finally {
+        heard.end();
+      }
     },
     async breakers(gen) {
-      const body = await getJSON('/api/v1/breakers');
-      if (gen !== session) return;
-      data.breakers = new Map((body.breakers || []).map((b) => [b.service, b]));
-      renderBreakers();
+      const from = heard.begin();
+      try {
+        const body = await getJSON('/api/v1/breakers');
+        if (gen !== session) return;
+        data.breakers = new Map((body.breakers || []).map((b) => [b.service, b]));
+        for (const e of heard.since(from)) applyToBreakers(e.type, e.v);
+        renderBreakers();
+      } finally {
+        heard.end();
+      }
     },
     async ops(gen) {
       const [recent, pending] = await Promise.all([
@@ -474,6 +486,61 @@
     }
   }
 
+  // heard keeps the device and breaker events that arrive while a GET of
+  // /api/v1/devices or /api/v1/breakers is out. The answer may have been
+  // read before such an event happened, so the loader applies them again
+  // on top of it; the stream delivers events in order, so replaying them
+  // in order ends at the newest state. Nothing is kept while no read is out.
+  const heard = {
+    log: [],
+    seq: 0,
+    reading: 0,
+    begin() {
+      this.reading++;
+      return this.seq;
+    },
+    note(type, v) {
+      this.seq++;
+      if (this.reading) this.log.push({ seq: this.seq, type, v });
+    },
+    since(from) {
+      return this.log.filter((e) => e.seq > from);
+    },
+    end() {
+      if (--this.reading === 0) this.log = [];
+    },
+  };
+
+  // applyToDevices applies a state, availability or breaker event to the
+  // devices shown and says whether it changed any.
+  function applyToDevices(type, v) {
+    if (type === 'breaker') {
+      let changed = false;
+      for (const d of data.devices.values()) {
+        if (d.service === v.service && d.breaker) {
+          d.breaker = v.to;
+          changed = true;
+        }
+      }
+      return changed;
+    }
+    const d = data.devices.get(v.device);
+    if (!d) return false;
+    if (type === 'state') d.state = v.state;
+    else if (type === 'availability') d.availability = v.online ? 'online' : 'offline';
+    return true;
+  }
+
+  // applyToBreakers applies a breaker event to the services shown and
+  // says whether it changed one.
+  function applyToBreakers(type, v) {
+    const b = type === 'breaker' && data.breakers.get(v.service);
+    if (!b) return false;
+    b.state = v.to;
+    b.since = v.at;
+    return true;
+  }
+
   function onEvent(type, text) {
     let v;
     try { v = JSON.parse(text); } catch (_) { return; }
@@ -484,27 +551,16 @@
         wantRefresh('devices', 'deadletters', 'audit');
         break;
       case 'state':
-        if (v && v.device) updateDevice(v.device, (d) => { d.state = v.state; });
-        break;
       case 'availability':
-        if (v && v.device) updateDevice(v.device, (d) => { d.availability = v.online ? 'online' : 'offline'; });
+        if (!v || !v.device) break;
+        heard.note(type, v);
+        updateDevice(v.device, () => applyToDevices(type, v));
         break;
       case 'breaker': {
         if (!v || !v.service) break;
-        const b = data.breakers.get(v.service);
-        if (b) {
-          b.state = v.to;
-          b.since = v.at;
-          renderBreakers();
-        }
-        let changed = false;
-        for (const d of data.devices.values()) {
-          if (d.service === v.service && d.breaker) {
-            d.breaker = v.to;
-            changed = true;
-          }
-        }
-        if (changed) renderDevices();
+        heard.note(type, v);
+        if (applyToBreakers(type, v)) renderBreakers();
+        if (applyToDevices(type, v)) renderDevices();
         wantRefresh('breakers');
         break;
       }

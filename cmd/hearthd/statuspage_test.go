@@ -437,3 +437,52 @@ func TestStatusPageShowsASleepyDevicesLease(t *testing.T) {
 	b.until("the thermostat awake, none pending", card+`.querySelector('.lease .badge').textContent === 'awake' && `+
 		card+`.querySelector('.lease').textContent.startsWith('awake until ') && `+card+`.querySelector('.pending-count').textContent === '0 pending'`)
 }
+
+// A device's state heard on the event stream while the page's read of
+// GET /api/v1/devices is out stays shown when that read's older answer
+// arrives: the page applies what it heard on top of the answer rather
+// than go back to it. (The read here is the one a command's result asks
+// for; the page makes the same read when its stream opens, to catch up.)
+func TestStatusPageKeepsAStateNewerThanTheSnapshotItRead(t *testing.T) {
+	chromium(t) // skip before starting anything
+	h := newPageHarness(t)
+	b := newBrowser(t, 1000, 800)
+	b.do("load the page", chromedp.Navigate("http://"+h.d.httpAddr()+"/"))
+	b.until("the light's state", deviceAttr("hall_light", "state")+` === "OFF"`)
+	b.until("the live event stream", `document.getElementById('conn').dataset.state === 'live'`)
+	// From now on the answer to a read of the devices is read in full
+	// (the snapshot is fixed) and then held until the test lets it go.
+	eval[bool](b, `(() => {
+		const real = window.fetch;
+		window.heldDevices = [];
+		window.fetch = async (path, opts) => {
+			const resp = await real(path, opts);
+			if (path !== '/api/v1/devices') return resp;
+			const text = await resp.text();
+			await new Promise((release) => window.heldDevices.push(release));
+			return new Response(text, { status: resp.status, headers: resp.headers });
+		};
+		return true;
+	})()`)
+
+	// A command's result makes the page read the devices again.
+	h.publish("plug", `{"state":"TOGGLE","op_id":"refresh"}`)
+	b.until("the read of the devices held", `window.heldDevices.length === 1`)
+
+	// A report newer than the held snapshot, shown as it arrives.
+	report, _ := json.Marshal(map[string]any{"state": "OFF", "brightness": 0, "color_temp": 250, "label": "newer"})
+	mustToken(t, h.client.Publish("zigbee2mqtt/"+address(h.cfg, "hall_light"), 1, false, report))
+	b.until("the newer state shown", deviceAttr("hall_light", "label")+` === "newer"`)
+
+	// The held answer arrives: the devices are drawn anew from it (the
+	// marked card is replaced), and the newer state is still what shows.
+	eval[bool](b, `(() => {
+		document.querySelector('#devices .card[data-device="hall_light"]').dataset.drawn = 'before';
+		window.heldDevices.forEach((release) => release());
+		return true;
+	})()`)
+	b.until("the devices drawn from the held answer", `!document.querySelector('#devices .card[data-device="hall_light"][data-drawn]')`)
+	if got := eval[string](b, `(`+deviceAttr("hall_light", "label")+`) || "(none)"`); got != "newer" {
+		t.Errorf("after the older snapshot the light's label shows %q; want newer, the state heard after the snapshot was read", got)
+	}
+}
