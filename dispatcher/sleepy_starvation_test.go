@@ -30,6 +30,9 @@ func TestStuckCommandDoesNotStarveAnotherAttribute(t *testing.T) {
 	r.status("A", devices.Queued)
 	r.submit(`{"current_heating_setpoint":22,"op_id":"B","ttl":"1h"}`)
 	r.status("B", devices.Accepted)
+	// Queued: the worker holds B (its accepted result goes out before
+	// the intake hands it over).
+	r.status("B", devices.Queued)
 	start := r.clock.Now()
 
 	var sentB bool
