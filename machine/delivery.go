@@ -105,7 +105,11 @@ func (d *Delivery) BeforeSend(now time.Time) (Step, bool) {
 // attempt was stored. If not, nothing is sent; the attempt is taken back.
 func (d *Delivery) Sending(now time.Time) bool {
 	l := d.m.Lease(now)
-	return l.Awake && l.Gen == d.gen
+	if !l.Awake || l.Gen != d.gen {
+		return false
+	}
+	d.c.turn = d.gen
+	return true
 }
 
 // SendFailed says the bridge refused the send with err: a permanent
@@ -141,5 +145,6 @@ func (d *Delivery) Sent(now time.Time) (time.Time, bool) {
 // unless the wait ended at the command's own deadline, which says nothing
 // of the device. It reports whether the lease ended.
 func (d *Delivery) Silent(now time.Time) bool {
+	d.c.turn = d.gen // it had the device's ear
 	return now.Before(d.c.Op.Deadline) && d.m.EndLease(d.gen)
 }

@@ -21,8 +21,10 @@ import (
 //     gateway publishes from its cache are not the device); the lease
 //     ends at once when the bridge says the node is asleep or dead, or
 //     when a request to the device goes unanswered (EndLease);
-//   - each command is delivered at most once per lease, those delivered
-//     longest ago first, then in acceptance order;
+//   - each command is delivered at most once per lease, those that last
+//     reached the device longest ago first (a delivery the lease's end
+//     cut short before anything went out does not count), then in
+//     acceptance order;
 //   - the newest target per attribute wins (see Replaces);
 //   - a command whose TTL passes while it waits ends, and is never sent
 //     late (Plan's Due).
@@ -112,10 +114,12 @@ type Plan struct {
 	// them (never sent late).
 	Due []*Command
 	// Eligible are, while the device is awake, the pending commands not
-	// delivered in this lease, in delivery order: those delivered longest
-	// ago first (never delivered before all), then in acceptance order,
-	// so that a command whose silence ends every lease does not go first
-	// at every wake and starve the others. (Two commands of a sleepy
+	// delivered in this lease, in delivery order: those that last
+	// reached the device longest ago first (never before all), then in
+	// acceptance order, so that a command whose silence ends every lease
+	// does not go first at every wake and starve the others, and one
+	// taken at a lease's very end, too late for its set to leave, keeps
+	// its turn for the next. (Two commands of a sleepy
 	// device never share an attribute, see Replaces: no order among them
 	// writes an older value last.)
 	Eligible []*Command
@@ -150,7 +154,7 @@ func (m *Device) Plan(now time.Time) Plan {
 		}
 	}
 	slices.SortStableFunc(p.Eligible, func(a, b *Command) int {
-		return cmp.Or(cmp.Compare(a.delivered, b.delivered), cmp.Compare(a.order, b.order))
+		return cmp.Or(cmp.Compare(a.turn, b.turn), cmp.Compare(a.order, b.order))
 	})
 	if len(p.Eligible) == 0 && p.Awake && len(p.Pending) > 0 && (p.Wake.IsZero() || p.Until.Before(p.Wake)) {
 		// Every command was delivered in this lease: look again when it

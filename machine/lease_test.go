@@ -27,13 +27,18 @@ func eligible(p Plan) []string {
 }
 
 // deliverAll delivers every eligible command of the plan at now, each
-// unconfirmed: back in the queue for the next lease.
+// with one attempt begun and unconfirmed: back in the queue for the next
+// lease.
 func deliverAll(t *testing.T, m *Device, now time.Time) {
 	t.Helper()
 	p := m.Plan(now)
 	for _, c := range p.Eligible {
 		if m.Deliver(c, p.Gen, now) != Deliver {
 			t.Fatalf("%s not delivered in lease %d", c.Op.OpID, p.Gen)
+		}
+		dl := m.NewDelivery(c, p.Gen, "zwave")
+		if s := dl.Next(now); s.Kind != StepAttempt || !dl.Sending(now) {
+			t.Fatalf("%s: no set sent in lease %d at its delivery", c.Op.OpID, p.Gen)
 		}
 		if m.Delivered(c, now) {
 			t.Fatalf("%s due at %s", c.Op.OpID, now)
@@ -80,7 +85,11 @@ func TestSilentCommandGoesAfterOneNeverDelivered(t *testing.T) {
 	p := m.Plan(t0)
 	a := p.Eligible[0]
 	m.Deliver(a, p.Gen, t0)
-	m.EndLease(p.Gen) // A's request went unanswered: the device is asleep
+	dl := m.NewDelivery(a, p.Gen, "zwave")
+	dl.Next(t0)
+	if !dl.Silent(t0) { // A's request went unanswered: the device is asleep
+		t.Fatal("A's unanswered request did not end the lease")
+	}
 	m.Delivered(a, t0)
 	m.Accept(target("B", "current_heating_setpoint", 18), Fresh)
 	wake2 := t0.Add(20 * time.Minute)
@@ -131,5 +140,50 @@ func TestRestoredCommandsKeepTheirPlaceAndLease(t *testing.T) {
 	m.Restore([]devices.Op{c.Op})
 	if got := eligible(m.Plan(t0)); !slices.Equal(got, []string{"A", "C"}) {
 		t.Errorf("after C's restore lease 1 delivers %v; want [A C]", got)
+	}
+}
+
+// A command taken for delivery at the very end of a lease, too late for
+// its set to leave (the lease ends while its attempt is prepared), keeps
+// its turn: at the next wake it goes before the one that had the lease.
+// The fault this pins: the delivery order ranked by the lease a command
+// was last taken in, so B, taken at the edge of every lease that A's
+// unconfirmed attempts had filled, counted as delivered and went after A
+// again at every wake, never sent.
+func TestDeliveryCutShortByTheLeasesEndKeepsItsTurn(t *testing.T) {
+	m := New(radiator)
+	m.Accept(target("A", "occupied_heating_setpoint", 21), Fresh)
+	m.Accept(target("B", "current_heating_setpoint", 18), Fresh)
+	m.Wake(t0)
+	p := m.Plan(t0)
+	a, b := p.Eligible[0], p.Eligible[1]
+	if m.Deliver(a, p.Gen, t0) != Deliver {
+		t.Fatal("A not delivered")
+	}
+	if dl := m.NewDelivery(a, p.Gen, "zwave"); dl.Next(t0).Kind != StepAttempt || !dl.Sending(t0) {
+		t.Fatal("A's set not sent")
+	}
+	// A's unconfirmed attempts fill the lease; B is taken, and its
+	// attempt begun, a moment before its end, and the lease is over when
+	// its set would leave.
+	edge := m.Lease(t0).Until
+	late := edge.Add(-time.Millisecond)
+	m.Delivered(a, late)
+	if m.Deliver(b, p.Gen, late) != Deliver {
+		t.Fatal("B not taken before the lease's end")
+	}
+	dl := m.NewDelivery(b, p.Gen, "zwave")
+	if s := dl.Next(late); s.Kind != StepAttempt {
+		t.Fatalf("B before the lease's end: step %v; want an attempt", s.Kind)
+	}
+	if dl.Sending(edge) {
+		t.Fatal("B's set leaves after the lease's end")
+	}
+	m.Delivered(b, edge)
+
+	wake2 := t0.Add(20 * time.Minute)
+	m.Wake(wake2)
+	if got := eligible(m.Plan(wake2)); !slices.Equal(got, []string{"B", "A"}) {
+		t.Errorf("lease 2 delivers %v; want [B A]: nothing of B reached the device in lease 1", got)
 	}
 }

@@ -59,6 +59,12 @@ type Command struct {
 	// delivered is the awake lease of a sleepy device in which the
 	// command was last delivered (0: never): one delivery per lease.
 	delivered uint64
+	// turn is the awake lease in which a delivery of the command last
+	// reached the device (0: never): a set left (Delivery.Sending) or a
+	// request went unanswered (Delivery.Silent). The delivery order ranks
+	// by it: a delivery the lease's end cut short before anything went
+	// out did not have its turn.
+	turn uint64
 	// announced: its queued result for the current sleep is out.
 	announced bool
 	// unsent: an attempt is recorded but not handed to the bridge yet; a
@@ -81,6 +87,7 @@ type Command struct {
 type place struct {
 	order     uint64
 	delivered uint64
+	turn      uint64
 	announced bool
 }
 
@@ -163,7 +170,7 @@ func (m *Device) supersede(c *Command, byOpID string, now time.Time) {
 	if m.places == nil {
 		m.places = map[string]place{}
 	}
-	m.places[c.Op.OpID] = place{c.order, c.delivered, c.announced}
+	m.places[c.Op.OpID] = place{c.order, c.delivered, c.turn, c.announced}
 	c.ended = true
 	if c.unsent {
 		c.unsent = false
@@ -186,7 +193,7 @@ func (m *Device) Restore(ops []devices.Op) []*Command {
 		op.Status, op.Reason, op.Detail = devices.Accepted, "", ""
 		p := m.places[op.OpID]
 		delete(m.places, op.OpID)
-		c := &Command{Op: op, order: p.order, delivered: p.delivered, announced: p.announced}
+		c := &Command{Op: op, order: p.order, delivered: p.delivered, turn: p.turn, announced: p.announced}
 		m.insert(c)
 		out = append(out, c)
 	}
