@@ -25,5 +25,5 @@ func (d *Dispatcher) AnswerFailed(device string, err error) {
 		return
 	}
 	c.failure = err
-	close(c.failed)
+	q.changedLocked()
 }

@@ -440,18 +440,7 @@ func (q *deviceQueue) takeBack(t *task, prev devices.Op, back func(devices.Op) b
 // awaitReconnect waits until the MQTT connection is back, the deadline
 // passes, t ends or ctx is done; false means stop.
 func (q *deviceQueue) awaitReconnect(ctx context.Context, t *task, reconnect <-chan struct{}, deadline time.Time) bool {
-	timer := q.d.clock.NewTimer(deadline.Sub(q.d.now()))
-	defer timer.Stop()
-	select {
-	case <-reconnect:
-		return true
-	case <-timer.Chan():
-		return true // the loop ends it: TTL elapsed
-	case <-t.cancel:
-		return false
-	case <-ctx.Done():
-		return false
-	}
+	return q.pause(ctx, t, deadline, reconnect, nil) != waitStop // at the deadline the loop ends it
 }
 
 // sleep waits delay on the dispatcher's clock; false means stop: t ended or
@@ -467,14 +456,5 @@ func (q *deviceQueue) sleep(ctx context.Context, t *task, delay time.Duration) b
 			return true
 		}
 	}
-	timer := q.d.clock.NewTimer(delay)
-	defer timer.Stop()
-	select {
-	case <-timer.Chan():
-		return true
-	case <-t.cancel:
-		return false
-	case <-ctx.Done():
-		return false
-	}
+	return q.pause(ctx, t, q.d.now().Add(delay), nil, nil) != waitStop
 }

@@ -319,18 +319,9 @@ func (q *deviceQueue) admit(ctx context.Context, t *task, deadline time.Time) (p
 		if !now.Before(deadline) {
 			return nil, false, false // the loop ends it expired, and finish alerts
 		}
-		timer := q.d.clock.NewTimer(deadline.Sub(now))
-		select {
-		case <-changed:
-		case <-timer.Chan():
-		case <-t.cancel:
-			timer.Stop()
-			return nil, false, true
-		case <-ctx.Done():
-			timer.Stop()
+		if q.pause(ctx, t, deadline, changed, nil) == waitStop {
 			return nil, false, true
 		}
-		timer.Stop()
 	}
 }
 
@@ -343,17 +334,7 @@ func (q *deviceQueue) awaitProbe(ctx context.Context, t *task, changed <-chan st
 	b.waitForProbe(q.dev.ID, 1)
 	defer b.waitForProbe(q.dev.ID, -1)
 	q.d.log.Info("waiting for the half-open breaker's probe", "op_id", t.Op.OpID, "device", q.dev.ID, "service", q.svc.Name, "until", until)
-	timer := q.d.clock.NewTimer(until.Sub(q.d.now()))
-	defer timer.Stop()
-	select {
-	case <-changed:
-	case <-timer.Chan():
-	case <-t.cancel:
-		return true
-	case <-ctx.Done():
-		return true
-	}
-	return false
+	return q.pause(ctx, t, until, changed, nil) == waitStop
 }
 
 // probeOutcome is how a probe that timed out with outcome o counts: a

@@ -42,7 +42,7 @@ func (q *deviceQueue) watch(t *task) *confirmation {
 
 // watchLocked is watch with q.mu held.
 func (q *deviceQueue) watchLocked(t *task) *confirmation {
-	c := &confirmation{target: t.Op.Target, seen: map[string]any{}, done: make(chan struct{}), faulted: make(chan struct{}), failed: make(chan struct{})}
+	c := &confirmation{target: t.Op.Target, seen: map[string]any{}}
 	t.confirm = c
 	return c
 }
@@ -56,48 +56,56 @@ func (q *deviceQueue) unwatch(t *task) {
 // confirmWithin waits up to wait for c to be confirmed. ok means t
 // succeeded (and is finished); stop means t ended otherwise or ctx is
 // done; back means linkUp closed first: the link went down and came back,
-// so the attempt's delivery is unknown. A confirmed permit is reported a success before the result goes out,
-// so that whoever reads the result finds the breaker closed already.
+// so the attempt's delivery is unknown. A confirmed permit is reported a
+// success before the result goes out, so that whoever reads the result
+// finds the breaker closed already.
 func (q *deviceQueue) confirmWithin(ctx context.Context, t *task, c *confirmation, wait time.Duration, linkUp <-chan struct{}, permit *breaker.Permit) (ok, stop, back bool) {
 	timer := q.d.clock.NewTimer(wait)
 	defer timer.Stop()
-	select {
-	case <-c.done:
-		q.mu.Lock()
-		state := maps.Clone(c.seen)
-		opID, attempt := t.Op.OpID, t.Op.Attempts
-		q.mu.Unlock()
-		q.d.log.Info("attempt confirmed", "op_id", opID, "device", q.dev.ID, "attempt", attempt)
-		q.release(permit, breaker.Success)
-		q.finish(t, devices.Succeeded, "", "", state)
-		return true, false, false
-	case <-c.faulted:
-		// The service delivered and the device answered: a success for
-		// the breaker, a failure of the command, never retried.
-		q.mu.Lock()
-		state := maps.Clone(c.seen)
-		opID, attempt, fault := t.Op.OpID, t.Op.Attempts, c.fault
-		q.mu.Unlock()
-		q.d.log.Warn("attempt met a device fault", "op_id", opID, "device", q.dev.ID, "attempt", attempt, "fault", fault)
-		q.release(permit, breaker.Success)
-		q.finish(t, devices.Failed, devices.ReasonJammed,
-			fmt.Sprintf("after attempt %d the device reported %s; not retried: a jammed bolt needs a person to look", attempt, fault), state)
-		return false, true, false
-	case <-timer.Chan():
-		q.unwatch(t)
-		return false, false, false
-	case <-c.failed:
-		// The bridge reported the set failed: the attempt ends now, as at
-		// its timeout; the caller reads c.failure.
-		q.unwatch(t)
-		return false, false, false
-	case <-linkUp:
-		q.unwatch(t)
-		return false, false, true
-	case <-t.cancel:
-		return false, true, false
-	case <-ctx.Done():
-		return false, true, false
+	q.mu.Lock()
+	// What came is looked at first, then how the wait ended: a report
+	// that confirms counts even if the timer fired as it came.
+	for end := waitChanged; ; end = q.waitLocked(ctx, t, timer.Chan(), linkUp) {
+		switch {
+		case c.ok:
+			state := maps.Clone(c.seen)
+			opID, attempt := t.Op.OpID, t.Op.Attempts
+			q.mu.Unlock()
+			q.d.log.Info("attempt confirmed", "op_id", opID, "device", q.dev.ID, "attempt", attempt)
+			q.release(permit, breaker.Success)
+			q.finish(t, devices.Succeeded, "", "", state)
+			return true, false, false
+		case c.fault != "":
+			// The service delivered and the device answered: a success
+			// for the breaker, a failure of the command, never retried.
+			state := maps.Clone(c.seen)
+			opID, attempt, fault := t.Op.OpID, t.Op.Attempts, c.fault
+			q.mu.Unlock()
+			q.d.log.Warn("attempt met a device fault", "op_id", opID, "device", q.dev.ID, "attempt", attempt, "fault", fault)
+			q.release(permit, breaker.Success)
+			q.finish(t, devices.Failed, devices.ReasonJammed,
+				fmt.Sprintf("after attempt %d the device reported %s; not retried: a jammed bolt needs a person to look", attempt, fault), state)
+			return false, true, false
+		case c.failure != nil:
+			// The bridge reported the set failed: the attempt ends now,
+			// as at its timeout; the caller reads c.failure.
+			t.confirm = nil
+			q.mu.Unlock()
+			return false, false, false
+		}
+		switch end {
+		case waitTimer:
+			t.confirm = nil
+			q.mu.Unlock()
+			return false, false, false
+		case waitOther:
+			t.confirm = nil
+			q.mu.Unlock()
+			return false, false, true
+		case waitStop:
+			q.mu.Unlock()
+			return false, true, false
+		}
 	}
 }
 
@@ -136,7 +144,7 @@ func (d *Dispatcher) SendFailed(device, attribute string, err error) {
 		return
 	}
 	c.failure = err
-	close(c.failed)
+	q.changedLocked()
 }
 
 // failedWith returns the failure the bridge reported for c's set, or nil.
@@ -187,19 +195,26 @@ func (q *deviceQueue) resolveOvertaken(ctx context.Context, c *confirmation, per
 		defer q.dropOvertaken(c)
 		timer := q.d.clock.NewTimer(expires.Sub(q.d.now()))
 		defer timer.Stop()
-		select {
-		case <-c.done:
-			q.release(permit, breaker.Success)
-		case <-c.faulted:
-			q.release(permit, breaker.Success)
-		case <-timer.Chan():
-			q.dropOvertaken(c) // no report counts after the timeout
-			q.releaseTimedOut(ctx, permit, q.probeOutcome(permit, q.timeoutOutcome(q.svc.link.changedSince(linkGen), heard)))
-		case <-linkUp:
-			q.release(permit, breaker.Canceled) // Hearth's own connection, not the service
-		case <-ctx.Done():
-			q.release(permit, breaker.Canceled)
+		q.mu.Lock()
+		for end := waitChanged; !c.ok && c.fault == ""; end = q.waitLocked(ctx, nil, timer.Chan(), linkUp) {
+			switch end {
+			case waitTimer:
+				q.mu.Unlock()
+				q.dropOvertaken(c) // no report counts after the timeout
+				q.releaseTimedOut(ctx, permit, q.probeOutcome(permit, q.timeoutOutcome(q.svc.link.changedSince(linkGen), heard)))
+				return
+			case waitOther:
+				q.mu.Unlock()
+				q.release(permit, breaker.Canceled) // Hearth's own connection, not the service
+				return
+			case waitStop:
+				q.mu.Unlock()
+				q.release(permit, breaker.Canceled)
+				return
+			}
 		}
+		q.mu.Unlock()
+		q.release(permit, breaker.Success) // confirmed, or a device fault: the service delivered
 	})
 }
 
@@ -210,13 +225,8 @@ func (q *deviceQueue) feedLocked(c *confirmation, state map[string]any) {
 	maps.Copy(c.seen, state)
 	if fault, bad := devices.Fault(q.dev.Class, c.seen); bad && c.fault == "" {
 		c.fault = fault
-		close(c.faulted)
 	} else if q.satisfied(c.target, c.seen) {
-		select {
-		case <-c.done:
-		default:
-			close(c.done)
-		}
+		c.ok = true
 	}
 }
 

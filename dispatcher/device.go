@@ -30,21 +30,20 @@ type deviceQueue struct {
 	m  *machine.Device
 	// cur is the runner's side of the command being attempted (m's
 	// Current), or nil.
-	cur  *task
-	wake chan struct{}
+	cur *task
+	// changed is closed, then replaced, at every input the device takes
+	// (changedLocked): a report, an availability, a node status, the end
+	// of an awake lease, a bridge's word on a set, a command accepted or
+	// restored. The worker's waits look again at what they wait for then
+	// (see waitLocked): one signal, whatever the input.
+	changed chan struct{}
+	// sleeps counts the awake leases the bridge (or a silence) ended.
+	sleeps uint64
 	// running: the worker goroutine is running. It starts with the first
 	// command and ends when the queue is empty, so that a device costs a
 	// goroutine only while it has work (see startWorkerLocked).
 	running bool
 
-	// woke is closed at every wake signal of a sleepy device, then
-	// replaced; slept is closed when the bridge ends its lease (the node
-	// is asleep), then replaced (see sleepy.go).
-	woke  chan struct{}
-	slept chan struct{}
-	// availChanged is closed at every availability report, then replaced
-	// (see offline.go).
-	availChanged chan struct{}
 	// overtaken are the confirmations of sent attempts whose command was
 	// superseded while they waited for their report. Each keeps its
 	// breaker permit until its attempt timeout, and reports still feed
@@ -66,22 +65,23 @@ type task struct {
 
 // stateCheck collects the reports that arrive after a fresh read began.
 type stateCheck struct {
-	seen map[string]any // attributes reported since the check began, merged
-	news chan struct{}  // signalled at every report
+	seen    map[string]any // attributes reported since the check began, merged
+	reports int            // the reports merged into seen
 }
 
-// confirmation collects the reports that arrive after one send.
+// confirmation collects the reports that arrive after one send. Its
+// fields are guarded by the device's q.mu; every change to them is an
+// input of the device (changedLocked).
 type confirmation struct {
 	target devices.Target // what the attempt asked for
 	seen   map[string]any // attributes reported since the send, merged
-	done   chan struct{}  // closed once seen satisfies the target
-	// faulted is closed, and fault says what, once seen shows the device
-	// unable to reach any target (devices.Fault: a jammed bolt).
-	faulted chan struct{}
-	fault   string
-	// failed is closed, and failure says why, once the bridge reports
-	// that it could not deliver the set after taking it (SendFailed).
-	failed  chan struct{}
+	// ok: seen satisfies the target.
+	ok bool
+	// fault says, once seen shows the device unable to reach any target
+	// (devices.Fault: a jammed bolt), what.
+	fault string
+	// failure says why, once the bridge reported that it could not
+	// deliver the set after taking it (SendFailed, AnswerFailed).
 	failure error
 	// resumed: it waits for the attempt in flight before a restart, so
 	// a retained report counts too: it is the device's state as its
@@ -90,7 +90,7 @@ type confirmation struct {
 }
 
 func newDeviceQueue(d *Dispatcher, dev Device, svc *Service) *deviceQueue {
-	return &deviceQueue{d: d, dev: dev, svc: svc, m: machine.New(dev.Device), wake: make(chan struct{}, 1), woke: make(chan struct{}), slept: make(chan struct{}), availChanged: make(chan struct{})}
+	return &deviceQueue{d: d, dev: dev, svc: svc, m: machine.New(dev.Device), changed: make(chan struct{})}
 }
 
 // supersede ends every waiting or running command of the device that op
@@ -124,8 +124,8 @@ func (q *deviceQueue) restore(ops []devices.Op) {
 	q.mu.Lock()
 	q.m.Restore(ops)
 	q.startWorkerLocked()
+	q.changedLocked()
 	q.mu.Unlock()
-	signal(q.wake)
 }
 
 // forget drops the places of ended commands whose end is stored: they
@@ -190,8 +190,8 @@ func (q *deviceQueue) accept(op devices.Op, kind machine.Kind) {
 	q.mu.Lock()
 	q.m.Accept(op, kind)
 	q.startWorkerLocked()
+	q.changedLocked()
 	q.mu.Unlock()
-	signal(q.wake)
 }
 
 // startWorkerLocked starts the device's worker unless it runs already or
@@ -220,28 +220,85 @@ var workerLinger = 30 * time.Second
 func (q *deviceQueue) linger(ctx context.Context) bool {
 	timer := time.NewTimer(workerLinger)
 	defer timer.Stop()
-	for {
-		expired := false
-		select {
-		case <-q.wake:
-		case <-timer.C:
-			expired = true
-		case <-ctx.Done():
-			return false
-		}
-		q.mu.Lock()
-		if !q.m.Idle() {
-			q.mu.Unlock()
-			return true
-		}
-		if expired {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for q.m.Idle() {
+		switch q.waitLocked(ctx, nil, timer.C, nil) {
+		case waitTimer:
 			// Decided under q.mu: a push from here on starts a new
 			// worker.
 			q.idleLocked()
-			q.mu.Unlock()
+			return false
+		case waitStop:
 			return false
 		}
-		q.mu.Unlock() // woken for nothing: wait on
+	}
+	return true
+}
+
+// changedLocked tells the worker's waits that the device took an input.
+// Called with q.mu held.
+func (q *deviceQueue) changedLocked() {
+	close(q.changed)
+	q.changed = make(chan struct{})
+}
+
+// waitEnd says what ended a wait of the worker (waitLocked).
+type waitEnd int
+
+const (
+	waitChanged waitEnd = iota // the device took an input: look again
+	waitTimer                  // the timer fired
+	waitOther                  // the caller's other channel was closed
+	waitStop                   // t ended from outside, or ctx is done
+)
+
+// waitLocked waits, with q.mu held on entry and on return, for the
+// device's next input (changedLocked), timer (nil: none), other (nil:
+// none), the end of t from outside (t.cancel; t nil: none) or the end of
+// ctx, and says which came first. The caller looks again, under q.mu, at
+// what it waits for: an input changes nothing it waits for as often as
+// not.
+func (q *deviceQueue) waitLocked(ctx context.Context, t *task, timer <-chan time.Time, other <-chan struct{}) waitEnd {
+	changed := q.changed
+	var cancel chan struct{}
+	if t != nil {
+		cancel = t.cancel
+	}
+	q.mu.Unlock()
+	defer q.mu.Lock()
+	select {
+	case <-changed:
+		return waitChanged
+	case <-timer:
+		return waitTimer
+	case <-other:
+		return waitOther
+	case <-cancel:
+		return waitStop
+	case <-ctx.Done():
+		return waitStop
+	}
+}
+
+// pause waits until until (on the dispatcher's clock), for a or b (nil:
+// none), or for the end of t from outside or of ctx, and says which came
+// first (waitOther for a, waitChanged for b). It is for the waits that no
+// input of the device ends: the bridge, the breaker, a backoff.
+func (q *deviceQueue) pause(ctx context.Context, t *task, until time.Time, a, b <-chan struct{}) waitEnd {
+	timer := q.d.clock.NewTimer(until.Sub(q.d.now()))
+	defer timer.Stop()
+	select {
+	case <-timer.Chan():
+		return waitTimer
+	case <-a:
+		return waitOther
+	case <-b:
+		return waitChanged
+	case <-t.cancel:
+		return waitStop
+	case <-ctx.Done():
+		return waitStop
 	}
 }
 

@@ -142,17 +142,13 @@ func (d *Dispatcher) freshReads(ctx context.Context) {
 // awaitSaidOnline waits until q's device is reported online (true), or ctx
 // ends (false).
 func (q *deviceQueue) awaitSaidOnline(ctx context.Context) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
 	for {
-		q.mu.Lock()
-		online, known := q.m.Available()
-		changed := q.availChanged
-		q.mu.Unlock()
-		if known && online {
+		if online, known := q.m.Available(); known && online {
 			return true
 		}
-		select {
-		case <-changed:
-		case <-ctx.Done():
+		if q.waitLocked(ctx, nil, nil, nil) == waitStop {
 			return false
 		}
 	}

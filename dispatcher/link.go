@@ -157,22 +157,13 @@ func (q *deviceQueue) awaitLink(ctx context.Context, t *task, deadline time.Time
 			until = retryAt
 		}
 		q.d.log.Info("waiting for the bridge", "op_id", t.Op.OpID, "device", q.dev.ID, "service", q.svc.Name, "until", until)
-		timer := q.d.clock.NewTimer(until.Sub(now))
-		select {
-		case <-changed:
-		case <-timer.Chan():
-		case <-breakerChanged:
+		switch q.pause(ctx, t, until, changed, breakerChanged) {
+		case waitChanged:
 			// The breaker may have opened (a replayed offline that
 			// held): the caller asks it again.
-			timer.Stop()
 			return false, false
-		case <-t.cancel:
-			timer.Stop()
-			return false, true
-		case <-ctx.Done():
-			timer.Stop()
+		case waitStop:
 			return false, true
 		}
-		timer.Stop()
 	}
 }

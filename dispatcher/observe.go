@@ -323,12 +323,10 @@ func (q *deviceQueue) report(state map[string]any, retained bool) {
 	now := q.d.now()
 	q.mu.Lock()
 	r := q.m.Report(state, retained, now)
-	if r.Woke {
-		q.wokeLocked()
-	}
+	q.changedLocked() // a wake signal (r.Woke), or news for an attempt
 	if t := q.cur; t != nil && t.check != nil && !t.Ended() && r.News {
 		maps.Copy(t.check.seen, state)
-		signal(t.check.news)
+		t.check.reports++
 	}
 	if t := q.cur; t != nil && t.confirm != nil && !t.Ended() && (r.News || (retained && t.confirm.resumed)) {
 		q.feedLocked(t.confirm, state)
@@ -357,11 +355,8 @@ func (q *deviceQueue) report(state map[string]any, retained bool) {
 // availability mirrors the device's availability as the bridge reports it.
 func (q *deviceQueue) availability(online bool) {
 	q.mu.Lock()
-	if q.m.Availability(online, q.d.now()) {
-		q.wokeLocked() // back from offline: a wake signal
-	}
-	close(q.availChanged)
-	q.availChanged = make(chan struct{})
+	q.m.Availability(online, q.d.now()) // back from offline: a wake signal
+	q.changedLocked()
 	q.d.out.pushRaw(q.d.topic(q.dev.ID, "availability"), []byte(onlineWord(online)), true)
 	q.mu.Unlock()
 	if q.d.onAvailability != nil {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/jonboulle/clockwork"
+
 	"github.com/hearthd/hearth/devices"
 	"github.com/hearthd/hearth/machine"
 )
@@ -26,11 +28,34 @@ import (
 // the caller's loop to decide.
 func (q *deviceQueue) awaitOnline(ctx context.Context, t *task, deadline time.Time) (ok, stop bool) {
 	announced := false
+	var timer clockwork.Timer // set once the command waits
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
 	for {
 		now := q.d.now()
 		q.mu.Lock()
+		if t.Ended() {
+			q.mu.Unlock()
+			return false, true
+		}
 		g := q.m.OfflineGate(t.Command, now, deadline, q.svc.Name)
-		op, changed := t.Op, q.availChanged
+		op := t.Op
+		if g.Kind == machine.GateWait && announced {
+			// Still offline: wait for the next input (an availability
+			// report among them) or the deadline.
+			if timer == nil {
+				timer = q.d.clock.NewTimer(deadline.Sub(now))
+			}
+			end := q.waitLocked(ctx, t, timer.Chan(), nil)
+			q.mu.Unlock()
+			if end == waitStop {
+				return false, true
+			}
+			continue
+		}
 		q.mu.Unlock()
 		switch g.Kind {
 		case machine.GateOpen:
@@ -44,25 +69,11 @@ func (q *deviceQueue) awaitOnline(ctx context.Context, t *task, deadline time.Ti
 		case machine.GatePassed:
 			return false, false
 		}
-		if !announced {
-			announced = true
-			r := op.Result()
-			r.Status, r.Reason, r.At, r.Detail = devices.Queued, devices.ReasonDeviceOffline, now, g.Detail
-			q.d.publishResult(r)
-			q.d.log.Info("command queued for an offline device", "op_id", op.OpID, "device", op.Device, "deadline", op.Deadline)
-		}
-		timer := q.d.clock.NewTimer(deadline.Sub(now))
-		select {
-		case <-changed:
-		case <-timer.Chan():
-		case <-t.cancel:
-			timer.Stop()
-			return false, true
-		case <-ctx.Done():
-			timer.Stop()
-			return false, true
-		}
-		timer.Stop()
+		announced = true
+		r := op.Result()
+		r.Status, r.Reason, r.At, r.Detail = devices.Queued, devices.ReasonDeviceOffline, now, g.Detail
+		q.d.publishResult(r)
+		q.d.log.Info("command queued for an offline device", "op_id", op.OpID, "device", op.Device, "deadline", op.Deadline)
 	}
 }
 

@@ -173,7 +173,7 @@ func (q *deviceQueue) refuse(t *task, op devices.Op, err error, now time.Time, d
 // while waiting, for the caller's loop to end it.
 func (q *deviceQueue) revalidate(ctx context.Context, t *task, strict bool, when string, until time.Time) (proceed, stop bool) {
 	d := q.d
-	chk := &stateCheck{seen: map[string]any{}, news: make(chan struct{}, 1)}
+	chk := &stateCheck{seen: map[string]any{}}
 	q.mu.Lock()
 	if t.Ended() {
 		q.mu.Unlock()
@@ -222,14 +222,17 @@ func (q *deviceQueue) revalidate(ctx context.Context, t *task, strict bool, when
 		}
 		return unknown(fmt.Sprintf("the state could not be read %s: %v", when, err), nil)
 	}
-	for {
-		select {
-		case <-chk.news:
-			q.mu.Lock()
+	q.mu.Lock()
+	looked := 0 // the reports of chk looked at
+	for end := waitChanged; ; end = q.waitLocked(ctx, t, timer.Chan(), nil) {
+		if chk.reports > looked {
+			looked = chk.reports
 			seen := maps.Clone(chk.seen)
 			reading := q.assess(op.Target, seen)
 			already := reading == devices.ReadingKnown && q.satisfied(op.Target, seen)
-			q.mu.Unlock()
+			if reading != devices.ReadingNone {
+				q.mu.Unlock()
+			}
 			switch {
 			case already:
 				d.log.Info("state read: already at the target; nothing sent", "op_id", op.OpID, "device", op.Device, "when", when)
@@ -250,14 +253,16 @@ func (q *deviceQueue) revalidate(ctx context.Context, t *task, strict bool, when
 			// A report that does not name the target's attributes
 			// (a battery level, or a lock's state without lock_state):
 			// wait on.
-		case <-timer.Chan():
+		}
+		switch end {
+		case waitTimer:
+			q.mu.Unlock()
 			if !d.now().Before(until) {
 				return false, false // the TTL or the policy's deadline passed: the loop ends it
 			}
 			return unknown(fmt.Sprintf("no report of the state within %s of the read %s", timeout, when), nil)
-		case <-t.cancel:
-			return false, true
-		case <-ctx.Done():
+		case waitStop:
+			q.mu.Unlock()
 			return false, true
 		}
 	}

@@ -23,18 +23,12 @@ import (
 // superseded command that never reached the device goes to the
 // dead-letter store.
 
-// wokeLocked tells the waits of the worker that a wake signal counted.
-// Called with q.mu held.
-func (q *deviceQueue) wokeLocked() {
-	close(q.woke)
-	q.woke = make(chan struct{})
-}
-
-// sleptLocked tells the waits of the worker that the bridge ended the
-// lease. Called with q.mu held.
+// sleptLocked tells the worker's waits that the awake lease ended (the
+// bridge said the node sleeps, or a request went unanswered). Called with
+// q.mu held.
 func (q *deviceQueue) sleptLocked() {
-	close(q.slept)
-	q.slept = make(chan struct{})
+	q.sleeps++
+	q.changedLocked()
 }
 
 // endLease ends the device's awake lease gen at once: a request to it
@@ -52,23 +46,20 @@ func (q *deviceQueue) endLease(gen uint64) {
 func (q *deviceQueue) nodeStatus(status devices.NodeStatus) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	woke, slept := q.m.NodeStatus(status, q.d.now())
-	if woke {
-		q.wokeLocked()
-	}
-	if slept {
+	if _, slept := q.m.NodeStatus(status, q.d.now()); slept {
 		q.sleptLocked()
+	} else {
+		q.changedLocked() // a wake signal, or nothing new
 	}
 }
 
-// lease returns whether the device is awake at now, the current lease's
-// number and end, and the channels closed at the next wake signal and
-// when the bridge ends the lease.
-func (q *deviceQueue) lease(now time.Time) (awake bool, gen uint64, until time.Time, woke, slept <-chan struct{}) {
+// lease returns whether the device is awake at now, and the current
+// lease's number.
+func (q *deviceQueue) lease(now time.Time) (awake bool, gen uint64) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	l := q.m.Lease(now)
-	return l.Awake, l.Gen, l.Until, q.woke, q.slept
+	return l.Awake, l.Gen
 }
 
 // runSleepy is a sleepy device's worker. Unlike an always-listening
@@ -87,7 +78,7 @@ func (q *deviceQueue) runSleepy(ctx context.Context) {
 		now := d.now()
 		q.mu.Lock()
 		p := q.m.Plan(now)
-		woke := q.woke
+		changed := q.changed // the next input: a wake signal, a command, an offline report
 		if q.idleLocked() {
 			q.mu.Unlock()
 			return // the next command starts the worker again
@@ -114,17 +105,9 @@ func (q *deviceQueue) runSleepy(ctx context.Context) {
 				tm = d.clock.NewTimer(p.Wake.Sub(now))
 				timer = tm.Chan()
 			}
-			var away <-chan struct{} // an offline report may end the commands
-			if q.dev.OnOffline() == devices.OfflineFail {
-				q.mu.Lock()
-				away = q.availChanged
-				q.mu.Unlock()
-			}
 			select {
-			case <-woke:
-			case <-q.wake: // a new command
+			case <-changed:
 			case <-timer:
-			case <-away:
 			case <-ctx.Done():
 			}
 			if tm != nil {
@@ -160,7 +143,7 @@ func (q *deviceQueue) runSleepy(ctx context.Context) {
 			if ctx.Err() != nil {
 				return
 			}
-			if awake, g, _, _, _ := q.lease(d.now()); !awake || g != p.Gen {
+			if awake, g := q.lease(d.now()); !awake || g != p.Gen {
 				break // the lease ended: the rest wait for the next
 			}
 		}
@@ -237,7 +220,7 @@ func (q *deviceQueue) deliverAwake(ctx context.Context, t *task, gen uint64) {
 	for {
 		q.mu.Lock()
 		st := dl.Next(d.now())
-		op, slept := t.Op, q.slept
+		op, sleeps := t.Op, q.sleeps
 		q.mu.Unlock()
 		if st.Kind != machine.StepAttempt {
 			return
@@ -341,7 +324,7 @@ func (q *deviceQueue) deliverAwake(ctx context.Context, t *task, gen uint64) {
 			return
 		}
 		d.log.Info("attempt", "op_id", op.OpID, "device", op.Device, "attempt", op.Attempts, "outcome", "sent", "awake_until", until)
-		switch q.verify(ctx, t, c, permit, until, p.AttemptTimeout, slept) {
+		switch q.verify(ctx, t, c, permit, until, p.AttemptTimeout, sleeps) {
 		case verifyConfirmed, verifyStop:
 			return
 		case verifyOtherState:
@@ -373,15 +356,15 @@ const (
 // read the state (the verifying read) and waits for the answer until end
 // or timeout after the send. A report of the target confirms; a report of
 // other values for the target's attributes after the read is the device
-// saying no.
-func (q *deviceQueue) verify(ctx context.Context, t *task, c *confirmation, permit *breaker.Permit, end time.Time, timeout time.Duration, slept <-chan struct{}) verifyOutcome {
+// saying no; the end of the lease (q.sleeps past sleeps) ends the wait.
+func (q *deviceQueue) verify(ctx context.Context, t *task, c *confirmation, permit *breaker.Permit, end time.Time, timeout time.Duration, sleeps uint64) verifyOutcome {
 	d := q.d
 	start := d.now()
 	if e := start.Add(timeout); e.Before(end) {
 		end = e
 	}
 	first := end.Sub(start) / 2
-	chk := &stateCheck{seen: map[string]any{}, news: make(chan struct{}, 1)}
+	chk := &stateCheck{seen: map[string]any{}}
 	read := false
 	timer := d.clock.NewTimer(first)
 	defer timer.Stop()
@@ -392,14 +375,10 @@ func (q *deviceQueue) verify(ctx context.Context, t *task, c *confirmation, perm
 		}
 		q.mu.Unlock()
 	}()
-	for {
-		var news <-chan struct{}
-		if read {
-			news = chk.news
-		}
-		select {
-		case <-c.done:
-			q.mu.Lock()
+	q.mu.Lock()
+	for w := waitChanged; ; {
+		switch {
+		case c.ok:
 			state := maps.Clone(c.seen)
 			attempt := t.Op.Attempts
 			q.mu.Unlock()
@@ -407,8 +386,7 @@ func (q *deviceQueue) verify(ctx context.Context, t *task, c *confirmation, perm
 			q.release(permit, breaker.Success)
 			q.finish(t, devices.Succeeded, "", "", state)
 			return verifyConfirmed
-		case <-c.faulted:
-			q.mu.Lock()
+		case c.fault != "":
 			state := maps.Clone(c.seen)
 			attempt, fault := t.Op.Attempts, c.fault
 			q.mu.Unlock()
@@ -416,22 +394,34 @@ func (q *deviceQueue) verify(ctx context.Context, t *task, c *confirmation, perm
 			q.finish(t, devices.Failed, devices.ReasonJammed,
 				fmt.Sprintf("after attempt %d the device reported %s; not retried: a jammed bolt needs a person to look", attempt, fault), state)
 			return verifyConfirmed
-		case <-news:
-			q.mu.Lock()
+		case read && chk.reports > 0 && !q.satisfied(t.Op.Target, chk.seen):
+			// The device answered the read (a report after it) but did
+			// not confirm: another value, or not the attribute at all.
+			// It is awake: no reason to end its lease.
+			t.confirm = nil
 			seen := maps.Clone(chk.seen)
 			q.mu.Unlock()
-			// The device answered the read (a report after it) but
-			// did not confirm: another value, or not the attribute at
-			// all. It is awake: no reason to end its lease.
-			if !q.satisfied(t.Op.Target, seen) {
-				q.unwatch(t)
-				q.release(permit, breaker.Success) // the bridge and the device answered
-				d.log.Info("verifying read: the device answered without the target", "op_id", t.Op.OpID, "device", q.dev.ID, "state", showState(seen))
-				return verifyOtherState
-			}
-		case <-timer.Chan():
+			q.release(permit, breaker.Success) // the bridge and the device answered
+			d.log.Info("verifying read: the device answered without the target", "op_id", t.Op.OpID, "device", q.dev.ID, "state", showState(seen))
+			return verifyOtherState
+		case q.sleeps != sleeps:
+			// The bridge says the node went back to sleep: nothing more
+			// will come in this lease.
+			t.confirm = nil
+			q.mu.Unlock()
+			q.release(permit, breaker.Ignored)
+			d.log.Info("attempt unconfirmed: the node went to sleep", "op_id", t.Op.OpID, "device", q.dev.ID)
+			return verifySilent
+		}
+		switch w {
+		case waitStop:
+			q.mu.Unlock()
+			q.release(permit, breaker.Canceled)
+			return verifyStop
+		case waitTimer:
 			if read {
-				q.unwatch(t)
+				t.confirm = nil
+				q.mu.Unlock()
 				// A sleeping device's silence says nothing about its
 				// service.
 				q.release(permit, breaker.Ignored)
@@ -439,7 +429,6 @@ func (q *deviceQueue) verify(ctx context.Context, t *task, c *confirmation, perm
 				return verifySilent
 			}
 			read = true
-			q.mu.Lock()
 			if t.Ended() {
 				q.mu.Unlock()
 				q.release(permit, breaker.Canceled)
@@ -453,20 +442,11 @@ func (q *deviceQueue) verify(ctx context.Context, t *task, c *confirmation, perm
 			cancel()
 			d.log.Info("verifying read", "op_id", t.Op.OpID, "device", q.dev.ID, "err", err)
 			timer.Reset(end.Sub(d.now()))
-		case <-slept:
-			// The bridge says the node went back to sleep: nothing more
-			// will come in this lease.
-			q.unwatch(t)
-			q.release(permit, breaker.Ignored)
-			d.log.Info("attempt unconfirmed: the node went to sleep", "op_id", t.Op.OpID, "device", q.dev.ID)
-			return verifySilent
-		case <-t.cancel:
-			q.release(permit, breaker.Canceled)
-			return verifyStop
-		case <-ctx.Done():
-			q.release(permit, breaker.Canceled)
-			return verifyStop
+			q.mu.Lock()
+			w = waitChanged // the answer may have come during the read: look first
+			continue
 		}
+		w = q.waitLocked(ctx, t, timer.Chan(), nil)
 	}
 }
 

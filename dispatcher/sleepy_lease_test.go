@@ -135,9 +135,8 @@ func TestLateEndOfAnOldLeaseKeepsANewOne(t *testing.T) {
 	q := r.d.devices["radiator"]
 	q.mu.Lock()
 	r.clock.Advance(time.Minute) // verify's timer fires (its wait ended at +5 s)
-	if q.m.Wake(r.clock.Now()) { // a check-in a minute later: lease 2 begins
-		q.wokeLocked()
-	}
+	q.m.Wake(r.clock.Now())      // a check-in a minute later: lease 2 begins
+	q.changedLocked()
 	gen := q.m.Lease(r.clock.Now()).Gen
 	q.mu.Unlock()
 

@@ -35,19 +35,23 @@ func TestStuckCommandDoesNotStarveAnotherAttribute(t *testing.T) {
 	r.status("B", devices.Queued)
 	start := r.clock.Now()
 
+	deadline := start.Add(time.Hour)
 	var sentB bool
+	take := func(m bridgeMsg) {
+		if m.verb == "set" && m.target["current_heating_setpoint"] != nil && m.at.Before(deadline) {
+			sentB = true
+		}
+	}
 	for wake := range 3 {
 		r.advance(1, 10*time.Minute) // asleep: the queued command's TTL timer
 		woke := r.clock.Now()
 		r.report(map[string]any{"current_heating_setpoint": 16.0}) // check-in
 		handle := func(m bridgeMsg) {
-			switch {
-			case m.verb == "get":
+			take(m)
+			if m.verb == "get" {
 				r.report(map[string]any{"current_heating_setpoint": 16.0})
-			case m.target["current_heating_setpoint"] != nil:
-				sentB = true
-				t.Logf("wake %d: B sent at +%s", wake+1, m.at.Sub(start))
 			}
+			t.Logf("wake %d: %s %v at +%s", wake+1, m.verb, m.target, m.at.Sub(start))
 		}
 		// The wake's first send, before the clock moves: until the
 		// worker has taken the wake, its wait for the TTL still counts
@@ -67,23 +71,20 @@ func TestStuckCommandDoesNotStarveAnotherAttribute(t *testing.T) {
 			}
 			r.clock.Advance(2500 * time.Millisecond)
 		}
-		// Back to sleep: drain what is left of this wake.
-		r.waiting()
-		for len(r.bridge.msgs) > 0 {
-			if m := <-r.bridge.msgs; m.verb == "set" && m.target["current_heating_setpoint"] != nil {
-				sentB = true
-			}
-		}
+	}
+	// B's TTL passes: it should end (expired, or failed once sent) by
+	// then. Its end is written after every send of it, so once it is
+	// seen ended, every send of B is among the bridge's messages.
+	r.advance(1, time.Hour)
+	r.eventually("B to end past its deadline", func() bool {
+		op, _, _ := r.journal.Lookup("B")
+		return op.Status.Terminal()
+	})
+	for len(r.bridge.msgs) > 0 {
+		take(<-r.bridge.msgs)
 	}
 	if !sentB {
 		t.Errorf("B (TTL 1 h) was never sent at any of the radiator's 3 wakes within its TTL: A, which the radiator never confirms, held the queue")
-	}
-	// B's TTL passes: it should end expired (a dead letter) by then.
-	r.advance(1, time.Hour)
-	r.waiting()
-	op, _, _ := r.journal.Lookup("B")
-	if !op.Status.Terminal() {
-		t.Errorf("at +%s, past B's deadline (+1h), B is still %s: nothing ends it while A runs", r.clock.Now().Sub(start), op.Status)
 	}
 }
 
@@ -141,10 +142,16 @@ func TestSilentCommandDoesNotStarveTheNextAtEveryWake(t *testing.T) {
 			}
 			r.clock.Advance(2500 * time.Millisecond)
 		}
-		r.waiting()
-		for len(r.bridge.msgs) > 0 {
-			handle(<-r.bridge.msgs)
-		}
+	}
+	// Past B's deadline B has ended, and its end is written after every
+	// send of it: every send of B is now among the bridge's messages.
+	r.advance(1, time.Hour)
+	r.eventually("B to end past its deadline", func() bool {
+		op, _, _ := r.journal.Lookup("B")
+		return op.Status.Terminal()
+	})
+	for len(r.bridge.msgs) > 0 {
+		handle(<-r.bridge.msgs)
 	}
 	if sentB == 0 {
 		t.Errorf("B (TTL 1 h) was never sent at any of 3 wakes by +%s (A was sent %d times): A, whose read the radiator never answers, went first and ended every lease",
