@@ -333,7 +333,7 @@ func (q *deviceQueue) awaitProbe(ctx context.Context, t *task, changed <-chan st
 	b := q.svc.breaker
 	b.waitForProbe(q.dev.ID, 1)
 	defer b.waitForProbe(q.dev.ID, -1)
-	q.d.log.Info("waiting for the half-open breaker's probe", "op_id", t.Op.OpID, "device", q.dev.ID, "service", q.svc.Name, "until", until)
+	q.d.log.Info("waiting for the half-open breaker's probe", "op_id", t.opID, "device", q.dev.ID, "service", q.svc.Name, "until", until)
 	return q.pause(ctx, t, until, changed, nil) == waitStop
 }
 

@@ -55,6 +55,9 @@ type deviceQueue struct {
 // task is the command being attempted, with what its worker waits on.
 type task struct {
 	*machine.Command
+	// opID is the command's op_id, which never changes: the logs read it
+	// without q.mu (Op changes under it, at a supersede).
+	opID   string
 	cancel chan struct{} // closed when the command ends from outside (superseded)
 	// confirm is set while an attempt waits for a confirming report.
 	confirm *confirmation
@@ -347,7 +350,7 @@ func (q *deviceQueue) run(ctx context.Context) {
 // begin makes c, m's current command, the one the worker attempts.
 // Called with q.mu held.
 func (q *deviceQueue) begin(c *machine.Command) *task {
-	q.cur = &task{Command: c, cancel: make(chan struct{})}
+	q.cur = &task{Command: c, opID: c.Op.OpID, cancel: make(chan struct{})}
 	return q.cur
 }
 

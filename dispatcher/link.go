@@ -156,7 +156,7 @@ func (q *deviceQueue) awaitLink(ctx context.Context, t *task, deadline time.Time
 		if !retryAt.IsZero() && retryAt.Before(until) {
 			until = retryAt
 		}
-		q.d.log.Info("waiting for the bridge", "op_id", t.Op.OpID, "device", q.dev.ID, "service", q.svc.Name, "until", until)
+		q.d.log.Info("waiting for the bridge", "op_id", t.opID, "device", q.dev.ID, "service", q.svc.Name, "until", until)
 		switch q.pause(ctx, t, until, changed, breakerChanged) {
 		case waitChanged:
 			// The breaker may have opened (a replayed offline that

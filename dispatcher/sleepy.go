@@ -129,7 +129,7 @@ func (q *deviceQueue) runSleepy(ctx context.Context) {
 			if delivery == machine.LeaseOver {
 				break // the lease ended: the rest wait for the next
 			}
-			d.log.Info("device awake: delivering", "op_id", t.Op.OpID, "device", q.dev.ID, "lease", p.Gen)
+			d.log.Info("device awake: delivering", "op_id", t.opID, "device", q.dev.ID, "lease", p.Gen)
 			q.deliverAwake(ctx, t, p.Gen)
 			q.mu.Lock()
 			// Back in its place in acceptance order, queued again for
@@ -202,7 +202,7 @@ func (q *deviceQueue) taskOf(c *machine.Command) *task {
 	if q.cur != nil && q.cur.Command == c {
 		return q.cur
 	}
-	return &task{Command: c}
+	return &task{Command: c, opID: c.Op.OpID}
 }
 
 // deliverAwake attempts t within the awake lease gen, as t's
@@ -382,7 +382,7 @@ func (q *deviceQueue) verify(ctx context.Context, t *task, c *confirmation, perm
 			state := maps.Clone(c.seen)
 			attempt := t.Op.Attempts
 			q.mu.Unlock()
-			d.log.Info("attempt confirmed", "op_id", t.Op.OpID, "device", q.dev.ID, "attempt", attempt, "verified_by_read", read)
+			d.log.Info("attempt confirmed", "op_id", t.opID, "device", q.dev.ID, "attempt", attempt, "verified_by_read", read)
 			q.release(permit, breaker.Success)
 			q.finish(t, devices.Succeeded, "", "", state)
 			return verifyConfirmed
@@ -402,7 +402,7 @@ func (q *deviceQueue) verify(ctx context.Context, t *task, c *confirmation, perm
 			seen := maps.Clone(chk.seen)
 			q.mu.Unlock()
 			q.release(permit, breaker.Success) // the bridge and the device answered
-			d.log.Info("verifying read: the device answered without the target", "op_id", t.Op.OpID, "device", q.dev.ID, "state", showState(seen))
+			d.log.Info("verifying read: the device answered without the target", "op_id", t.opID, "device", q.dev.ID, "state", showState(seen))
 			return verifyOtherState
 		case q.sleeps != sleeps:
 			// The bridge says the node went back to sleep: nothing more
@@ -410,7 +410,7 @@ func (q *deviceQueue) verify(ctx context.Context, t *task, c *confirmation, perm
 			t.confirm = nil
 			q.mu.Unlock()
 			q.release(permit, breaker.Ignored)
-			d.log.Info("attempt unconfirmed: the node went to sleep", "op_id", t.Op.OpID, "device", q.dev.ID)
+			d.log.Info("attempt unconfirmed: the node went to sleep", "op_id", t.opID, "device", q.dev.ID)
 			return verifySilent
 		}
 		switch w {
@@ -425,7 +425,7 @@ func (q *deviceQueue) verify(ctx context.Context, t *task, c *confirmation, perm
 				// A sleeping device's silence says nothing about its
 				// service.
 				q.release(permit, breaker.Ignored)
-				d.log.Info("attempt unconfirmed: the device did not answer before its lease ended", "op_id", t.Op.OpID, "device", q.dev.ID)
+				d.log.Info("attempt unconfirmed: the device did not answer before its lease ended", "op_id", t.opID, "device", q.dev.ID)
 				return verifySilent
 			}
 			read = true
@@ -440,7 +440,7 @@ func (q *deviceQueue) verify(ctx context.Context, t *task, c *confirmation, perm
 			readCtx, cancel := context.WithTimeout(ctx, sendTimeout)
 			err := q.svc.Bridge.Read(readCtx, q.dev.Device, target)
 			cancel()
-			d.log.Info("verifying read", "op_id", t.Op.OpID, "device", q.dev.ID, "err", err)
+			d.log.Info("verifying read", "op_id", t.opID, "device", q.dev.ID, "err", err)
 			timer.Reset(end.Sub(d.now()))
 			q.mu.Lock()
 			w = waitChanged // the answer may have come during the read: look first
