@@ -29,7 +29,8 @@ var allowed = map[string][]string{
 	"acl":                   {"topic"},
 	"health":                {},
 	"homeassistant":         {"devices"},
-	"dispatcher":            {"devices", "retry", "breaker", "machine"},
+	"dispatcher":            {"devices", "retry", "breaker", "machine", "notify"},
+	"notify":                {"devices", "retry", "breaker"},
 	"machine":               {"devices", "retry"},
 	"automations":           {"devices", "topic"},
 	"api":                   {"dispatcher", "health", "devices"},
@@ -60,6 +61,7 @@ var allowed = map[string][]string{
 // never lists what a package must not depend on even indirectly.
 var never = map[string][]string{
 	"dispatcher": {"store", "broker", "protocols/"},
+	"notify":     {"store", "broker", "protocols/", "dispatcher"},
 	"simulator":  {"protocols/"},
 	"machine":    {"breaker", "store", "broker", "protocols/"},
 	// A scenario catches the protocols' mistakes and checks the

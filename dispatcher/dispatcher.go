@@ -35,6 +35,7 @@ import (
 
 	"github.com/hearthd/hearth/breaker"
 	"github.com/hearthd/hearth/devices"
+	"github.com/hearthd/hearth/notify"
 	"github.com/hearthd/hearth/retry"
 )
 
@@ -48,10 +49,10 @@ type Service struct {
 	// Notifier, set instead of Bridge, makes the service a notify service
 	// (an HTTP webhook): every Notify is delivered to it too, through its
 	// Policy (with AttemptTimeout bounding one send), Budget and Breaker,
-	// as commands are (see notify.go). It has no devices.
-	Notifier Notifier
+	// as commands are (package notify). It has no devices.
+	Notifier notify.Notifier
 	// NotifyQueue bounds a notify service's waiting notifications; 0
-	// means DefaultNotifyQueue. Past it the oldest is dropped.
+	// means notify.DefaultQueue. Past it the oldest is dropped.
 	NotifyQueue int
 	// Policy is how commands through the service are retried: at least 1
 	// attempt, and a positive AttemptTimeout, how long one attempt waits
@@ -201,14 +202,14 @@ type Options struct {
 	// (re)connect; 0 means DefaultRepublishRate.
 	RepublishRate int
 	// NotifyTTL is how long a notification stays worth delivering to a
-	// notify service, queued time included; 0 means DefaultNotifyTTL.
+	// notify service, queued time included; 0 means notify.DefaultTTL.
 	NotifyTTL time.Duration
 	// NotifyOutbox, if set, stores every notification for a notify
 	// service before it is queued, until it is delivered, given up,
 	// expired or dropped; Run queues again, in their order, those stored
-	// before the restart (see notify.go). nil: the queues are in memory
+	// before the restart (package notify). nil: the queues are in memory
 	// only, and what they hold when Hearth stops is lost.
-	NotifyOutbox NotifyOutbox
+	NotifyOutbox notify.Outbox
 	// LostDedup, if its At is set, says the journal lost its record of
 	// op_ids at At (hearthd: the store was quarantined then), so a command
 	// sent before At may have run under an op_id the journal no longer
@@ -312,12 +313,7 @@ type Dispatcher struct {
 	workCtx context.Context
 	workers sync.WaitGroup
 
-	notifiers []*notifyQueue // one per notify service, in Options order
-	notifyTTL time.Duration
-	// notifyOutbox is Options.NotifyOutbox, or nil; notes holds the
-	// notifications waiting to be stored in it (notify.go).
-	notifyOutbox NotifyOutbox
-	notes        notifySaver
+	notes *notify.Queues // the notify services' queues and workers
 }
 
 // New checks the options and returns a dispatcher that does nothing until
@@ -353,12 +349,6 @@ func New(opts Options) (*Dispatcher, error) {
 		d.republishRate = DefaultRepublishRate
 	}
 	d.sweep = make(chan struct{}, 1)
-	d.notifyTTL = opts.NotifyTTL
-	d.notifyOutbox = opts.NotifyOutbox
-	d.notes.wake = make(chan struct{}, 1)
-	if d.notifyTTL <= 0 {
-		d.notifyTTL = DefaultNotifyTTL
-	}
 	if d.clock == nil {
 		d.clock = clockwork.NewRealClock()
 	}
@@ -374,6 +364,7 @@ func New(opts Options) (*Dispatcher, error) {
 		n = 4096
 	}
 	d.intake = make(chan Request, n)
+	var notifiers []notify.Service
 	for i := range opts.Services {
 		s := opts.Services[i]
 		switch {
@@ -400,7 +391,7 @@ func New(opts Options) (*Dispatcher, error) {
 		d.services[s.Name] = svc
 		d.serviceNames = append(d.serviceNames, s.Name)
 		if svc.Notifier != nil {
-			d.notifiers = append(d.notifiers, newNotifyQueue(svc))
+			notifiers = append(notifiers, notifyService(svc))
 		}
 	}
 	for _, dev := range opts.Devices {
@@ -427,6 +418,10 @@ func New(opts Options) (*Dispatcher, error) {
 			svc.silence.witnesses = append(svc.silence.witnesses, q)
 		}
 	}
+	d.notes = notify.New(notify.Options{
+		Services: notifiers, TTL: opts.NotifyTTL, Outbox: opts.NotifyOutbox,
+		Clock: d.clock, Rand: d.rand, Logger: d.log, OnRetryAfter: d.onRetryAfter,
+	})
 	d.out = newOutbox(d.prefix, opts.Publisher, d.log)
 	d.saver = newStateSaver(opts.Journal, d.log)
 	return d, nil
@@ -455,13 +450,8 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		}
 	}
 	// The stored notifications are queued before any new one.
-	d.restoreNotifications()
-	if d.notifyOutbox != nil && len(d.notifiers) > 0 {
-		wg.Go(func() { d.runNotifySaver(ctx) })
-	}
-	for _, q := range d.notifiers {
-		wg.Go(func() { d.runNotifier(ctx, q) })
-	}
+	d.notes.Restore()
+	wg.Go(func() { d.notes.Run(ctx) })
 	d.republishEnded()
 	// A device's worker runs only while it has commands: resume and the
 	// intake start it.
@@ -471,7 +461,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	close(d.stopped)
 	wg.Wait()
 	d.workers.Wait()
-	d.storeLastNotifications()
+	d.notes.Close()
 	stopOut()
 	<-outDone
 	return nil
@@ -560,32 +550,6 @@ func (d *Dispatcher) publishResult(r devices.Result) {
 	}
 }
 
-// Notification is a message for people: the payload of
-// <prefix>/notifications, published at QoS 1, never retained.
-type Notification struct {
-	// ID identifies the notification (a ULID, Notify draws it when
-	// empty): the same in every copy of it, on <prefix>/notifications
-	// and to every notify service, and when a stored one is sent again
-	// after a restart (it may have been delivered just before the
-	// crash), so that a receiver can drop a repeat.
-	ID      string `json:"id"`
-	Title   string `json:"title"`
-	Message string `json:"message"`
-	// Severity is "info", "warning" or "critical".
-	Severity string `json:"severity"`
-	// Source says who speaks: "dispatcher", "store" (hearthd, when the
-	// store's commits fail), or "automation:<rule>".
-	Source string `json:"source"`
-	// Device and OpID name the command a notification is about, if any.
-	Device string `json:"device,omitempty"`
-	OpID   string `json:"op_id,omitempty"`
-	// Principal is who sent that command, if known; Reason is the
-	// command's reason code (jammed, state_unknown, unauthorized, …).
-	Principal string    `json:"principal,omitempty"`
-	Reason    string    `json:"reason,omitempty"`
-	At        time.Time `json:"at"`
-}
-
 // Notify publishes n on <prefix>/notifications through the outbox, which
 // holds it while the connection is down, and queues the same JSON for
 // every notify service (Service.Notifier), whose worker delivers it
@@ -595,7 +559,7 @@ type Notification struct {
 // before it is queued and is sent after a restart until it is delivered
 // or expires; the publish on <prefix>/notifications is not stored (the
 // outbox holds it only while Hearth runs).
-func (d *Dispatcher) Notify(n Notification) {
+func (d *Dispatcher) Notify(n notify.Notification) {
 	if n.At.IsZero() {
 		n.At = d.now()
 	}
@@ -609,5 +573,24 @@ func (d *Dispatcher) Notify(n Notification) {
 		return
 	}
 	d.out.pushRaw(d.prefix+"/notifications", b, false)
-	d.enqueueNotification(n, b)
+	d.notes.Enqueue(n, b)
 }
+
+// NotifyStatus returns the counts of every notify service, in Options
+// order; nil when there is none.
+func (d *Dispatcher) NotifyStatus() []notify.Status { return d.notes.Status() }
+
+// notifyService is s as its notification queue delivers to it.
+func notifyService(s *Service) notify.Service {
+	n := notify.Service{Name: s.Name, Notifier: s.Notifier, Policy: s.Policy, Budget: s.Budget, Hold: s.Hold, Queue: s.NotifyQueue}
+	if s.breaker != nil {
+		n.Gate = notifyGate{s.breaker}
+	}
+	return n
+}
+
+// notifyGate is a service's breaker as notify.Gate.
+type notifyGate struct{ *serviceBreaker }
+
+func (g notifyGate) Watch() <-chan struct{} { return g.watch() }
+func (g notifyGate) Signal()                { g.signal() }

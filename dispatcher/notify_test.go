@@ -3,7 +3,6 @@ package dispatcher
 import (
 	"context"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +10,7 @@ import (
 
 	"github.com/hearthd/hearth/breaker"
 	"github.com/hearthd/hearth/devices"
+	"github.com/hearthd/hearth/notify"
 	"github.com/hearthd/hearth/retry"
 )
 
@@ -141,9 +141,9 @@ func (r *notifyRig) eventually(what string, cond func() bool) {
 	}
 }
 
-func (r *notifyRig) status() NotifyStatus { return r.d.NotifyStatus()[0] }
+func (r *notifyRig) status() notify.Status { return r.d.NotifyStatus()[0] }
 
-var doorNote = Notification{ID: "01JDOOR0000000000000000001", Title: "front_door: command not carried out", Message: "m", Severity: "critical", Source: "dispatcher", Device: "front_door", OpID: "op-1", Principal: "ha", Reason: "breaker_open"}
+var doorNote = notify.Notification{ID: "01JDOOR0000000000000000001", Title: "front_door: command not carried out", Message: "m", Severity: "critical", Source: "dispatcher", Device: "front_door", OpID: "op-1", Principal: "ha", Reason: "breaker_open"}
 
 const doorJSON = `{"id":"01JDOOR0000000000000000001","title":"front_door: command not carried out","message":"m","severity":"critical","source":"dispatcher","device":"front_door","op_id":"op-1","principal":"ha","reason":"breaker_open","at":"2026-11-29T19:00:00Z"}`
 
@@ -164,72 +164,8 @@ func TestNotifyRetriesAfterRetryAfter(t *testing.T) {
 	}
 	r.svc.replies <- nil
 	r.eventually("delivered", func() bool { return r.status().Delivered == 1 })
-	if s := r.status(); s != (NotifyStatus{Service: "ntfy", Delivered: 1}) {
+	if s := r.status(); s != (notify.Status{Service: "ntfy", Delivered: 1}) {
 		t.Errorf("status %+v, want 1 delivered", s)
-	}
-}
-
-// Without Retry-After the policy's backoff spaces the attempts (ceiling
-// draws: 2 s, then 4 s), and after max_attempts the notification is given
-// up.
-func TestNotifyGivesUpAfterMaxAttempts(t *testing.T) {
-	r := startNotify(t, nil)
-	r.d.Notify(doorNote)
-	r.call()
-	r.svc.replies <- &httpError{code: 500}
-	r.advance(1, 2*time.Second-time.Nanosecond)
-	r.noCall()
-	r.advance(1, time.Nanosecond)
-	r.call()
-	r.svc.replies <- &httpError{code: 502}
-	r.advance(1, 4*time.Second-time.Nanosecond)
-	r.noCall()
-	r.advance(1, time.Nanosecond)
-	r.call()
-	r.svc.replies <- &httpError{code: 503}
-	r.eventually("given up", func() bool { return r.status().Failed == 1 })
-	r.noCall()
-	if s := r.status(); s != (NotifyStatus{Service: "ntfy", Failed: 1}) {
-		t.Errorf("status %+v, want 1 failed", s)
-	}
-}
-
-// A permanent error (401: a wrong token) is not retried.
-func TestNotifyPermanentErrorIsNotRetried(t *testing.T) {
-	r := startNotify(t, nil)
-	r.d.Notify(doorNote)
-	r.call()
-	r.svc.replies <- &httpError{code: 401}
-	r.eventually("given up", func() bool { return r.status().Failed == 1 })
-	r.noCall()
-}
-
-// A full queue drops its oldest waiting notification: with room for 2
-// and one being delivered, the third and fourth pushed push out the first
-// two waiting.
-func TestNotifyQueueDropsOldest(t *testing.T) {
-	r := startNotify(t, func(s *Service) { s.NotifyQueue = 2 })
-	note := func(i int) Notification { n := doorNote; n.OpID = fmt.Sprint("op-", i); return n }
-	r.d.Notify(note(0))
-	first := r.call() // being delivered: not in the queue
-	for i := 1; i <= 4; i++ {
-		r.d.Notify(note(i))
-	}
-	if s := r.status(); s.Queued != 2 || s.Dropped != 2 {
-		t.Fatalf("status %+v, want 2 queued and 2 dropped", s)
-	}
-	r.svc.replies <- nil
-	var got []string
-	for range 2 {
-		got = append(got, r.call())
-		r.svc.replies <- nil
-	}
-	r.eventually("all delivered", func() bool { return r.status().Delivered == 3 })
-	want := []string{`"op_id":"op-0"`, `"op_id":"op-3"`, `"op_id":"op-4"`}
-	for i, p := range append([]string{first}, got...) {
-		if !strings.Contains(p, want[i]) {
-			t.Errorf("delivery %d: %s, want %s", i, p, want[i])
-		}
 	}
 }
 
@@ -264,7 +200,7 @@ func TestNotifyBreakerFailsFast(t *testing.T) {
 	// The breaker hears of the probe's success before the delivery is
 	// counted: wait for the count too.
 	r.eventually("the probe counted delivered", func() bool { return r.status().Delivered == 1 })
-	if s := r.status(); s != (NotifyStatus{Service: "ntfy", Delivered: 1, Failed: 5}) {
+	if s := r.status(); s != (notify.Status{Service: "ntfy", Delivered: 1, Failed: 5}) {
 		t.Errorf("status %+v, want 1 delivered, 5 failed", s)
 	}
 }
@@ -302,7 +238,7 @@ func TestNotifyHeldPastTTLIsGivenUp(t *testing.T) {
 	r.svc.replies <- &httpError{code: 503}
 	r.eventually("failed", func() bool { return r.status().Failed == 1 })
 	r.d.Notify(doorNote)
-	r.advance(2, DefaultNotifyTTL)
+	r.advance(2, notify.DefaultTTL)
 	r.eventually("expired", func() bool { return r.status().Failed == 2 })
 	r.noCall()
 }

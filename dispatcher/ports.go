@@ -132,20 +132,3 @@ type Reports interface {
 }
 
 var _ Reports = (*Dispatcher)(nil)
-
-// NotifyOutbox keeps the notify services' outbox durably (the store's
-// notifications bucket; *store.Store is one): every notification is
-// saved, one entry per notify service, before it is queued for sending,
-// and deleted once it is delivered, given up, expired or dropped from a
-// full queue, so that Run can queue again what was waiting when Hearth
-// stopped.
-type NotifyOutbox interface {
-	// SaveNotifications stores ns durably (synced), in order, together
-	// or not at all; an entry stored already is left as it is.
-	SaveNotifications(ns ...devices.OutboxNotification) error
-	// DeleteNotifications removes service's entries of ids durably; an
-	// id not stored is no error.
-	DeleteNotifications(service string, ids ...string) error
-	// Notifications returns every stored entry in the order stored.
-	Notifications() ([]devices.OutboxNotification, error)
-}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hearthd/hearth/devices"
 	"github.com/hearthd/hearth/machine"
+	"github.com/hearthd/hearth/notify"
 )
 
 // Safety-critical commands (DESIGN.md principle 6, issue 5): a risky action
@@ -100,7 +101,7 @@ func (d *Dispatcher) alertIfSafetyCritical(dev devices.Device, op devices.Op) {
 	}
 	d.log.Error("safety-critical command not carried out", "op_id", op.OpID, "device", op.Device,
 		"principal", op.Principal, "action", action, "status", op.Status, "reason", op.Reason, "detail", op.Detail)
-	d.Notify(Notification{
+	d.Notify(notify.Notification{
 		Title:     fmt.Sprintf("%s: %s %s", op.Device, action, op.Status),
 		Message:   fmt.Sprintf("The %s command%s to %s was not carried out (%s): %s", action, who, op.Device, op.Reason, op.Detail),
 		Severity:  "critical",

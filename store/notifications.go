@@ -39,7 +39,7 @@ func notificationKey(service, id string) []byte {
 // zero QueuedAt or Deadline, or a Payload that is not valid JSON fails
 // the whole call before anything is queued, naming the entry. With no
 // entries it stores nothing. After Close it returns ErrClosed. *Store
-// satisfies dispatcher.NotifyOutbox with it.
+// satisfies notify.Outbox with it.
 func (s *Store) SaveNotifications(ns ...devices.OutboxNotification) error {
 	if len(ns) == 0 {
 		return s.openErr()

@@ -16,6 +16,7 @@ import (
 	"github.com/hearthd/hearth/config"
 	"github.com/hearthd/hearth/devices"
 	"github.com/hearthd/hearth/dispatcher"
+	"github.com/hearthd/hearth/notify"
 	"github.com/hearthd/hearth/topic"
 )
 
@@ -55,7 +56,7 @@ func (a actuator) Publish(ctx context.Context, topic string, payload []byte, ret
 
 // Notify publishes n on <prefix>/notifications.
 func (a actuator) Notify(_ context.Context, n automations.Notification) error {
-	a.disp.Notify(dispatcher.Notification{Title: n.Title, Message: n.Message, Severity: n.Severity, Source: n.Source, At: n.At})
+	a.disp.Notify(notify.Notification{Title: n.Title, Message: n.Message, Severity: n.Severity, Source: n.Source, At: n.At})
 	return nil
 }
 

@@ -12,7 +12,7 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/hearthd/hearth/devices"
-	"github.com/hearthd/hearth/dispatcher"
+	"github.com/hearthd/hearth/notify"
 	"github.com/hearthd/hearth/simulator"
 )
 
@@ -303,7 +303,7 @@ func TestLockCommandFailedByTheBreakerNotifies(t *testing.T) {
 	}
 	select {
 	case m := <-notes:
-		var n dispatcher.Notification
+		var n notify.Notification
 		if err := json.Unmarshal(m.Payload(), &n); err != nil {
 			t.Fatalf("notification is not JSON: %s", m.Payload())
 		}

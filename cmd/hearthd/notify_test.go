@@ -11,7 +11,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/hearthd/hearth/devices"
-	"github.com/hearthd/hearth/dispatcher"
+	"github.com/hearthd/hearth/notify"
 	"github.com/hearthd/hearth/store"
 )
 
@@ -132,7 +132,7 @@ func TestFailedLockNotifiesTheWebhookHonouringRetryAfter(t *testing.T) {
 		t.Fatalf("second POST %+v; want at +2s, the same body", second)
 	}
 	h.eventually("delivered", func() bool { return h.d.disp.NotifyStatus()[0].Delivered == 1 })
-	if s := h.d.disp.NotifyStatus(); len(s) != 1 || s[0] != (dispatcher.NotifyStatus{Service: "alerts", Delivered: 1}) {
+	if s := h.d.disp.NotifyStatus(); len(s) != 1 || s[0] != (notify.Status{Service: "alerts", Delivered: 1}) {
 		t.Errorf("NotifyStatus() = %+v, want alerts: 1 delivered", s)
 	}
 	noPost(t, posts)
@@ -149,7 +149,7 @@ func TestDownNotifyServiceOpensItsBreakerAndFailsFast(t *testing.T) {
 	states := h.watch("hearth/services/alerts/state")
 	nextState(t, states, "closed")
 	note := func(op string) {
-		h.d.disp.Notify(dispatcher.Notification{Title: "t", Severity: "critical", Source: "test", OpID: op})
+		h.d.disp.Notify(notify.Notification{Title: "t", Severity: "critical", Source: "test", OpID: op})
 	}
 	failed := func(n uint64) {
 		t.Helper()
@@ -190,7 +190,7 @@ func TestDownNotifyServiceOpensItsBreakerAndFailsFast(t *testing.T) {
 	note("n4")
 	failed(4)
 	noPost(t, posts)
-	if s := h.d.disp.NotifyStatus()[0]; s != (dispatcher.NotifyStatus{Service: "alerts", Failed: 4}) {
+	if s := h.d.disp.NotifyStatus()[0]; s != (notify.Status{Service: "alerts", Failed: 4}) {
 		t.Errorf("NotifyStatus() = %+v, want alerts: 4 failed", s)
 	}
 	for _, b := range h.d.disp.Breakers() {
@@ -220,7 +220,7 @@ func TestKilledWithNotificationsInTheOutboxDeliversEveryOneAfterTheRestart(t *te
 	cfg := notifyConfig(srv.URL, "{}")
 	h := newHarness(t, harnessOptions{dataDir: dir, clock: clock, config: cfg})
 	for i := range 5 {
-		h.d.disp.Notify(dispatcher.Notification{Title: fmt.Sprintf("note %d", i), Message: "m", Severity: "critical", Source: "test"})
+		h.d.disp.Notify(notify.Notification{Title: fmt.Sprintf("note %d", i), Message: "m", Severity: "critical", Source: "test"})
 	}
 	first := nextPost(t, posts)
 	h.eventually("5 notifications stored", func() bool {

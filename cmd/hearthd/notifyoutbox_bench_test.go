@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hearthd/hearth/dispatcher"
+	"github.com/hearthd/hearth/notify"
 	"github.com/hearthd/hearth/protocols/webhook"
 	"github.com/hearthd/hearth/retry"
 	"github.com/hearthd/hearth/store"
@@ -60,7 +61,7 @@ func BenchmarkNotificationDelivered(b *testing.B) {
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan struct{})
 			go func() { defer close(done); d.Run(ctx) }()
-			n := dispatcher.Notification{Title: "front_door: unlock failed", Message: "m", Severity: "critical", Source: "bench", Device: "front_door"}
+			n := notify.Notification{Title: "front_door: unlock failed", Message: "m", Severity: "critical", Source: "bench", Device: "front_door"}
 			for b.Loop() {
 				d.Notify(n)
 				<-taken
@@ -80,7 +81,7 @@ func BenchmarkNotificationDelivered(b *testing.B) {
 	}
 }
 
-// notifierFunc is a dispatcher.Notifier of a function.
+// notifierFunc is a notify.Notifier of a function.
 type notifierFunc func(ctx context.Context, payload []byte) error
 
 func (f notifierFunc) Notify(ctx context.Context, payload []byte) error { return f(ctx, payload) }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/hearthd/hearth/devices"
 	"github.com/hearthd/hearth/dispatcher"
+	"github.com/hearthd/hearth/notify"
 	"github.com/hearthd/hearth/protocols/webhook"
 	"github.com/hearthd/hearth/retry"
 	"github.com/hearthd/hearth/store"
@@ -174,7 +175,7 @@ func waitRetry(t *testing.T, clock *clockwork.FakeClock) {
 	}
 }
 
-func (r *outboxRig) status() dispatcher.NotifyStatus { return r.d.NotifyStatus()[0] }
+func (r *outboxRig) status() notify.Status { return r.d.NotifyStatus()[0] }
 
 // noteID returns the "id" of a notification's JSON.
 func noteID(t *testing.T, payload string) string {
@@ -188,8 +189,8 @@ func noteID(t *testing.T, payload string) string {
 	return n.ID
 }
 
-func note(id string) dispatcher.Notification {
-	return dispatcher.Notification{ID: id, Title: "front_door: unlock failed", Message: "m", Severity: "critical", Source: "test", Device: "front_door", OpID: "op-" + id}
+func note(id string) notify.Notification {
+	return notify.Notification{ID: id, Title: "front_door: unlock failed", Message: "m", Severity: "critical", Source: "test", Device: "front_door", OpID: "op-" + id}
 }
 
 // Two notifications wait while the service is down (the first's retry
@@ -230,7 +231,7 @@ func TestStoredNotificationIsDeliveredOnceAfterARestart(t *testing.T) {
 	r.eventually("3 delivered", func() bool { return r.status().Delivered == 3 })
 	r.eventually("an empty outbox", func() bool { return r.outbox() == nil })
 	svc.none(t)
-	if s := r.status(); s != (dispatcher.NotifyStatus{Service: "alerts", Delivered: 3}) {
+	if s := r.status(); s != (notify.Status{Service: "alerts", Delivered: 3}) {
 		t.Errorf("status %+v, want 3 delivered", s)
 	}
 }
@@ -248,11 +249,11 @@ func TestExpiredStoredNotificationIsNotSentAfterARestart(t *testing.T) {
 	waitRetry(t, clock)
 	r.stop()
 
-	clock.Advance(dispatcher.DefaultNotifyTTL)
+	clock.Advance(notify.DefaultTTL)
 	svc.status.Store(http.StatusOK)
 	r = startOutbox(t, dir, clock, svc.srv.URL, 0)
 	r.eventually("an empty outbox", func() bool { return r.outbox() == nil })
-	if s := r.status(); s != (dispatcher.NotifyStatus{Service: "alerts", Failed: 1, Expired: 1}) {
+	if s := r.status(); s != (notify.Status{Service: "alerts", Failed: 1, Expired: 1}) {
 		t.Errorf("status %+v, want 1 failed, expired", s)
 	}
 	r.d.Notify(note("n2")) // the queue works; n1 never came before it
@@ -304,7 +305,7 @@ func TestFullNotifyQueueDropsTheOldestFromTheOutbox(t *testing.T) {
 	}
 	r.eventually("1 dropped", func() bool { return r.status().Dropped == 1 })
 	r.eventually("n2 deleted", func() bool { return fmt.Sprint(r.outbox()) == "[n1 n3 n4]" })
-	if s := r.status(); s != (dispatcher.NotifyStatus{Service: "alerts", Queued: 2, Dropped: 1}) {
+	if s := r.status(); s != (notify.Status{Service: "alerts", Queued: 2, Dropped: 1}) {
 		t.Errorf("status %+v, want 2 queued, 1 dropped", s)
 	}
 }

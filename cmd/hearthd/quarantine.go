@@ -15,6 +15,7 @@ import (
 	"github.com/hearthd/hearth/devices"
 	"github.com/hearthd/hearth/dispatcher"
 	"github.com/hearthd/hearth/health"
+	"github.com/hearthd/hearth/notify"
 	"github.com/hearthd/hearth/store"
 )
 
@@ -92,18 +93,18 @@ func (s *storeQuarantine) lostDedup() dispatcher.LostDedup {
 
 // notification is the critical notification of an unacknowledged
 // quarantine, and false when there is none.
-func (s *storeQuarantine) notification() (dispatcher.Notification, bool) {
+func (s *storeQuarantine) notification() (notify.Notification, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	q := s.q
 	if !s.found || q.Acked() {
-		return dispatcher.Notification{}, false
+		return notify.Notification{}, false
 	}
 	where := "was moved to " + q.File
 	if q.File == "" {
 		where = "was missing although its marker said a store existed"
 	}
-	return dispatcher.Notification{
+	return notify.Notification{
 		Title: "Hearth's command store was damaged and quarantined",
 		Message: fmt.Sprintf("At start hearth.db was found damaged (%s) and %s; Hearth runs on a fresh store "+
 			"with %d commands, %d audit entries and %d dead letters salvaged (%d pending commands ended failed, store_damaged, not sent again). "+

@@ -16,7 +16,7 @@ import (
 	"github.com/hearthd/hearth/api"
 	"github.com/hearthd/hearth/broker"
 	"github.com/hearthd/hearth/devices"
-	"github.com/hearthd/hearth/dispatcher"
+	"github.com/hearthd/hearth/notify"
 	"github.com/hearthd/hearth/store"
 )
 
@@ -304,7 +304,7 @@ func TestAcknowledgedQuarantineIsNotAnnouncedAfterARestart(t *testing.T) {
 	}
 	// The outbox publishes notifications in order: one raised at start
 	// comes before this marker.
-	h2.d.disp.Notify(dispatcher.Notification{Title: "marker", Source: "test"})
+	h2.d.disp.Notify(notify.Notification{Title: "marker", Source: "test"})
 	for n := h2.nextNotification(notes); n.Title != "marker"; n = h2.nextNotification(notes) {
 		if n.Reason == reasonStoreQuarantined {
 			t.Errorf("a notification of the acknowledged quarantine after the restart: %+v", n)

@@ -15,6 +15,7 @@ import (
 	"github.com/hearthd/hearth/config"
 	"github.com/hearthd/hearth/devices"
 	"github.com/hearthd/hearth/dispatcher"
+	"github.com/hearthd/hearth/notify"
 	"github.com/hearthd/hearth/simulator"
 	"github.com/hearthd/hearth/store"
 )
@@ -203,11 +204,11 @@ func TestLockOfAnUnreadableLockIsSentAfterTheRead(t *testing.T) {
 func (h *harness) notifications() <-chan paho.Message { return h.watch("hearth/notifications") }
 
 // nextNotification waits for the next notification.
-func (h *harness) nextNotification(ch <-chan paho.Message) dispatcher.Notification {
+func (h *harness) nextNotification(ch <-chan paho.Message) notify.Notification {
 	h.t.Helper()
 	select {
 	case m := <-ch:
-		var n dispatcher.Notification
+		var n notify.Notification
 		if err := json.Unmarshal(m.Payload(), &n); err != nil {
 			h.t.Fatalf("notification %s: %v", m.Payload(), err)
 		}

@@ -9,8 +9,8 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/hearthd/hearth/devices"
-	"github.com/hearthd/hearth/dispatcher"
 	"github.com/hearthd/hearth/health"
+	"github.com/hearthd/hearth/notify"
 )
 
 // storeQuiet is how long commits must succeed after an outage before a
@@ -42,8 +42,8 @@ type storeHealth struct {
 	recovered time.Time
 	// notify is the dispatcher's Notify, nil until the dispatcher
 	// exists; held are the notifications raised before then.
-	notify func(dispatcher.Notification)
-	held   []dispatcher.Notification
+	notify func(notify.Notification)
+	held   []notify.Notification
 	// damage is the first damage a read, prune or commit found while
 	// Hearth runs (store.Options.OnDamage), and damagedAt when; it stays
 	// until a restart quarantines the store.
@@ -66,7 +66,7 @@ func (h *storeHealth) onDamage(err error) {
 	h.log.Error("the store is damaged: restart hearthd to quarantine it and start on a fresh store with what can be salvaged; "+
 		"until then commands whose records are damaged are refused with store_error, and an op_id whose key is damaged may run again",
 		"path", h.path, "err", err)
-	n := dispatcher.Notification{
+	n := notify.Notification{
 		Title: "Hearth's command store is damaged",
 		Message: fmt.Sprintf("Reading %s found damage (%v). Restart hearthd: it then moves the damaged file aside, "+
 			"starts on a fresh store with every record that can be read, and says what was lost.", h.path, err),
@@ -108,7 +108,7 @@ func (h *storeHealth) onCommit(err error) {
 	h.since, h.failed = now, 1
 	h.log.Error("store commits are failing: commands are refused with store_error and /readyz is not ready until one succeeds",
 		"path", h.path, "err", err)
-	n := dispatcher.Notification{
+	n := notify.Notification{
 		Title: "Hearth cannot store commands",
 		Message: fmt.Sprintf("Writing to %s fails (%v): commands are refused with store_error until a write succeeds "+
 			"(free disk space or fix the disk; Hearth recovers by itself).", h.path, err),
@@ -122,7 +122,7 @@ func (h *storeHealth) onCommit(err error) {
 
 // raiseLocked sends n, or holds it until the dispatcher exists. Call
 // with mu held.
-func (h *storeHealth) raiseLocked(n dispatcher.Notification) {
+func (h *storeHealth) raiseLocked(n notify.Notification) {
 	if h.notify == nil {
 		h.held = append(h.held, n)
 		return
@@ -132,12 +132,12 @@ func (h *storeHealth) raiseLocked(n dispatcher.Notification) {
 
 // setNotify hands the dispatcher's Notify over, sending a notification
 // held since before it existed.
-func (h *storeHealth) setNotify(notify func(dispatcher.Notification)) {
+func (h *storeHealth) setNotify(f func(notify.Notification)) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.notify = notify
+	h.notify = f
 	for _, n := range h.held {
-		notify(n)
+		f(n)
 	}
 	h.held = nil
 }

@@ -14,8 +14,8 @@ import (
 	"testing"
 
 	"github.com/hearthd/hearth/devices"
-	"github.com/hearthd/hearth/dispatcher"
 	"github.com/hearthd/hearth/health"
+	"github.com/hearthd/hearth/notify"
 )
 
 // diskFull makes every write to a file fail, as a full (or failing) disk
@@ -143,8 +143,8 @@ func TestStoreCommitsFailingMakeReadyzFailUntilOneSucceeds(t *testing.T) {
 
 	// The outbox publishes in order: every notification of the outage
 	// comes before this marker.
-	h.d.disp.Notify(dispatcher.Notification{Title: "marker", Source: "test"})
-	var store []dispatcher.Notification
+	h.d.disp.Notify(notify.Notification{Title: "marker", Source: "test"})
+	var store []notify.Notification
 	for n := h.nextNotification(notes); n.Title != "marker"; n = h.nextNotification(notes) {
 		if n.Source == "store" {
 			store = append(store, n)

@@ -9,8 +9,8 @@ import (
 
 	"github.com/jonboulle/clockwork"
 
-	"github.com/hearthd/hearth/dispatcher"
 	"github.com/hearthd/hearth/health"
+	"github.com/hearthd/hearth/notify"
 )
 
 // A flapping store (a commit that fits in free pages between ones that
@@ -19,11 +19,11 @@ import (
 // notified again.
 func TestStoreOutageIsNotifiedOnceUntilQuiet(t *testing.T) {
 	clock := clockwork.NewFakeClockAt(time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC))
-	var notes []dispatcher.Notification
+	var notes []notify.Notification
 	h := &storeHealth{path: "/data/hearth.db", log: slog.New(slog.NewTextHandler(io.Discard, nil)), metrics: health.NewMetrics(), clock: clock}
 	full := errors.New("no space left on device")
 	h.onCommit(full) // before the dispatcher exists: held
-	h.setNotify(func(n dispatcher.Notification) { notes = append(notes, n) })
+	h.setNotify(func(n notify.Notification) { notes = append(notes, n) })
 	if len(notes) != 1 {
 		t.Fatalf("%d notifications once the dispatcher exists; want the held one", len(notes))
 	}
@@ -51,12 +51,12 @@ func TestStoreOutageIsNotifiedOnceUntilQuiet(t *testing.T) {
 // held beside an outage's notification, not in place of it.
 func TestStoreDamageIsNotifiedOnceAndFailsTheCheckUntilARestart(t *testing.T) {
 	clock := clockwork.NewFakeClockAt(time.Date(2026, 12, 2, 4, 0, 0, 0, time.UTC))
-	var notes []dispatcher.Notification
+	var notes []notify.Notification
 	h := &storeHealth{path: "/data/hearth.db", log: slog.New(slog.NewTextHandler(io.Discard, nil)), metrics: health.NewMetrics(), clock: clock}
 	h.onCommit(errors.New("no space left on device"))
 	bad := errors.New(`database file /data/hearth.db is damaged: op "x": record fails its checksum`)
 	h.onDamage(bad)
-	h.setNotify(func(n dispatcher.Notification) { notes = append(notes, n) })
+	h.setNotify(func(n notify.Notification) { notes = append(notes, n) })
 	h.onDamage(bad)
 	h.onCommit(nil)
 	if len(notes) != 2 || notes[1].Reason != "store_damaged" || notes[1].Severity != "critical" {
