@@ -9,6 +9,7 @@ import (
 	"github.com/hearthd/hearth/breaker"
 	"github.com/hearthd/hearth/devices"
 	"github.com/hearthd/hearth/machine"
+	"github.com/hearthd/hearth/publish"
 	"github.com/hearthd/hearth/retry"
 )
 
@@ -199,7 +200,7 @@ func (q *deviceQueue) attempt(ctx context.Context, t *task, a *machine.Attempts,
 	linkUp, linkGen := svc.link.watch()
 	heard := svc.link.heard.Load()
 	c, sent, err := q.send(ctx, t, nil)
-	if sent && (err == nil || !notSent(err)) {
+	if sent && (err == nil || !publish.NotSent(err)) {
 		q.sentSinceResume(t)
 		q.auditSent(op, resend)
 		q.sentAttempt(op, resend, err)
@@ -217,12 +218,12 @@ func (q *deviceQueue) attempt(ctx context.Context, t *task, a *machine.Attempts,
 		}
 		return false // superseded, or shutting down
 	}
-	if err != nil && notSent(err) {
+	if err != nil && publish.NotSent(err) {
 		q.unsent(t, prev)
 		d.log.Info("attempt not sent; waiting for the connection", "op_id", op.OpID, "device", op.Device, "attempt", op.Attempts, "err", err)
 		return q.awaitReconnect(ctx, t, reconnect, waitUntil)
 	}
-	if err != nil && (deliveryUnknown(err) || (errors.Is(err, context.Canceled) && ctx.Err() == nil)) {
+	if err != nil && (publish.DeliveryUnknown(err) || (errors.Is(err, context.Canceled) && ctx.Err() == nil)) {
 		// The connection went while the send waited for its
 		// acknowledgement: it may or may not have arrived. Send the same
 		// attempt again once the connection is back.

@@ -2,7 +2,6 @@ package dispatcher
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/hearthd/hearth/breaker"
 	"github.com/hearthd/hearth/devices"
+	"github.com/hearthd/hearth/publish"
 )
 
 // serviceBreaker is a service's circuit breaker and what the dispatcher
@@ -185,15 +185,14 @@ func (d *Dispatcher) serviceTopic(name string) string {
 }
 
 func (d *Dispatcher) publishServiceState(name string, st breaker.State, since time.Time) {
-	d.out.push(d.serviceTopic(name), serviceState{State: st.String(), Since: since.UTC()}, true)
+	d.out.Push(d.serviceTopic(name), serviceState{State: st.String(), Since: since.UTC()}, true)
 }
 
-// serviceStateMsg is s's breaker state as a retained message, for a
+// republishServiceState pushes s's breaker state now, retained, for a
 // republish sweep.
-func (d *Dispatcher) serviceStateMsg(s *Service) outMsg {
+func (d *Dispatcher) republishServiceState(s *Service) {
 	snap := s.breaker.Snapshot(d.now())
-	b, _ := json.Marshal(serviceState{State: snap.State.String(), Since: snap.Since.UTC()})
-	return outMsg{topic: d.serviceTopic(s.Name), payload: b, retained: true}
+	d.publishServiceState(s.Name, snap.State, snap.Since)
 }
 
 // runBreakerClock applies s's time-driven transitions (an open period
@@ -383,13 +382,13 @@ func (q *deviceQueue) outcome(err error, confirmed, linkChanged bool) breaker.Ou
 	switch {
 	case confirmed:
 		return breaker.Success
-	case linkChanged, err != nil && (notSent(err) || deliveryUnknown(err)):
+	case linkChanged, err != nil && (publish.NotSent(err) || publish.DeliveryUnknown(err)):
 		return breaker.Canceled // Hearth's own connection, not the service
 	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
 		// The send was abandoned (superseded, shutting down) or its
 		// broker never acknowledged it: the service never saw it.
 		return breaker.Canceled
-	case err != nil && permanent(err):
+	case err != nil && publish.Refused(err):
 		return breaker.Ignored // the command, not the service
 	case err == nil && q.knownOffline():
 		return breaker.Ignored // the device is known to be away: its silence says nothing of the bridge

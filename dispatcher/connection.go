@@ -9,11 +9,11 @@ import (
 // RepublishWindow is how far back, from the last command that ended
 // before a restart, Run republishes terminal results: the results still
 // in the outbox at a crash are those of the last moments (a healthy
-// broker takes one in milliseconds; a publish that keeps failing is
-// dropped after maxPublishTries, under a minute). A result held longer,
-// while the broker was away for more than this, is not republished; the
-// HTTP API still answers it. It is counted from the last end, not from
-// the restart, so an outage of any length keeps it.
+// broker takes one in milliseconds; the outbox drops a publish that
+// keeps failing after a few tries, under a minute). A result held
+// longer, while the broker was away for more than this, is not
+// republished; the HTTP API still answers it. It is counted from the
+// last end, not from the restart, so an outage of any length keeps it.
 const RepublishWindow = 5 * time.Minute
 
 // RepublishMax bounds how many results Run republishes, the newest kept:
@@ -87,7 +87,7 @@ func (d *Dispatcher) Reconnected() {
 	close(d.conn)
 	d.conn = make(chan struct{})
 	d.connMu.Unlock()
-	d.out.kick()
+	d.out.Kick()
 	signal(d.sweep)
 }
 
@@ -128,8 +128,7 @@ func (d *Dispatcher) republishAll(ctx context.Context, ids []string) {
 	for _, name := range d.serviceNames {
 		if s := d.services[name]; s.breaker != nil {
 			pushes = append(pushes, func() bool {
-				m := d.serviceStateMsg(s)
-				d.out.pushRaw(m.topic, m.payload, true)
+				d.republishServiceState(s)
 				return true
 			})
 		}

@@ -15,8 +15,8 @@
 // runner: it turns bridge callbacks, timers and store completions into the
 // machine's inputs and carries out what the machine decides (store, send,
 // read, publish). It declares the small interfaces it consumes (ports.go:
-// Journal, Bridge, Publisher, …) and never imports a concrete store,
-// protocol or broker. Time and randomness are injected, so every TTL,
+// Journal, Bridge, Authorizer, …; publish.Publisher for its own messages)
+// and never imports a concrete store, protocol or broker. Time and randomness are injected, so every TTL,
 // timeout and backoff path is tested exactly with a fake clock.
 package dispatcher
 
@@ -36,6 +36,7 @@ import (
 	"github.com/hearthd/hearth/breaker"
 	"github.com/hearthd/hearth/devices"
 	"github.com/hearthd/hearth/notify"
+	"github.com/hearthd/hearth/publish"
 	"github.com/hearthd/hearth/retry"
 )
 
@@ -125,7 +126,7 @@ type Options struct {
 	// call (with its op_id): the outage itself is the owner's to log at
 	// ERROR once and to notify (hearthd follows the store's commits).
 	Journal   Journal
-	Publisher Publisher
+	Publisher publish.Publisher
 	// Clock is the time source of every TTL, timeout and backoff; nil
 	// means the real clock.
 	Clock clockwork.Clock
@@ -295,7 +296,7 @@ type Dispatcher struct {
 	// serviceNames lists the services in Options order.
 	serviceNames []string
 	intake       chan Request
-	out          *outbox
+	out          *publish.Outbox
 	saver        *stateSaver
 
 	connMu sync.Mutex
@@ -422,7 +423,7 @@ func New(opts Options) (*Dispatcher, error) {
 		Services: notifiers, TTL: opts.NotifyTTL, Outbox: opts.NotifyOutbox,
 		Clock: d.clock, Rand: d.rand, Logger: d.log, OnRetryAfter: d.onRetryAfter,
 	})
-	d.out = newOutbox(d.prefix, opts.Publisher, d.log)
+	d.out = publish.New(d.prefix, opts.Publisher, d.log)
 	d.saver = newStateSaver(opts.Journal, d.log)
 	return d, nil
 }
@@ -440,7 +441,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	// they produce, up to the last, is published (or held in the drain).
 	outCtx, stopOut := context.WithCancel(context.WithoutCancel(ctx))
 	outDone := make(chan struct{})
-	go func() { defer close(outDone); d.out.run(outCtx) }()
+	go func() { defer close(outDone); d.out.Run(outCtx) }()
 	wg.Go(func() { d.saver.run(ctx) })
 	wg.Go(func() { d.republisher(ctx) })
 	wg.Go(func() { d.freshReads(ctx) })
@@ -486,7 +487,7 @@ func (d *Dispatcher) republishEnded() {
 		return
 	}
 	for _, op := range ops {
-		d.out.push(d.topic(op.Device, "result"), op.Result(), false)
+		d.out.Push(d.topic(op.Device, "result"), op.Result(), false)
 	}
 	if len(ops) > 0 {
 		d.log.Info("republishing the results of the last commands before the restart", "results", len(ops), "window", RepublishWindow)
@@ -544,7 +545,7 @@ func (d *Dispatcher) topic(device, suffix string) string {
 // publishResult queues r for hearth/<device>/result and hands it to
 // OnResult.
 func (d *Dispatcher) publishResult(r devices.Result) {
-	d.out.push(d.topic(r.Device, "result"), r, false)
+	d.out.Push(d.topic(r.Device, "result"), r, false)
 	if d.onResult != nil {
 		d.onResult(r)
 	}
@@ -572,7 +573,7 @@ func (d *Dispatcher) Notify(n notify.Notification) {
 		d.log.Error("notification not encoded", "err", err) // plain fields: cannot happen
 		return
 	}
-	d.out.pushRaw(d.prefix+"/notifications", b, false)
+	d.out.PushRaw(d.prefix+"/notifications", b, false)
 	d.notes.Enqueue(n, b)
 }
 
@@ -594,3 +595,11 @@ type notifyGate struct{ *serviceBreaker }
 
 func (g notifyGate) Watch() <-chan struct{} { return g.watch() }
 func (g notifyGate) Signal()                { g.signal() }
+
+// signal wakes the one waiting on ch, buffered 1, without blocking.
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}

@@ -338,7 +338,7 @@ func (q *deviceQueue) report(state map[string]any, retained bool) {
 	}
 	// Pushed under q.mu, as a republish sweep pushes: whichever comes
 	// last carries the newest state.
-	q.d.out.push(q.d.topic(q.dev.ID, ""), r.Mirror, true)
+	q.d.out.Push(q.d.topic(q.dev.ID, ""), r.Mirror, true)
 	if q.d.onState != nil {
 		// Under q.mu too: the attempt this report confirms ends (finish
 		// takes q.mu) only after the hook heard the state, so that its
@@ -357,7 +357,7 @@ func (q *deviceQueue) availability(online bool) {
 	q.mu.Lock()
 	q.m.Availability(online, q.d.now()) // back from offline: a wake signal
 	q.changedLocked()
-	q.d.out.pushRaw(q.d.topic(q.dev.ID, "availability"), []byte(onlineWord(online)), true)
+	q.d.out.PushRaw(q.d.topic(q.dev.ID, "availability"), []byte(onlineWord(online)), true)
 	q.mu.Unlock()
 	if q.d.onAvailability != nil {
 		q.d.onAvailability(q.dev.ID, online)
@@ -376,14 +376,14 @@ func (q *deviceQueue) republishMirror(availability bool) bool {
 		if !known {
 			return false
 		}
-		q.d.out.pushRaw(q.d.topic(q.dev.ID, "availability"), []byte(onlineWord(online)), true)
+		q.d.out.PushRaw(q.d.topic(q.dev.ID, "availability"), []byte(onlineWord(online)), true)
 		return true
 	}
 	state := q.m.State()
 	if state == nil {
 		return false
 	}
-	q.d.out.push(q.d.topic(q.dev.ID, ""), state, true)
+	q.d.out.Push(q.d.topic(q.dev.ID, ""), state, true)
 	return true
 }
 

@@ -2,7 +2,6 @@ package dispatcher
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/hearthd/hearth/devices"
@@ -62,19 +61,6 @@ func deviceWills(b Bridge) bool {
 	return ok && w.DeviceWills()
 }
 
-// deliveryUnknown reports whether err says that the send may or may not
-// have arrived (its connection was lost before the acknowledgement).
-func deliveryUnknown(err error) bool {
-	var du interface{ DeliveryUnknown() bool }
-	return errors.As(err, &du) && du.DeliveryUnknown()
-}
-
-// notSent reports whether err says that nothing was sent.
-func notSent(err error) bool {
-	var ns interface{ NotSent() bool }
-	return errors.As(err, &ns) && ns.NotSent()
-}
-
 // Authorizer decides who may command what (issue 5's principals). It is
 // asked at acceptance, where a refusal rejects the command with reason
 // unauthorized, and again before every attempt, where a refusal (a
@@ -110,12 +96,6 @@ type AuditLog interface {
 	// AppendAudit stores entries durably, in order, assigning each its
 	// Seq.
 	AppendAudit(entries ...devices.AuditEntry) error
-}
-
-// Publisher publishes Hearth's own messages: results, mirrored state and
-// availability.
-type Publisher interface {
-	Publish(ctx context.Context, topic string, qos byte, retained bool, payload []byte) error
 }
 
 // Reports are the bridge callbacks the dispatcher implements: each

@@ -11,6 +11,7 @@ import (
 	"github.com/hearthd/hearth/breaker"
 	"github.com/hearthd/hearth/devices"
 	"github.com/hearthd/hearth/machine"
+	"github.com/hearthd/hearth/publish"
 )
 
 // Sleepy devices (issue 4): the rules of the awake lease, and which
@@ -266,10 +267,10 @@ func (q *deviceQueue) deliverAwake(ctx context.Context, t *task, gen uint64) {
 		// have said the node is asleep while the attempt was stored.
 		awake := func() bool { return dl.Sending(d.now()) }
 		c, sent, err := q.send(ctx, t, awake)
-		if sent && (err == nil || !notSent(err)) {
+		if sent && (err == nil || !publish.NotSent(err)) {
 			q.sentSinceResume(t)
 			q.auditSent(op, false)
-			if err == nil || !deliveryUnknown(err) {
+			if err == nil || !publish.DeliveryUnknown(err) {
 				// One whose delivery is unknown is given back, and sent
 				// again as this attempt at the next lease.
 				q.sentAttempt(op, false, err)
@@ -290,11 +291,11 @@ func (q *deviceQueue) deliverAwake(ctx context.Context, t *task, gen uint64) {
 		}
 		if err != nil {
 			q.unwatch(t)
-			if notSent(err) || deliveryUnknown(err) {
+			if publish.NotSent(err) || publish.DeliveryUnknown(err) {
 				// Nothing left Hearth, or the connection went: no attempt
 				// spent on it; the next lease tries again. A send whose
 				// delivery is unknown may have acted: it stays counted.
-				if notSent(err) {
+				if publish.NotSent(err) {
 					q.unsent(t, prev)
 				} else {
 					q.lost(t, prev)

@@ -16,6 +16,7 @@ import (
 	"github.com/hearthd/hearth/dispatcher"
 	"github.com/hearthd/hearth/health"
 	"github.com/hearthd/hearth/notify"
+	"github.com/hearthd/hearth/publish"
 	"github.com/hearthd/hearth/store"
 )
 
@@ -43,7 +44,7 @@ type storeQuarantine struct {
 	topic   string // <prefix>/bridge/store
 	// publisher publishes the retained state; nil until the connection
 	// exists.
-	publisher dispatcher.Publisher
+	publisher publish.Publisher
 
 	mu    sync.Mutex // held across an acknowledgement
 	q     store.Quarantine

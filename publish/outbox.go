@@ -1,4 +1,8 @@
-package dispatcher
+// Package publish is Hearth's outbox for its own MQTT messages: results,
+// mirrored state and availability, breaker states and notifications. It
+// keeps them in order per device, publishes devices side by side, holds
+// them while the connection is down, and never makes a producer wait.
+package publish
 
 import (
 	"context"
@@ -30,7 +34,7 @@ const maxPublishTries = 5
 // MQTT client until a PUBACK frees a slot.
 const outboxLanes = 32
 
-// outbox publishes Hearth's own messages, in the order they were pushed
+// Outbox publishes Hearth's own messages, in the order they were pushed
 // per device, so that the results of one command never overtake each
 // other and a result never overtakes the state that confirmed it; messages
 // of different devices go out side by side, in lanes: a topic's lane is
@@ -44,7 +48,7 @@ const outboxLanes = 32
 // restore. While the connection is down the outbox holds its messages;
 // results are bounded by the commands in flight, mirrors by the number of
 // devices.
-type outbox struct {
+type Outbox struct {
 	prefix string // topics' prefix and its slash: "hearth/"
 	lanes  []*lane
 }
@@ -68,8 +72,10 @@ type outMsg struct {
 	retained bool
 }
 
-func newOutbox(prefix string, pub Publisher, log *slog.Logger) *outbox {
-	o := &outbox{prefix: prefix + "/", lanes: make([]*lane, outboxLanes)}
+// New returns the outbox of the topics below prefix ("hearth"), which
+// publishes through pub once Run runs.
+func New(prefix string, pub Publisher, log *slog.Logger) *Outbox {
+	o := &Outbox{prefix: prefix + "/", lanes: make([]*lane, outboxLanes)}
 	for i := range o.lanes {
 		o.lanes[i] = &lane{pub: pub, log: log, mirrors: map[string][]byte{},
 			wake: make(chan struct{}, 1), up: make(chan struct{}, 1)}
@@ -79,7 +85,7 @@ func newOutbox(prefix string, pub Publisher, log *slog.Logger) *outbox {
 
 // lane returns the lane of topic: messages on the same first level below
 // the prefix share one.
-func (o *outbox) lane(topic string) *lane {
+func (o *Outbox) lane(topic string) *lane {
 	key, _ := strings.CutPrefix(topic, o.prefix)
 	if i := strings.IndexByte(key, '/'); i >= 0 {
 		key = key[:i]
@@ -89,8 +95,8 @@ func (o *outbox) lane(topic string) *lane {
 	return o.lanes[h.Sum32()%uint32(len(o.lanes))]
 }
 
-// push queues v, JSON-encoded, for topic at QoS 1; see pushRaw.
-func (o *outbox) push(topic string, v any, retained bool) {
+// Push queues v, JSON-encoded, for topic at QoS 1; see PushRaw.
+func (o *Outbox) Push(topic string, v any, retained bool) {
 	l := o.lane(topic)
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -100,9 +106,9 @@ func (o *outbox) push(topic string, v any, retained bool) {
 	l.push(topic, b, retained)
 }
 
-// pushRaw queues payload for topic at QoS 1. A retained message replaces
+// PushRaw queues payload for topic at QoS 1; it never blocks. A retained message replaces
 // any queued retained message for the same topic.
-func (o *outbox) pushRaw(topic string, payload []byte, retained bool) {
+func (o *Outbox) PushRaw(topic string, payload []byte, retained bool) {
 	o.lane(topic).push(topic, payload, retained)
 }
 
@@ -120,16 +126,16 @@ func (l *lane) push(topic string, payload []byte, retained bool) {
 	signal(l.wake)
 }
 
-// kick tells a waiting outbox that the connection is back.
-func (o *outbox) kick() {
+// Kick tells a waiting outbox that the connection is back.
+func (o *Outbox) Kick() {
 	for _, l := range o.lanes {
 		signal(l.up)
 	}
 }
 
-// run publishes every lane until ctx ends, then drains them (see drain),
+// Run publishes every lane until ctx ends, then drains them (see drain),
 // side by side, and returns when all are done.
-func (o *outbox) run(ctx context.Context) {
+func (o *Outbox) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	for _, l := range o.lanes {
 		wg.Go(func() { l.run(ctx) })
@@ -137,6 +143,7 @@ func (o *outbox) run(ctx context.Context) {
 	wg.Wait()
 }
 
+// signal wakes the one waiting on ch, buffered 1, without blocking.
 func signal(ch chan struct{}) {
 	select {
 	case ch <- struct{}{}:
@@ -207,10 +214,10 @@ func (l *lane) publish(ctx context.Context, m outMsg) {
 		case ctx.Err() != nil:
 			l.requeue(m) // stopping: drain tries it once more
 			return
-		case permanent(err):
+		case Refused(err):
 			l.log.Error("publish refused by the broker; dropped", "topic", m.topic, "err", err)
 			return
-		case notSent(err), deliveryUnknown(err):
+		case NotSent(err), DeliveryUnknown(err):
 			select {
 			case <-l.up:
 			case <-ctx.Done():
@@ -230,6 +237,29 @@ func (l *lane) publish(ctx context.Context, m outMsg) {
 			}
 		}
 	}
+}
+
+// Publisher publishes one message and waits for the broker's
+// acknowledgement (protocols/mqtt's Client). Its errors say what became
+// of the message: NotSent, DeliveryUnknown, Refused, or a failure the
+// outbox retries.
+type Publisher interface {
+	Publish(ctx context.Context, topic string, qos byte, retained bool, payload []byte) error
+}
+
+// DeliveryUnknown reports whether err says that a send may or may not
+// have arrived (its connection was lost before the acknowledgement): an
+// error with a method DeliveryUnknown() bool that returns true.
+func DeliveryUnknown(err error) bool {
+	var du interface{ DeliveryUnknown() bool }
+	return errors.As(err, &du) && du.DeliveryUnknown()
+}
+
+// NotSent reports whether err says that nothing was sent (the connection
+// was down): an error with a method NotSent() bool that returns true.
+func NotSent(err error) bool {
+	var ns interface{ NotSent() bool }
+	return errors.As(err, &ns) && ns.NotSent()
 }
 
 // stopGrace is how long a publish already waiting for its PUBACK may go
@@ -257,10 +287,11 @@ func (l *lane) publishOnce(ctx context.Context, m outMsg) error {
 	return l.pub.Publish(pctx, m.topic, 1, m.retained, m.payload)
 }
 
-// permanent reports whether err says the broker refused the message for
+// Refused reports whether err says the broker refused the message for
 // good (a PUBACK reason code of 0x80 or more, such as "not authorized"):
-// sending it again cannot help.
-func permanent(err error) bool {
+// sending it again cannot help. It is an error with a method Permanent()
+// bool that returns true.
+func Refused(err error) bool {
 	var p interface{ Permanent() bool }
 	return errors.As(err, &p) && p.Permanent()
 }

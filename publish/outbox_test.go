@@ -1,4 +1,4 @@
-package dispatcher
+package publish
 
 import (
 	"context"
@@ -55,7 +55,7 @@ func (p *gatedPublisher) next(t *testing.T) string {
 
 // twoLanes returns two device names whose topics the outbox puts in
 // different lanes.
-func twoLanes(o *outbox) (string, string) {
+func twoLanes(o *Outbox) (string, string) {
 	a := "dev0"
 	for i := 1; ; i++ {
 		b := fmt.Sprintf("dev%d", i)
@@ -70,18 +70,18 @@ func twoLanes(o *outbox) (string, string) {
 // next message goes out after its first, never before.
 func TestOutboxKeepsOrderPerDeviceAndDevicesSideBySide(t *testing.T) {
 	pub := newGatedPublisher()
-	o := newOutbox("hearth", pub, slog.New(slog.DiscardHandler))
+	o := New("hearth", pub, slog.New(slog.DiscardHandler))
 	a, b := twoLanes(o)
 	gate := make(chan struct{})
 	pub.hold["hearth/"+a+"/result"] = gate
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); o.run(ctx) }()
+	go func() { defer close(done); o.Run(ctx) }()
 	defer func() { cancel(); <-done }()
 
-	o.pushRaw("hearth/"+a+"/result", []byte("a1"), false)
-	o.pushRaw("hearth/"+a, []byte("a-state"), true)
-	o.pushRaw("hearth/"+b+"/result", []byte("b1"), false)
+	o.PushRaw("hearth/"+a+"/result", []byte("a1"), false)
+	o.PushRaw("hearth/"+a, []byte("a-state"), true)
+	o.PushRaw("hearth/"+b+"/result", []byte("b1"), false)
 	if got, want := pub.next(t), "hearth/"+b+"/result=b1"; got != want {
 		t.Fatalf("first publish out: %q; want %q while %s's waits for its PUBACK", got, want, a)
 	}
@@ -98,17 +98,17 @@ func TestOutboxKeepsOrderPerDeviceAndDevicesSideBySide(t *testing.T) {
 // newest payload, in the place of the first.
 func TestOutboxMirrorReplacedBeforeItWentOutGoesOutOnceWithTheNewest(t *testing.T) {
 	pub := newGatedPublisher()
-	o := newOutbox("hearth", pub, slog.New(slog.DiscardHandler))
+	o := New("hearth", pub, slog.New(slog.DiscardHandler))
 	gate := make(chan struct{})
 	pub.hold["hearth/lamp/result"] = gate
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); o.run(ctx) }()
+	go func() { defer close(done); o.Run(ctx) }()
 
-	o.pushRaw("hearth/lamp/result", []byte("r1"), false)
-	o.pushRaw("hearth/lamp", []byte(`{"state":"ON"}`), true)
-	o.pushRaw("hearth/lamp/result", []byte("r2"), false)
-	o.pushRaw("hearth/lamp", []byte(`{"state":"OFF"}`), true)
+	o.PushRaw("hearth/lamp/result", []byte("r1"), false)
+	o.PushRaw("hearth/lamp", []byte(`{"state":"ON"}`), true)
+	o.PushRaw("hearth/lamp/result", []byte("r2"), false)
+	o.PushRaw("hearth/lamp", []byte(`{"state":"OFF"}`), true)
 	close(gate)
 	for range 3 {
 		pub.next(t)
