@@ -396,13 +396,6 @@ func (q *deviceQueue) auditSent(op devices.Op, resend bool) {
 	q.d.audit(e)
 }
 
-// giveUp ends t as the retry policy decided: failed, with a reason that
-// says why no further attempt is made.
-func (q *deviceQueue) giveUp(t *task, op devices.Op, dec retry.Decision, failure error, maxAttempts int) {
-	reason, detail := machine.GiveUp(op, dec, failure, maxAttempts, q.svc.Name)
-	q.finish(t, devices.Failed, reason, detail, nil)
-}
-
 // sendTimeout bounds one send: the wait for the bridge's broker to take it.
 const sendTimeout = 10 * time.Second
 

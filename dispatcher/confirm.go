@@ -32,15 +32,8 @@ func (q *deviceQueue) send(ctx context.Context, t *task, still func() bool) (c *
 	return c, true, q.svc.Bridge.Send(sendCtx, q.dev.Device, target)
 }
 
-// watch starts collecting the reports that arrive from now on as t's
-// confirmation.
-func (q *deviceQueue) watch(t *task) *confirmation {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.watchLocked(t)
-}
-
-// watchLocked is watch with q.mu held.
+// watchLocked starts collecting, with q.mu held, the reports that arrive
+// from now on as t's confirmation.
 func (q *deviceQueue) watchLocked(t *task) *confirmation {
 	c := &confirmation{target: t.Op.Target, seen: map[string]any{}}
 	t.confirm = c

@@ -32,16 +32,6 @@ func (q *deviceQueue) sleptLocked() {
 	q.changedLocked()
 }
 
-// endLease ends the device's awake lease gen at once: a request to it
-// went unanswered. A newer lease (a wake signal since) is left alone.
-func (q *deviceQueue) endLease(gen uint64) {
-	q.mu.Lock()
-	if q.m.EndLease(gen) {
-		q.sleptLocked()
-	}
-	q.mu.Unlock()
-}
-
 // nodeStatus takes a node status of the device for its awake lease; see
 // Dispatcher.NodeStatus.
 func (q *deviceQueue) nodeStatus(status devices.NodeStatus) {

@@ -164,14 +164,6 @@ func (s *HTTPServer) State(path string) map[string]any {
 	return maps.Clone(s.states[path])
 }
 
-// SetState changes the device's state at path, as someone at the device
-// would (a door closed by hand).
-func (s *HTTPServer) SetState(path string, st map[string]any) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.states[path] = maps.Clone(st)
-}
-
 // Commands returns how many commands reached path (dropped and refused
 // ones included).
 func (s *HTTPServer) Commands(path string) int {

@@ -133,14 +133,6 @@ func (ic *indexCheck) skipTo(id []byte) error {
 // finish reports an index entry that names an op the walk did not find.
 func (ic *indexCheck) finish() error { return ic.skipTo(nil) }
 
-// recordBody is the JSON of a record whose frame was already verified.
-func recordBody(v []byte) []byte {
-	if len(v) >= frameHeader && v[0] == frameV1 {
-		return v[frameHeader:]
-	}
-	return v
-}
-
 // opRecordHead is what checkIndexes and a commit need of a stored op.
 type opRecordHead struct {
 	Seq    uint64         `json:"seq"`

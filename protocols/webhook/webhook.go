@@ -82,10 +82,6 @@ func New(opts Options) (*Sender, error) {
 // repeats the URL, which may hold a token.
 func CheckURL(raw string) error { return httpreq.CheckURL(raw) }
 
-// CheckHeader reports whether name and value make a valid HTTP header
-// field (httpreq.CheckHeader, RFC 9110 §5.1, §5.5).
-func CheckHeader(name, value string) error { return httpreq.CheckHeader(name, value) }
-
 // StatusError is a response with a status code other than 2xx
 // (httpreq.StatusError, What "webhook"). Package retry classifies it by
 // StatusCode as "http_<code>" (429 and most 5xx transient, most 4xx
