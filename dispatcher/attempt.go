@@ -116,7 +116,7 @@ func (q *deviceQueue) attempt(ctx context.Context, t *task, a *machine.Attempts,
 	// A probe's deadline runs from now: it must not be spent waiting for
 	// the link. Without the link, give the place back, wait, then ask
 	// again.
-	if ready, _, _ := svc.link.ready(d.now()); permit.Probe() && !ready {
+	if ready, _, _ := svc.link.Ready(d.now()); permit.Probe() && !ready {
 		q.release(permit, breaker.Canceled)
 		_, stop := q.awaitLink(ctx, t, waitUntil)
 		return !stop
@@ -197,8 +197,8 @@ func (q *deviceQueue) attempt(ctx context.Context, t *task, a *machine.Attempts,
 	}
 
 	reconnect := d.nextReconnect()
-	linkUp, linkGen := svc.link.watch()
-	heard := svc.link.heard.Load()
+	linkUp, linkGen := svc.link.Watch()
+	heard := svc.link.Heard.Load()
 	c, sent, err := q.send(ctx, t, nil)
 	if sent && (err == nil || !publish.NotSent(err)) {
 		q.sentSinceResume(t)
@@ -257,7 +257,7 @@ func (q *deviceQueue) attempt(ctx context.Context, t *task, a *machine.Attempts,
 	}
 	expires := d.now().Add(wait)
 	confirmed, stop, back := q.confirmWithin(ctx, t, c, wait, linkUp, permit)
-	changed := back || svc.link.changedSince(linkGen)
+	changed := back || svc.link.ChangedSince(linkGen)
 	switch {
 	case confirmed:
 		// reported a success by confirmWithin, before the result

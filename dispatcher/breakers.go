@@ -5,93 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/hearthd/hearth/breaker"
 	"github.com/hearthd/hearth/devices"
 	"github.com/hearthd/hearth/publish"
+	"github.com/hearthd/hearth/service"
 )
-
-// serviceBreaker is a service's circuit breaker and what the dispatcher
-// keeps beside it.
-type serviceBreaker struct {
-	*breaker.Breaker
-	mu      sync.Mutex
-	changed chan struct{} // closed at each transition, probe admitted or place freed; then replaced
-	moved   chan struct{} // closed at each transition only, then replaced
-	// offlineDue, if not zero, is when a replayed offline takes effect
-	// unless the bridge says online first; guarded by mu.
-	offlineDue time.Time
-	// The probe rules (see probeOutcome), guarded by mu: vouched is the
-	// start of a half-open period the bridge's own online began (a
-	// restart); spared, the start of the half-open period whose one lost
-	// probe was spared; waiters counts, by device, the commands waiting
-	// for a probe's place.
-	vouched, spared time.Time
-	waiters         map[string]int
-	// held counts the commands waiting, reported queued, for the open
-	// breaker to let them through (Service.Hold).
-	held atomic.Int64
-}
-
-// vouch records that the half-open period begun at since follows the
-// bridge's own online report.
-func (b *serviceBreaker) vouch(since time.Time) {
-	b.mu.Lock()
-	b.vouched = since
-	b.mu.Unlock()
-}
-
-// waitForProbe counts a command of device dev waiting for a probe's
-// place (n = 1) or no longer (n = -1).
-func (b *serviceBreaker) waitForProbe(dev string, n int) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.waiters == nil {
-		b.waiters = map[string]int{}
-	}
-	b.waiters[dev] += n
-	if b.waiters[dev] <= 0 {
-		delete(b.waiters, dev)
-	}
-}
-
-// spare reports whether the lost probe of device dev, in the half-open
-// period begun at since, is spared: the period follows the bridge's own
-// online, no probe of it was spared yet, and a command of another device
-// waits to be the next probe. It records the spare.
-func (b *serviceBreaker) spare(dev string, since time.Time) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if !b.vouched.Equal(since) || b.spared.Equal(since) {
-		return false
-	}
-	for other, n := range b.waiters {
-		if other != dev && n > 0 {
-			b.spared = since
-			return true
-		}
-	}
-	return false
-}
-
-// deferOffline sets (or, with the zero time, cancels) the time a
-// replayed offline takes effect, and wakes the breaker's clock.
-func (b *serviceBreaker) deferOffline(due time.Time) {
-	b.mu.Lock()
-	b.offlineDue = due
-	b.mu.Unlock()
-	b.signal()
-}
-
-// dueOffline returns when a deferred offline takes effect; zero if none.
-func (b *serviceBreaker) dueOffline() time.Time {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.offlineDue
-}
 
 // BreakerChange is one transition of a service's circuit breaker, as the
 // OnBreakerChange hook sees it.
@@ -105,48 +25,13 @@ type BreakerChange struct {
 	Replay bool
 }
 
-// watch returns a channel closed at the breaker's next transition, or
-// when a probe is admitted or its place freed.
-func (b *serviceBreaker) watch() <-chan struct{} {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.changed
-}
-
-// watchMoves returns a channel closed at the breaker's next transition
-// only.
-func (b *serviceBreaker) watchMoves() <-chan struct{} {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.moved
-}
-
-// signal wakes the watchers: a probe was admitted or its place freed.
-func (b *serviceBreaker) signal() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	close(b.changed)
-	b.changed = make(chan struct{})
-}
-
-// transitioned wakes every watcher, those of moves too.
-func (b *serviceBreaker) transitioned() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	close(b.changed)
-	b.changed = make(chan struct{})
-	close(b.moved)
-	b.moved = make(chan struct{})
-}
-
 // newBreaker builds s's breaker from s.Breaker; its OnStateChange and
 // the dispatcher's OnBreakerChange see every transition before it is
 // published.
-func (d *Dispatcher) newBreaker(s *Service) *serviceBreaker {
+func (d *Dispatcher) newBreaker(s *Service) *service.Breaker {
 	opts := *s.Breaker
 	theirs, theirTransition := opts.OnStateChange, opts.OnTransition
 	opts.OnStateChange = nil
-	sb := &serviceBreaker{changed: make(chan struct{}), moved: make(chan struct{})}
 	opts.OnTransition = func(tr breaker.Transition) {
 		from, to, at := tr.From, tr.To, tr.At
 		level := slog.LevelInfo
@@ -166,10 +51,8 @@ func (d *Dispatcher) newBreaker(s *Service) *serviceBreaker {
 			d.onBreaker(BreakerChange{Service: s.Name, From: from, To: to, At: at, Replay: tr.Replay})
 		}
 		d.publishServiceState(s.Name, to, at)
-		sb.transitioned()
 	}
-	sb.Breaker = breaker.New(opts)
-	return sb
+	return service.NewBreaker(opts)
 }
 
 // serviceState is the retained payload of <prefix>/services/<service>/state.
@@ -201,9 +84,9 @@ func (d *Dispatcher) republishServiceState(s *Service) {
 // the clock only while one is due.
 func (d *Dispatcher) runBreakerClock(ctx context.Context, s *Service) {
 	for {
-		changed := s.breaker.watch()
+		changed := s.breaker.Watch()
 		now := d.now()
-		due := s.breaker.dueOffline()
+		due := s.breaker.DueOffline()
 		if !due.IsZero() && !now.Before(due) {
 			d.applyDeferredOffline(s, due)
 			continue
@@ -235,14 +118,10 @@ func (d *Dispatcher) runBreakerClock(ctx context.Context, s *Service) {
 // applyDeferredOffline applies a replayed offline whose grace ended at
 // due, if the bridge has not said online since: it was not old news.
 func (d *Dispatcher) applyDeferredOffline(s *Service, due time.Time) {
-	s.breaker.mu.Lock()
-	if !s.breaker.offlineDue.Equal(due) {
-		s.breaker.mu.Unlock()
+	if !s.breaker.TakeDueOffline(due) {
 		return // cancelled or replaced meanwhile
 	}
-	s.breaker.offlineDue = time.Time{}
-	s.breaker.mu.Unlock()
-	if s.link.current() == linkUp {
+	if s.link.Current() == service.Up {
 		return
 	}
 	d.log.Info("bridge said offline before Hearth connected and has not said online since", "service", s.Name, "grace", BridgeStateGrace)
@@ -261,12 +140,12 @@ func (q *deviceQueue) admit(ctx context.Context, t *task, deadline time.Time) (p
 	}
 	queued := false
 	for {
-		changed := b.watch()
+		changed := b.Watch()
 		now := q.d.now()
 		p, err := b.Allow(now)
 		if err == nil {
 			if p.Probe() {
-				b.signal() // the clock goroutine must watch the probe's deadline
+				b.Signal() // the clock goroutine must watch the probe's deadline
 			}
 			if !now.Before(deadline) {
 				// Let through at or after the deadline (a held command
@@ -305,8 +184,8 @@ func (q *deviceQueue) admit(ctx context.Context, t *task, deadline time.Time) (p
 		}
 		if !queued {
 			queued = true
-			b.held.Add(1)
-			defer b.held.Add(-1) // once: queued stays set
+			b.Held.Add(1)
+			defer b.Held.Add(-1) // once: queued stays set
 
 			q.mu.Lock()
 			r := t.Op.Result()
@@ -327,11 +206,11 @@ func (q *deviceQueue) admit(ctx context.Context, t *task, deadline time.Time) (p
 // awaitProbe waits, while a half-open breaker's probe is out, until the
 // breaker changes (changed: a transition, or the probe's place freed) or
 // until; stop means t ended or ctx is done. While it waits the command
-// counts as a candidate for the next probe (see serviceBreaker.spare).
+// counts as a candidate for the next probe (see service.Breaker.Spare).
 func (q *deviceQueue) awaitProbe(ctx context.Context, t *task, changed <-chan struct{}, until time.Time) (stop bool) {
 	b := q.svc.breaker
-	b.waitForProbe(q.dev.ID, 1)
-	defer b.waitForProbe(q.dev.ID, -1)
+	b.WaitForProbe(q.dev.ID, 1)
+	defer b.WaitForProbe(q.dev.ID, -1)
 	q.d.log.Info("waiting for the half-open breaker's probe", "op_id", t.opID, "device", q.dev.ID, "service", q.svc.Name, "until", until)
 	return q.pause(ctx, t, until, changed, nil) == waitStop
 }
@@ -350,7 +229,7 @@ func (q *deviceQueue) probeOutcome(p *breaker.Permit, o breaker.Outcome) breaker
 	}
 	b := q.svc.breaker
 	snap := b.Snapshot(q.d.now()) // before b.mu: a transition's hook takes it
-	if snap.State != breaker.HalfOpen || !b.spare(q.dev.ID, snap.Since) {
+	if snap.State != breaker.HalfOpen || !b.Spare(q.dev.ID, snap.Since) {
 		return o
 	}
 	q.d.log.Info("probe unconfirmed after the bridge said online; the next probe, to another device, decides", "device", q.dev.ID, "service", q.svc.Name)
@@ -373,7 +252,7 @@ func (q *deviceQueue) release(p *breaker.Permit, o breaker.Outcome) {
 	}
 	p.Done(o, q.d.now())
 	if p.Probe() {
-		q.svc.breaker.signal()
+		q.svc.breaker.Signal()
 	}
 }
 
@@ -404,7 +283,7 @@ func (q *deviceQueue) outcome(err error, confirmed, linkChanged bool) breaker.Ou
 // a bridge that is talking is not down, and one dead bulb must not open
 // the breaker of every device behind it.
 func (q *deviceQueue) timeoutOutcome(linkChanged bool, heardAtSend uint64) breaker.Outcome {
-	if !linkChanged && q.svc.link.heard.Load() != heardAtSend {
+	if !linkChanged && q.svc.link.Heard.Load() != heardAtSend {
 		return breaker.Ignored
 	}
 	return q.outcome(nil, false, linkChanged)
@@ -465,7 +344,7 @@ func (d *Dispatcher) Breakers() []BreakerStatus {
 		snap := s.breaker.Snapshot(now)
 		out = append(out, BreakerStatus{
 			Service: name, State: snap.State.String(), Since: snap.Since.UTC(),
-			Until: snap.Until.UTC(), Offline: snap.Offline, Bridge: s.link.current().String(), Trips: snap.Trips, Watched: s.Bridge == nil && s.Notifier == nil, Notify: s.Notifier != nil,
+			Until: snap.Until.UTC(), Offline: snap.Offline, Bridge: s.link.Current().String(), Trips: snap.Trips, Watched: s.Bridge == nil && s.Notifier == nil, Notify: s.Notifier != nil,
 		})
 	}
 	return out

@@ -194,7 +194,7 @@ func (q *deviceQueue) resolveOvertaken(ctx context.Context, c *confirmation, per
 			case waitTimer:
 				q.mu.Unlock()
 				q.dropOvertaken(c) // no report counts after the timeout
-				q.releaseTimedOut(ctx, permit, q.probeOutcome(permit, q.timeoutOutcome(q.svc.link.changedSince(linkGen), heard)))
+				q.releaseTimedOut(ctx, permit, q.probeOutcome(permit, q.timeoutOutcome(q.svc.link.ChangedSince(linkGen), heard)))
 				return
 			case waitOther:
 				q.mu.Unlock()

@@ -34,12 +34,12 @@ func (d *Dispatcher) Disconnected() {
 	now := d.now()
 	for _, s := range d.services {
 		if !s.Direct {
-			s.link.reset(now)
+			s.link.Reset(now)
 		}
 		if s.breaker == nil {
 			continue
 		}
-		s.breaker.deferOffline(time.Time{}) // the next session replays the bridge's state anew
+		s.breaker.DeferOffline(time.Time{}) // the next session replays the bridge's state anew
 		if s.breaker.Snapshot(now).Offline {
 			// A broker that shuts down sends every client's will: the
 			// bridge's offline just before Hearth's own connection
@@ -71,7 +71,7 @@ func (d *Dispatcher) Session() {
 	now := d.now()
 	for _, s := range d.services {
 		if !s.Direct {
-			s.link.reset(now)
+			s.link.Reset(now)
 		}
 	}
 }

@@ -173,7 +173,7 @@ func (q *deviceQueue) firstAttemptWithAccept(op devices.Op, now time.Time) bool 
 	if !idle {
 		return false
 	}
-	if ready, _, _ := q.svc.link.ready(now); !ready {
+	if ready, _, _ := q.svc.link.Ready(now); !ready {
 		return false
 	}
 	return q.svc.breaker == nil || q.svc.breaker.Snapshot(now).State == breaker.Closed

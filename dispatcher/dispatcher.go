@@ -38,6 +38,7 @@ import (
 	"github.com/hearthd/hearth/notify"
 	"github.com/hearthd/hearth/publish"
 	"github.com/hearthd/hearth/retry"
+	"github.com/hearthd/hearth/service"
 )
 
 // Service is one bridge and how to attempt commands through it.
@@ -79,9 +80,9 @@ type Service struct {
 	// up, whatever the MQTT session does, and no bridge state is awaited.
 	Direct bool
 
-	link    *link           // set by New
-	breaker *serviceBreaker // set by New when Breaker is set
-	silence *silence        // set by New when Breaker is set
+	link    *service.Link    // set by New
+	breaker *service.Breaker // set by New when Breaker is set
+	silence *silence         // set by New when Breaker is set
 }
 
 // Device is a device the dispatcher commands.
@@ -380,9 +381,9 @@ func New(opts Options) (*Dispatcher, error) {
 		case s.Policy.AttemptTimeout <= 0:
 			return nil, fmt.Errorf("dispatcher: service %q: attempt timeout must be positive", s.Name)
 		}
-		s.link = newLink(d.now())
+		s.link = service.NewLink(d.now())
 		if s.Direct {
-			s.link.set(true, d.now())
+			s.link.Set(true, d.now())
 		}
 		svc := &s
 		if s.Breaker != nil {
@@ -585,16 +586,10 @@ func (d *Dispatcher) NotifyStatus() []notify.Status { return d.notes.Status() }
 func notifyService(s *Service) notify.Service {
 	n := notify.Service{Name: s.Name, Notifier: s.Notifier, Policy: s.Policy, Budget: s.Budget, Hold: s.Hold, Queue: s.NotifyQueue}
 	if s.breaker != nil {
-		n.Gate = notifyGate{s.breaker}
+		n.Gate = s.breaker
 	}
 	return n
 }
-
-// notifyGate is a service's breaker as notify.Gate.
-type notifyGate struct{ *serviceBreaker }
-
-func (g notifyGate) Watch() <-chan struct{} { return g.watch() }
-func (g notifyGate) Signal()                { g.signal() }
 
 // signal wakes the one waiting on ch, buffered 1, without blocking.
 func signal(ch chan struct{}) {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hearthd/hearth/devices"
+	"github.com/hearthd/hearth/service"
 )
 
 // Fresh reads after the start. A safety-critical device's state as Hearth
@@ -159,8 +160,8 @@ func (q *deviceQueue) awaitSaidOnline(ctx context.Context) bool {
 // no timer: a bridge that never speaks is never read.
 func (d *Dispatcher) awaitBridgeUp(ctx context.Context, s *Service) bool {
 	for {
-		up, _ := s.link.watch()
-		if s.link.current() == linkUp {
+		up, _ := s.link.Watch()
+		if s.link.Current() == service.Up {
 			return true
 		}
 		select {

@@ -36,7 +36,7 @@ func (d *Dispatcher) Load() []ServiceLoad {
 		}
 		l := ServiceLoad{Service: name, Notify: s.Notifier != nil, RetryTokens: s.Budget.Tokens(now)}
 		if s.breaker != nil {
-			l.Held = int(s.breaker.held.Load())
+			l.Held = int(s.breaker.Held.Load())
 		}
 		at[name] = len(out)
 		out = append(out, l)

@@ -17,7 +17,7 @@ import (
 func (d *Dispatcher) Report(device string, state map[string]any, retained bool) {
 	if q, ok := d.devices[device]; ok {
 		if !retained {
-			q.svc.link.heard.Add(1)
+			q.svc.link.Heard.Add(1)
 			if s := q.svc.silence; s != nil {
 				s.heardFrom(q)
 			}
@@ -113,10 +113,10 @@ func (d *Dispatcher) BridgeState(service string, online, retained bool) {
 		// may start Hearth before the bridge, which is about to say
 		// online. Commands wait for it (the link is down), and the
 		// breaker opens only if it says nothing for BridgeStateGrace.
-		s.breaker.deferOffline(d.now().Add(BridgeStateGrace))
+		s.breaker.DeferOffline(d.now().Add(BridgeStateGrace))
 	} else if s.breaker != nil {
 		now := d.now()
-		s.breaker.deferOffline(time.Time{})
+		s.breaker.DeferOffline(time.Time{})
 		report := func() {
 			s.breaker.ReportHealth(online, now)
 			if online && s.Bridge == nil {
@@ -139,10 +139,10 @@ func (d *Dispatcher) BridgeState(service string, online, retained bool) {
 			report()
 		}
 		if snap := s.breaker.Snapshot(now); online && snap.State == breaker.HalfOpen && snap.Since.Equal(now) {
-			s.breaker.vouch(now) // the bridge's online began it: see probeOutcome
+			s.breaker.Vouch(now) // the bridge's online began it: see probeOutcome
 		}
 	}
-	if s.link.set(online, d.now()) {
+	if s.link.Set(online, d.now()) {
 		d.log.Info("bridge state", "service", service, "online", online)
 	}
 }
@@ -311,7 +311,7 @@ func (d *Dispatcher) heardFrom(s *Service) {
 	}
 	if p, err := s.breaker.Allow(now); err == nil {
 		p.Done(breaker.Success, now)
-		s.breaker.signal() // a place for held commands, if it stays half-open
+		s.breaker.Signal() // a place for held commands, if it stays half-open
 	}
 }
 

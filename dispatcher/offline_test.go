@@ -174,11 +174,7 @@ func (r *offRig) noResult(opID string) {
 func (r *offRig) waitsForProbe(device string) {
 	r.t.Helper()
 	b := r.d.services["zb"].breaker
-	r.eventually(device+" waiting for the probe", func() bool {
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		return b.waiters[device] > 0
-	})
+	r.eventually(device+" waiting for the probe", func() bool { return b.Waiting(device) > 0 })
 }
 
 func (r *offRig) breakerState() breaker.Snapshot {

@@ -123,7 +123,7 @@ func (q *deviceQueue) failUnlessTalking(ctx context.Context, permit *breaker.Per
 		q.release(permit, breaker.Failure)
 		return
 	}
-	heard := svc.link.heard.Load()
+	heard := svc.link.Heard.Load()
 	s.mu.Lock()
 	if s.silent && s.silentAt == heard {
 		s.mu.Unlock()
@@ -195,7 +195,7 @@ func (d *Dispatcher) askWitness(ctx context.Context, svc *Service, suspect *devi
 		switch {
 		case ctx.Err() != nil:
 			outcome = breaker.Canceled
-		case svc.link.heard.Load() != heard:
+		case svc.link.Heard.Load() != heard:
 			outcome = breaker.Ignored
 		}
 	}
