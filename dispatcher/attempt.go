@@ -396,8 +396,26 @@ func (q *deviceQueue) auditSent(op devices.Op, resend bool) {
 	q.d.audit(e)
 }
 
-// sendTimeout bounds one send: the wait for the bridge's broker to take it.
+// sendTimeout bounds one send or read: the wait for the bridge's broker
+// to take it. A bridge whose own request timeout is as long or longer
+// gets more (see requestBound).
 const sendTimeout = 10 * time.Second
+
+// requestGrace is how long past a bridge's own request timeout the
+// dispatcher lets a send or read run, so that the bridge's timeout, which
+// says the service did not answer, comes first.
+const requestGrace = time.Second
+
+// requestBound is how long one Send or Read through b may run:
+// sendTimeout, or the bridge's own request timeout (a method
+// RequestTimeout() time.Duration: protocols/httpdev) plus requestGrace
+// when that is longer.
+func requestBound(b Bridge) time.Duration {
+	if r, ok := b.(interface{ RequestTimeout() time.Duration }); ok {
+		return max(sendTimeout, r.RequestTimeout()+requestGrace)
+	}
+	return sendTimeout
+}
 
 // sentSinceResume records that a send of t went out since Hearth started:
 // its attempts are no longer of unknown delivery.

@@ -27,7 +27,7 @@ func (q *deviceQueue) send(ctx context.Context, t *task, still func() bool) (c *
 	c = q.watchLocked(t)
 	t.Sending()
 	q.mu.Unlock()
-	sendCtx, cancel := context.WithTimeout(ctx, sendTimeout)
+	sendCtx, cancel := context.WithTimeout(ctx, q.svc.bound)
 	defer cancel()
 	return c, true, q.svc.Bridge.Send(sendCtx, q.dev.Device, target)
 }

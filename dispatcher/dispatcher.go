@@ -83,6 +83,7 @@ type Service struct {
 	link    *service.Link    // set by New
 	breaker *service.Breaker // set by New when Breaker is set
 	silence *silence         // set by New when Breaker is set
+	bound   time.Duration    // one Send or Read's bound (requestBound); set by New
 }
 
 // Device is a device the dispatcher commands.
@@ -386,6 +387,7 @@ func New(opts Options) (*Dispatcher, error) {
 			s.link.Set(true, d.now())
 		}
 		svc := &s
+		svc.bound = requestBound(s.Bridge)
 		if s.Breaker != nil {
 			svc.breaker = d.newBreaker(svc)
 			svc.silence = &silence{}

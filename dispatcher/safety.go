@@ -214,7 +214,7 @@ func (q *deviceQueue) revalidate(ctx context.Context, t *task, strict bool, when
 	timer := d.clock.NewTimer(min(timeout, until.Sub(d.now())))
 	defer timer.Stop()
 	d.log.Info("reading state", "op_id", op.OpID, "device", op.Device, "when", when, "strict", strict, "timeout", timeout)
-	readCtx, cancel := context.WithTimeout(ctx, sendTimeout)
+	readCtx, cancel := context.WithTimeout(ctx, q.svc.bound)
 	err := q.svc.Bridge.Read(readCtx, dev, op.Target)
 	cancel()
 	if err != nil {

@@ -175,7 +175,7 @@ func (d *Dispatcher) askWitness(ctx context.Context, svc *Service, suspect *devi
 		if w.knownOffline() {
 			continue
 		}
-		readCtx, cancel := context.WithTimeout(ctx, sendTimeout)
+		readCtx, cancel := context.WithTimeout(ctx, svc.bound)
 		rerr := svc.Bridge.Read(readCtx, w.dev.Device, devices.Target{"state": ""})
 		cancel()
 		if rerr != nil {

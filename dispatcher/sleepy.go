@@ -428,7 +428,7 @@ func (q *deviceQueue) verify(ctx context.Context, t *task, c *confirmation, perm
 			t.check = chk
 			target := t.Op.Target
 			q.mu.Unlock()
-			readCtx, cancel := context.WithTimeout(ctx, sendTimeout)
+			readCtx, cancel := context.WithTimeout(ctx, q.svc.bound)
 			err := q.svc.Bridge.Read(readCtx, q.dev.Device, target)
 			cancel()
 			d.log.Info("verifying read", "op_id", t.opID, "device", q.dev.ID, "err", err)

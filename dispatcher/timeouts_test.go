@@ -1,6 +1,7 @@
 package dispatcher
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -208,5 +209,53 @@ func TestBridgeReportedFailureNeverEndsARiskyAttempt(t *testing.T) {
 	q.mu.Unlock()
 	if taken {
 		t.Fatal("a bridge-reported failure ended an unlock's attempt")
+	}
+}
+
+// slowBridge is a bridge whose own requests may take timeout (an HTTP
+// service's timeout); it tells each send's time left before its context's
+// deadline.
+type slowBridge struct {
+	*scriptedBridge
+	timeout time.Duration
+	left    chan time.Duration
+}
+
+func (b slowBridge) RequestTimeout() time.Duration { return b.timeout }
+
+func (b slowBridge) Send(ctx context.Context, d devices.Device, target devices.Target) error {
+	deadline, _ := ctx.Deadline()
+	b.left <- time.Until(deadline)
+	return b.scriptedBridge.Send(ctx, d, target)
+}
+
+// A bridge whose own request timeout (an HTTP service's timeout: 30s) is
+// longer than the dispatcher's 10 s bound on a send gets that long and a
+// second more, so that a service that does not answer ends with the
+// bridge's own timeout (which counts against its breaker), never cut short
+// by the dispatcher's deadline (which counts as nothing).
+func TestSendOutlastsTheBridgesOwnRequestTimeout(t *testing.T) {
+	left := make(chan time.Duration, 8)
+	r := startSleepy(t, sleepyOptions{awake: true, bridge: func(b *scriptedBridge) Bridge {
+		return slowBridge{scriptedBridge: b, timeout: 30 * time.Second, left: left}
+	}})
+	firstSet(r)
+	if got := <-left; got <= 30*time.Second {
+		t.Errorf("the send had %s before its deadline; want more than the bridge's own 30s", got.Round(time.Second))
+	}
+}
+
+// A bridge whose own timeout is shorter than the bound keeps the bound:
+// its own timeout ends the request first.
+func TestRequestBoundKeepsTenSecondsForQuickBridges(t *testing.T) {
+	quick := slowBridge{timeout: 5 * time.Second}
+	if got := requestBound(quick); got != sendTimeout {
+		t.Errorf("requestBound(5s bridge) = %s, want %s", got, sendTimeout)
+	}
+	if got := requestBound(&scriptedBridge{}); got != sendTimeout {
+		t.Errorf("requestBound(MQTT bridge) = %s, want %s", got, sendTimeout)
+	}
+	if got := requestBound(slowBridge{timeout: 10 * time.Second}); got != 11*time.Second {
+		t.Errorf("requestBound(10s bridge) = %s, want 11s: the bridge's own timeout must come first", got)
 	}
 }

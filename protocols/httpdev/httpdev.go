@@ -108,6 +108,7 @@ type Adapter struct {
 	method  string
 	urls    map[string]string // device → its resource's URL
 	client  *httpreq.Client
+	timeout time.Duration // bounds one request
 	log     *slog.Logger
 	sink    Sink
 }
@@ -138,7 +139,7 @@ func New(opts Options) (*Adapter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("http service %s: %w", opts.Service, err)
 	}
-	a := &Adapter{service: opts.Service, method: method, urls: map[string]string{}, client: c, log: opts.Logger}
+	a := &Adapter{service: opts.Service, method: method, urls: map[string]string{}, client: c, timeout: timeout, log: opts.Logger}
 	if a.log == nil {
 		a.log = slog.New(slog.DiscardHandler)
 	}
@@ -155,6 +156,12 @@ func New(opts Options) (*Adapter, error) {
 	}
 	return a, nil
 }
+
+// RequestTimeout returns how long one request may take (Options.Timeout):
+// the dispatcher lets a Send or Read run past it, so that a service that
+// does not answer in time ends with a *TimeoutError (counted against the
+// service's breaker), not with the dispatcher's own deadline.
+func (a *Adapter) RequestTimeout() time.Duration { return a.timeout }
 
 // Start keeps sink for what the devices answer. Nothing is listened to:
 // the adapter only makes requests.

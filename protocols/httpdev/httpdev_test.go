@@ -228,3 +228,20 @@ func TestRequestTimeoutIsTheServices(t *testing.T) {
 		t.Fatalf("a cancelled read: %v; want the caller's cancellation, not a *TimeoutError", err)
 	}
 }
+
+// The adapter tells the dispatcher how long one of its requests may take:
+// the service's timeout, or DefaultTimeout, so that the dispatcher's own
+// bound never cuts a request short of it.
+func TestRequestTimeoutIsTheServicesTimeout(t *testing.T) {
+	for _, tc := range []struct {
+		timeout, want time.Duration
+	}{{0, DefaultTimeout}, {30 * time.Second, 30 * time.Second}} {
+		a, err := New(Options{Service: "s", BaseURL: "http://192.0.2.1/", Timeout: tc.timeout, Devices: []devices.Device{{ID: "d"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := a.RequestTimeout(); got != tc.want {
+			t.Errorf("timeout %s: RequestTimeout() = %s, want %s", tc.timeout, got, tc.want)
+		}
+	}
+}
