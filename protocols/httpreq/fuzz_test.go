@@ -80,5 +80,6 @@ func FuzzCheckURL(f *testing.F) {
 			t.Fatal("empty error")
 		}
 		_ = Redact(raw)
+		_ = RedactPath(raw)
 	})
 }

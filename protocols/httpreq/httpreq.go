@@ -64,15 +64,20 @@ type Options struct {
 	// Transport, if set, carries the requests (tests, proxies); nil means
 	// a clone of http.DefaultTransport without keep-alives.
 	Transport http.RoundTripper
+	// HidePath, for a URL whose path is a secret (ntfy's topic, Home
+	// Assistant's webhook id), keeps the path out of error texts too:
+	// they show scheme://host/… (RedactPath).
+	HidePath bool
 }
 
 // Client makes requests with one set of headers and one timeout. It is
 // safe for concurrent use.
 type Client struct {
-	name    string
-	headers http.Header
-	timeout time.Duration
-	client  *http.Client
+	name     string
+	headers  http.Header
+	timeout  time.Duration
+	hidePath bool
+	client   *http.Client
 }
 
 // New checks opts and returns a Client. It returns an error for a bad
@@ -82,7 +87,7 @@ func New(opts Options) (*Client, error) {
 	if opts.Timeout < 0 {
 		return nil, fmt.Errorf("timeout must not be negative, got %s", opts.Timeout)
 	}
-	c := &Client{name: opts.Name, headers: http.Header{}, timeout: opts.Timeout}
+	c := &Client{name: opts.Name, headers: http.Header{}, timeout: opts.Timeout, hidePath: opts.HidePath}
 	if c.name == "" {
 		c.name = "http"
 	}
@@ -132,6 +137,9 @@ type Response struct {
 // bytes of the response body are read.
 func (c *Client) Do(ctx context.Context, method, rawURL string, body []byte) (Response, error) {
 	shown := Redact(rawURL)
+	if c.hidePath {
+		shown = RedactPath(rawURL)
+	}
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	var rd io.Reader
@@ -187,6 +195,21 @@ func Redact(raw string) string {
 		return "(unparsable URL)"
 	}
 	return (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path, RawPath: u.RawPath}).String()
+}
+
+// RedactPath returns raw as Redact does, its path left out too, for a URL
+// whose path is a secret: "https://ntfy.sh/…" for https://ntfy.sh/topic.
+// A raw that does not parse is shown as "(unparsable URL)".
+func RedactPath(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	shown := (&url.URL{Scheme: u.Scheme, Host: u.Host}).String()
+	if u.Path != "" && u.Path != "/" {
+		return shown + "/…"
+	}
+	return shown + u.Path
 }
 
 // CheckURL reports whether raw is a URL a Client can send to: absolute,

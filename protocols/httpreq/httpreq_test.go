@@ -167,3 +167,20 @@ func TestNewRefuses(t *testing.T) {
 		}
 	}
 }
+
+// RedactPath leaves out what may be a webhook's secret, its path, with
+// the query and user info; it keeps where the request went.
+func TestRedactPathShowsOnlyWhereTheRequestWent(t *testing.T) {
+	for raw, want := range map[string]string{
+		"https://ntfy.sh/secret-topic":                       "https://ntfy.sh/…",
+		"http://ha.local:8123/api/webhook/secret-id?x=1#f":   "http://ha.local:8123/…",
+		"https://user:secret@gotify.local/message?token=abc": "https://gotify.local/…",
+		"https://hooks.local/":                               "https://hooks.local/",
+		"https://hooks.local":                                "https://hooks.local",
+		"http://%zz":                                         "(unparsable URL)",
+	} {
+		if got := RedactPath(raw); got != want {
+			t.Errorf("RedactPath(%q) = %q, want %q", raw, got, want)
+		}
+	}
+}

@@ -70,7 +70,9 @@ func New(opts Options) (*Sender, error) {
 	if err := CheckURL(opts.URL); err != nil {
 		return nil, fmt.Errorf("webhook: %w", err)
 	}
-	c, err := httpreq.New(httpreq.Options{Name: "webhook", Headers: opts.Headers, Timeout: opts.Timeout, Transport: opts.Transport})
+	// A webhook's path is often its secret (ntfy's topic, Home
+	// Assistant's webhook id): errors, which are logged, leave it out.
+	c, err := httpreq.New(httpreq.Options{Name: "webhook", Headers: opts.Headers, Timeout: opts.Timeout, Transport: opts.Transport, HidePath: true})
 	if err != nil {
 		return nil, fmt.Errorf("webhook: %w", err)
 	}
