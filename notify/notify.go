@@ -170,7 +170,7 @@ type Options struct {
 	Clock clockwork.Clock
 	// Rand draws the retries' full jitter; it must be safe for
 	// concurrent use (one worker per service draws from it). nil means
-	// a locked source of its own.
+	// math/rand/v2's global source.
 	Rand retry.Rand
 	// Logger logs every attempt and every notification not delivered;
 	// nil discards.
@@ -208,7 +208,7 @@ func New(opts Options) *Queues {
 		qs.log = slog.New(slog.DiscardHandler)
 	}
 	if qs.rand == nil {
-		qs.rand = &lockedRand{r: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))}
+		qs.rand = globalRand{}
 	}
 	for _, s := range opts.Services {
 		qs.queues = append(qs.queues, newQueue(s))
@@ -350,14 +350,8 @@ func signal(ch chan struct{}) {
 	}
 }
 
-// lockedRand makes a random source safe for the workers to share.
-type lockedRand struct {
-	mu sync.Mutex
-	r  retry.Rand
-}
+// globalRand draws from math/rand/v2's global source, safe for the
+// workers to share.
+type globalRand struct{}
 
-func (l *lockedRand) Int64N(n int64) int64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.r.Int64N(n)
-}
+func (globalRand) Int64N(n int64) int64 { return rand.Int64N(n) }
