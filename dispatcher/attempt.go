@@ -397,22 +397,22 @@ func (q *deviceQueue) auditSent(op devices.Op, resend bool) {
 }
 
 // sendTimeout bounds one send or read: the wait for the bridge's broker
-// to take it. A bridge whose own request timeout is as long or longer
-// gets more (see requestBound).
+// to take it. A bridge whose own calls may take as long or longer gets
+// more (see requestBound).
 const sendTimeout = 10 * time.Second
 
-// requestGrace is how long past a bridge's own request timeout the
+// requestGrace is how long past a bridge's own bound on a call the
 // dispatcher lets a send or read run, so that the bridge's timeout, which
 // says the service did not answer, comes first.
 const requestGrace = time.Second
 
 // requestBound is how long one Send or Read through b may run:
-// sendTimeout, or the bridge's own request timeout (a method
-// RequestTimeout() time.Duration: protocols/httpdev) plus requestGrace
+// sendTimeout, or the bridge's own bound on a call (a method
+// CallTimeout() time.Duration: protocols/httpdev) plus requestGrace
 // when that is longer.
 func requestBound(b Bridge) time.Duration {
-	if r, ok := b.(interface{ RequestTimeout() time.Duration }); ok {
-		return max(sendTimeout, r.RequestTimeout()+requestGrace)
+	if r, ok := b.(interface{ CallTimeout() time.Duration }); ok {
+		return max(sendTimeout, r.CallTimeout()+requestGrace)
 	}
 	return sendTimeout
 }

@@ -212,16 +212,16 @@ func TestBridgeReportedFailureNeverEndsARiskyAttempt(t *testing.T) {
 	}
 }
 
-// slowBridge is a bridge whose own requests may take timeout (an HTTP
-// service's timeout); it tells each send's time left before its context's
-// deadline.
+// slowBridge is a bridge whose own calls may take timeout (an HTTP
+// service's two requests); it tells each send's time left before its
+// context's deadline.
 type slowBridge struct {
 	*scriptedBridge
 	timeout time.Duration
 	left    chan time.Duration
 }
 
-func (b slowBridge) RequestTimeout() time.Duration { return b.timeout }
+func (b slowBridge) CallTimeout() time.Duration { return b.timeout }
 
 func (b slowBridge) Send(ctx context.Context, d devices.Device, target devices.Target) error {
 	deadline, _ := ctx.Deadline()
@@ -229,12 +229,12 @@ func (b slowBridge) Send(ctx context.Context, d devices.Device, target devices.T
 	return b.scriptedBridge.Send(ctx, d, target)
 }
 
-// A bridge whose own request timeout (an HTTP service's timeout: 30s) is
-// longer than the dispatcher's 10 s bound on a send gets that long and a
-// second more, so that a service that does not answer ends with the
+// A bridge whose own calls may take longer (an HTTP service's command and
+// status read, 30 s) than the dispatcher's 10 s bound on a send gets that
+// long and a second more, so that a service that does not answer ends with the
 // bridge's own timeout (which counts against its breaker), never cut short
 // by the dispatcher's deadline (which counts as nothing).
-func TestSendOutlastsTheBridgesOwnRequestTimeout(t *testing.T) {
+func TestSendOutlastsTheBridgesOwnCallTimeout(t *testing.T) {
 	left := make(chan time.Duration, 8)
 	r := startSleepy(t, sleepyOptions{awake: true, bridge: func(b *scriptedBridge) Bridge {
 		return slowBridge{scriptedBridge: b, timeout: 30 * time.Second, left: left}

@@ -63,10 +63,14 @@ func TestNotificationRaisedWhileStoppingIsStored(t *testing.T) {
 	go func() { defer close(done); d.Run(ctx) }()
 	d.Notify(note("n1"))
 	<-slow.called
+	const saver = "notify.(*Queues).runSaver"
+	if !goroutineRunning(saver) {
+		t.Fatalf("no goroutine %s: the wait below would wait for nothing", saver)
+	}
 	cancel()
 	<-slow.stopping
 	deadline := time.Now().Add(eventWait)
-	for goroutineRunning("dispatcher.(*Dispatcher).runNotifySaver") {
+	for goroutineRunning(saver) {
 		if time.Now().After(deadline) {
 			t.Fatal("the notify saver did not stop with Run's context")
 		}

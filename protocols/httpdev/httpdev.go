@@ -157,11 +157,13 @@ func New(opts Options) (*Adapter, error) {
 	return a, nil
 }
 
-// RequestTimeout returns how long one request may take (Options.Timeout):
-// the dispatcher lets a Send or Read run past it, so that a service that
-// does not answer in time ends with a *TimeoutError (counted against the
-// service's breaker), not with the dispatcher's own deadline.
-func (a *Adapter) RequestTimeout() time.Duration { return a.timeout }
+// CallTimeout returns the longest one Send or Read takes: twice
+// Options.Timeout, since a Send is two requests (the command, then the
+// status read), each bounded by it. The dispatcher lets a call run past
+// it, so that a service that does not answer in time ends with a
+// *TimeoutError (counted against the service's breaker), not with the
+// dispatcher's own deadline.
+func (a *Adapter) CallTimeout() time.Duration { return 2 * a.timeout }
 
 // Start keeps sink for what the devices answer. Nothing is listened to:
 // the adapter only makes requests.

@@ -229,19 +229,20 @@ func TestRequestTimeoutIsTheServices(t *testing.T) {
 	}
 }
 
-// The adapter tells the dispatcher how long one of its requests may take:
-// the service's timeout, or DefaultTimeout, so that the dispatcher's own
-// bound never cuts a request short of it.
-func TestRequestTimeoutIsTheServicesTimeout(t *testing.T) {
+// The adapter tells the dispatcher how long one of its calls may take: a
+// Send's two requests (the command, then the status read), each bounded by
+// the service's timeout or DefaultTimeout, so that the dispatcher's own
+// bound never cuts a call short of them.
+func TestCallTimeoutCoversTheCommandAndItsStatusRead(t *testing.T) {
 	for _, tc := range []struct {
 		timeout, want time.Duration
-	}{{0, DefaultTimeout}, {30 * time.Second, 30 * time.Second}} {
+	}{{0, 2 * DefaultTimeout}, {30 * time.Second, time.Minute}} {
 		a, err := New(Options{Service: "s", BaseURL: "http://192.0.2.1/", Timeout: tc.timeout, Devices: []devices.Device{{ID: "d"}}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := a.RequestTimeout(); got != tc.want {
-			t.Errorf("timeout %s: RequestTimeout() = %s, want %s", tc.timeout, got, tc.want)
+		if got := a.CallTimeout(); got != tc.want {
+			t.Errorf("timeout %s: CallTimeout() = %s, want %s", tc.timeout, got, tc.want)
 		}
 	}
 }

@@ -66,7 +66,9 @@ type Options struct {
 	Transport http.RoundTripper
 	// HidePath, for a URL whose path is a secret (ntfy's topic, Home
 	// Assistant's webhook id), keeps the path out of error texts too:
-	// they show scheme://host/… (RedactPath).
+	// they show scheme://host/… (RedactPath), and a failed response's
+	// body shown in a *StatusError has the path and its last segment
+	// replaced by "…".
 	HidePath bool
 }
 
@@ -167,14 +169,37 @@ func (c *Client) Do(ctx context.Context, method, rawURL string, body []byte) (Re
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		return Response{Code: resp.StatusCode, Header: resp.Header, Body: b}, nil
 	}
-	head := b[:min(len(b), maxBodyShown)]
+	head := strings.ToValidUTF8(string(b[:min(len(b), maxBodyShown)]), "")
+	if c.hidePath {
+		head = hidePathIn(head, req.URL)
+	}
 	return Response{}, &StatusError{
 		What:       c.name,
 		URL:        shown,
 		Code:       resp.StatusCode,
 		RetryAfter: resp.Header.Get("Retry-After"),
-		Body:       strings.TrimSpace(strings.ToValidUTF8(string(head), "")),
+		Body:       strings.TrimSpace(head),
 	}
+}
+
+// hidePathIn replaces in body, a failed response's, the path of u and its
+// last segment (the secret of ntfy's topic or a Home Assistant webhook's
+// id), as sent and unescaped: a server's error page often echoes the path
+// ("Cannot POST /api/webhook/<id>"), which HidePath keeps out of the log.
+// A last segment under 3 characters is left: it would mangle the body's
+// words, and is no secret worth the name.
+func hidePathIn(body string, u *url.URL) string {
+	for _, p := range []string{u.EscapedPath(), u.Path} {
+		p = strings.TrimRight(p, "/")
+		if p == "" {
+			continue
+		}
+		body = strings.ReplaceAll(body, p, "/…")
+		if last := p[strings.LastIndexByte(p, '/')+1:]; len(last) >= 3 {
+			body = strings.ReplaceAll(body, last, "…")
+		}
+	}
+	return body
 }
 
 // redactErr puts shown in place of the URL of a *url.Error in err.

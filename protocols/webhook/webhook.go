@@ -15,8 +15,11 @@
 //
 //   - Connections are not kept alive: notifications are rare, and a
 //     connection per POST leaves nothing behind between them.
-//   - Error texts name the URL without its query and user info, where
-//     services such as Gotify carry their token (?token=…).
+//   - Error texts name the URL's scheme and host only: not its query and
+//     user info, where services such as Gotify carry their token
+//     (?token=…), nor its path, which is the secret of others (ntfy's
+//     topic, Home Assistant's webhook id); a failed response's body
+//     shown has the path and its last segment replaced too.
 package webhook
 
 import (
@@ -96,7 +99,7 @@ type StatusError = httpreq.StatusError
 // transport's error as net/http returns it, a *url.Error whose chain
 // holds the cause (context.DeadlineExceeded on a timeout,
 // syscall.ECONNREFUSED, a *net.DNSError, …) for retry.Classify, with the
-// URL stripped of query and user info. At most MaxBodyRead bytes of the
+// URL shown as its scheme and host only. At most MaxBodyRead bytes of the
 // response body are read.
 func (s *Sender) Notify(ctx context.Context, payload []byte) error {
 	if payload == nil {

@@ -254,3 +254,19 @@ func TestNewRefuses(t *testing.T) {
 		}
 	}
 }
+
+// A receiver's error page that echoes the path (Express, Node-RED:
+// "Cannot POST /api/webhook/<id>") does not bring the webhook's secret
+// into the error, which is logged.
+func TestEchoedPathStaysOutOfTheError(t *testing.T) {
+	const secret = "7dc0b1c9-secret-id"
+	srv, _ := server(t, 404, nil, "<pre>Cannot POST /api/webhook/"+secret+"</pre>")
+	err := newSender(t, Options{URL: srv.URL + "/api/webhook/" + secret}).Notify(context.Background(), []byte("{}"))
+	var se *StatusError
+	if !errors.As(err, &se) || se.Code != 404 {
+		t.Fatalf("Notify() = %v, want a 404 *StatusError", err)
+	}
+	if strings.Contains(err.Error(), secret) || se.Body != "<pre>Cannot POST /…</pre>" {
+		t.Errorf("error %q, body %q: want the echoed path hidden, body <pre>Cannot POST /…</pre>", err, se.Body)
+	}
+}
