@@ -30,7 +30,7 @@ var allowed = map[string][]string{
 	"health":                {},
 	"homeassistant":         {"devices"},
 	"dispatcher":            {"devices", "retry", "breaker", "machine", "notify", "publish", "service"},
-	"service":               {"breaker"},
+	"service":               {"breaker", "publish"},
 	"publish":               {},
 	"notify":                {"devices", "retry", "breaker"},
 	"machine":               {"devices", "retry"},

@@ -9,7 +9,6 @@ import (
 
 	"github.com/hearthd/hearth/breaker"
 	"github.com/hearthd/hearth/devices"
-	"github.com/hearthd/hearth/publish"
 	"github.com/hearthd/hearth/service"
 )
 
@@ -215,25 +214,17 @@ func (q *deviceQueue) awaitProbe(ctx context.Context, t *task, changed <-chan st
 	return q.pause(ctx, t, until, changed, nil) == waitStop
 }
 
-// probeOutcome is how a probe that timed out with outcome o counts: a
-// failure is spared once per half-open period the bridge's own online
-// began (a restart), when a command of another device waits for the
-// place. The bridge said it is up; one device that did not answer is not
-// enough to fail every other command of the service for an open period,
-// so the next probe, to another device, decides. A bridge that said
-// nothing (a half-open period that an open period's end began) gets no
-// such spare: its one probe decides, as it always has.
+// probeOutcome is how a probe of q that timed out with outcome o counts
+// (service.Breaker.ProbeOutcome: a spared failure is ignored).
 func (q *deviceQueue) probeOutcome(p *breaker.Permit, o breaker.Outcome) breaker.Outcome {
-	if !p.Probe() || o != breaker.Failure {
+	if !p.Probe() {
 		return o
 	}
-	b := q.svc.breaker
-	snap := b.Snapshot(q.d.now()) // before b.mu: a transition's hook takes it
-	if snap.State != breaker.HalfOpen || !b.Spare(q.dev.ID, snap.Since) {
-		return o
+	o, spared := q.svc.breaker.ProbeOutcome(p, o, q.dev.ID, q.d.now())
+	if spared {
+		q.d.log.Info("probe unconfirmed after the bridge said online; the next probe, to another device, decides", "device", q.dev.ID, "service", q.svc.Name)
 	}
-	q.d.log.Info("probe unconfirmed after the bridge said online; the next probe, to another device, decides", "device", q.dev.ID, "service", q.svc.Name)
-	return breaker.Ignored
+	return o
 }
 
 // probeVerdictLead is how long before a probe's deadline its attempt
@@ -256,42 +247,22 @@ func (q *deviceQueue) release(p *breaker.Permit, o breaker.Outcome) {
 	}
 }
 
-// outcome is how an attempt's end counts for the breaker.
+// outcome is how an attempt's end counts for the breaker
+// (service.AttemptOutcome).
 func (q *deviceQueue) outcome(err error, confirmed, linkChanged bool) breaker.Outcome {
-	switch {
-	case confirmed:
-		return breaker.Success
-	case linkChanged, err != nil && (publish.NotSent(err) || publish.DeliveryUnknown(err)):
-		return breaker.Canceled // Hearth's own connection, not the service
-	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
-		// The send was abandoned (superseded, shutting down) or its
-		// broker never acknowledged it: the service never saw it.
-		return breaker.Canceled
-	case err != nil && publish.Refused(err):
-		return breaker.Ignored // the command, not the service
-	case err == nil && q.knownOffline():
-		return breaker.Ignored // the device is known to be away: its silence says nothing of the bridge
-	}
-	return breaker.Failure
+	return service.AttemptOutcome(err, confirmed, linkChanged, q.knownOffline())
 }
 
-// timeoutOutcome is how an attempt that timed out counts for the breaker;
-// heardAtSend is the service's heard count when it was sent. The silence
-// is the device's, not the service's, when the link changed meanwhile
-// (Hearth's connection), when the bridge says the device is offline, or
-// when the service passed on a live report of any device since the send:
-// a bridge that is talking is not down, and one dead bulb must not open
-// the breaker of every device behind it.
+// timeoutOutcome is how an attempt that timed out counts for the breaker
+// (service.TimeoutOutcome); heardAtSend is the service's heard count when
+// it was sent.
 func (q *deviceQueue) timeoutOutcome(linkChanged bool, heardAtSend uint64) breaker.Outcome {
-	if !linkChanged && q.svc.link.Heard.Load() != heardAtSend {
-		return breaker.Ignored
-	}
-	return q.outcome(nil, false, linkChanged)
+	return service.TimeoutOutcome(linkChanged, q.svc.link.Heard.Load() != heardAtSend, q.knownOffline())
 }
 
 // releaseTimedOut releases the permit of an attempt that timed out, whose
 // outcome timeoutOutcome said: a failure only if a witness read does not
-// show the service talking (see silence), anything else at once.
+// show the service talking (failUnlessTalking), anything else at once.
 func (q *deviceQueue) releaseTimedOut(ctx context.Context, p *breaker.Permit, o breaker.Outcome) {
 	if o == breaker.Failure {
 		q.failUnlessTalking(ctx, p)

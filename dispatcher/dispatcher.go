@@ -79,10 +79,10 @@ type Service struct {
 	// up, whatever the MQTT session does, and no bridge state is awaited.
 	Direct bool
 
-	link    *service.Link    // set by New
-	breaker *service.Breaker // set by New when Breaker is set
-	silence *silence         // set by New when Breaker is set
-	bound   time.Duration    // one Send or Read's bound (requestBound); set by New
+	link    *service.Link                  // set by New
+	breaker *service.Breaker               // set by New when Breaker is set
+	silence *service.Silence[*deviceQueue] // set by New when Breaker is set
+	bound   time.Duration                  // one Send or Read's bound (requestBound); set by New
 }
 
 // Device is a device the dispatcher commands.
@@ -389,7 +389,7 @@ func New(opts Options) (*Dispatcher, error) {
 		svc.bound = requestBound(s.Bridge)
 		if s.Breaker != nil {
 			svc.breaker = d.newBreaker(svc)
-			svc.silence = &silence{}
+			svc.silence = &service.Silence[*deviceQueue]{}
 		}
 		d.services[s.Name] = svc
 		d.serviceNames = append(d.serviceNames, s.Name)
@@ -418,7 +418,7 @@ func New(opts Options) (*Dispatcher, error) {
 		d.devices[dev.ID] = q
 		d.deviceIDs = append(d.deviceIDs, dev.ID)
 		if svc.silence != nil && witnessClass(dev.Class) && !dev.Sleep.Sleepy {
-			svc.silence.witnesses = append(svc.silence.witnesses, q)
+			svc.silence.AddWitness(q)
 		}
 	}
 	d.notes = notify.New(notify.Options{

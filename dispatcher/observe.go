@@ -19,7 +19,7 @@ func (d *Dispatcher) Report(device string, state map[string]any, retained bool) 
 		if !retained {
 			q.svc.link.Heard.Add(1)
 			if s := q.svc.silence; s != nil {
-				s.heardFrom(q)
+				s.HeardFrom(q)
 			}
 			d.heardFrom(q.svc)
 		}
