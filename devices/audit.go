@@ -59,3 +59,36 @@ type AuditEntry struct {
 	// Detail says in words what happened.
 	Detail string `json:"detail,omitempty"`
 }
+
+// NewAuditEntry returns the entry of event ev about op, a command to dev,
+// at now.
+func NewAuditEntry(dev Device, op Op, ev AuditEvent, now time.Time) AuditEntry {
+	return AuditEntry{
+		At:        now,
+		Event:     ev,
+		OpID:      op.OpID,
+		Device:    op.Device,
+		Principal: op.Principal,
+		Action:    Action(dev, op.Target),
+	}
+}
+
+// CheckAudit returns the entry of one check (CheckAuthorization, …)
+// before attempt op.Attempts+1 of op, at now.
+func CheckAudit(dev Device, op Op, check string, passed bool, detail string, now time.Time) AuditEntry {
+	e := NewAuditEntry(dev, op, AuditCheck, now)
+	e.Attempt, e.Check, e.Passed, e.Detail = op.Attempts+1, check, passed, detail
+	return e
+}
+
+// EndAudit returns the entry of op's outcome (its status, reason and
+// detail), or of its rejection, at now.
+func EndAudit(dev Device, op Op, now time.Time) AuditEntry {
+	ev := AuditEnded
+	if op.Status == Rejected {
+		ev = AuditRejected
+	}
+	e := NewAuditEntry(dev, op, ev, now)
+	e.Attempt, e.Status, e.Reason, e.Detail = op.Attempts, op.Status, op.Reason, op.Detail
+	return e
+}

@@ -267,3 +267,21 @@ func show(v any) string {
 	}
 	return string(b)
 }
+
+// PeekOpID returns the op_id of a command payload when it holds a valid
+// one, whatever else is wrong with it, so that even a rejection carries
+// the caller's op_id; "" otherwise (no JSON object, no op_id, not a
+// string, not valid, or a payload over MaxPayloadBytes). The key is
+// matched exactly: encoding/json would match a struct field without
+// regard to case, and "OP_ID" is not the reserved key.
+func PeekOpID(payload []byte) string {
+	if len(payload) > MaxPayloadBytes || len(payload) == 0 {
+		return ""
+	}
+	var v map[string]json.RawMessage
+	var id string
+	if json.Unmarshal(payload, &v) != nil || json.Unmarshal(v[KeyOpID], &id) != nil || ValidOpID(id) != nil {
+		return ""
+	}
+	return id
+}

@@ -352,3 +352,20 @@ func TestReasonOf(t *testing.T) {
 }
 
 func errorsJoin(err error) error { return errors.Join(errors.New("context"), err) }
+
+// A rejection carries the caller's op_id when the payload holds a valid
+// one under the exact key, whatever else is wrong with it.
+func TestPeekOpIDReadsOnlyAValidOpIDUnderTheExactKey(t *testing.T) {
+	for payload, want := range map[string]string{
+		`{"op_id":"unlock-1","state":"TOGGLE"}`: "unlock-1",
+		`{"OP_ID":"unlock-1"}`:                  "",
+		`{"op_id":1}`:                           "",
+		`{"op_id":"has space"}`:                 "",
+		`"ON"`:                                  "",
+		``:                                      "",
+	} {
+		if got := PeekOpID([]byte(payload)); got != want {
+			t.Errorf("PeekOpID(%s) = %q, want %q", payload, got, want)
+		}
+	}
+}

@@ -117,3 +117,16 @@ var knownRejection = map[Reason]bool{
 	ReasonInvalidIssuedAt:  true,
 	ReasonUnsupported:      true,
 }
+
+// FuzzPeekOpID checks that PeekOpID never panics and returns "" or a
+// valid op_id.
+func FuzzPeekOpID(f *testing.F) {
+	for _, s := range []string{`{"op_id":"unlock-1"}`, `{"OP_ID":"unlock-1"}`, `{"op_id":1}`, `{"op_id":"has space"}`, `[{"op_id":"x"}]`, `not json`, ``} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, payload []byte) {
+		if id := PeekOpID(payload); id != "" && ValidOpID(id) != nil {
+			t.Fatalf("PeekOpID(%q) = %q, not a valid op_id: %v", payload, id, ValidOpID(id))
+		}
+	})
+}

@@ -192,3 +192,20 @@ func SafeEndpoints(d Device, caps *Capabilities, target Target) error {
 	}
 	return nil
 }
+
+// NotCarriedOut reports whether op, a command to d that ended, is a
+// safety-critical command not carried out, which a person must be told
+// of: d is safety-critical, and op failed or expired, or was rejected
+// unauthorized or stale_command.
+func NotCarriedOut(d Device, op Op) bool {
+	if !d.SafetyCritical() {
+		return false
+	}
+	switch {
+	case op.Status == Failed, op.Status == Expired:
+		return true
+	case op.Status == Rejected && (op.Reason == ReasonUnauthorized || op.Reason == ReasonStaleCommand):
+		return true
+	}
+	return false
+}

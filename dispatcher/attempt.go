@@ -361,8 +361,8 @@ func (q *deviceQueue) recheck(t *task, op devices.Op, now time.Time) bool {
 			who = "anyone (no principals configured)"
 		}
 		d.audit(
-			checkEntry(dev, op, devices.CheckAuthorization, true, who+" may "+devices.Action(dev, op.Target)+" "+op.Device, now),
-			checkEntry(dev, op, devices.CheckFreshness, true, fmt.Sprintf("%s of its TTL left (deadline %s)",
+			devices.CheckAudit(dev, op, devices.CheckAuthorization, true, who+" may "+devices.Action(dev, op.Target)+" "+op.Device, now),
+			devices.CheckAudit(dev, op, devices.CheckFreshness, true, fmt.Sprintf("%s of its TTL left (deadline %s)",
 				op.Deadline.Sub(now).Round(time.Millisecond), op.Deadline.UTC().Format(time.RFC3339Nano)), now),
 		)
 	}
@@ -388,7 +388,7 @@ func (q *deviceQueue) auditSent(op devices.Op, resend bool) {
 	if !q.d.audited(q.dev.Device) {
 		return
 	}
-	e := auditEntry(q.dev.Device, op, devices.AuditSent, op.LastSentAt)
+	e := devices.NewAuditEntry(q.dev.Device, op, devices.AuditSent, op.LastSentAt)
 	e.Attempt = op.Attempts
 	if resend {
 		e.Detail = "the same attempt again: its delivery was unknown"

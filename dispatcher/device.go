@@ -381,7 +381,7 @@ func (q *deviceQueue) finish(t *task, status devices.Status, reason devices.Reas
 	}
 	q.d.log.Info("command ended", "op_id", op.OpID, "device", op.Device, "status", status, "reason", reason, "attempts", op.Attempts)
 	if q.d.audited(q.dev.Device) || reason == devices.ReasonUnauthorized {
-		q.d.audit(endEntry(q.dev.Device, op, now)) // stored before anyone hears of it
+		q.d.audit(devices.EndAudit(q.dev.Device, op, now)) // stored before anyone hears of it
 	}
 	if dead {
 		q.d.deadLetter(op)

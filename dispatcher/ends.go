@@ -50,7 +50,7 @@ func (d *Dispatcher) ended(dev devices.Device, op devices.Op) {
 	if d.onEnd == nil {
 		return
 	}
-	d.onEnd(End{Op: op, Device: dev, SafetyAlert: safetyAlert(dev, op)})
+	d.onEnd(End{Op: op, Device: dev, SafetyAlert: devices.NotCarriedOut(dev, op)})
 }
 
 // endedOn is ended for op to whichever configured device op.Device

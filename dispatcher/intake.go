@@ -69,7 +69,7 @@ func (d *Dispatcher) admit(batch []Request) {
 	for i, req := range batch {
 		it := &items[i]
 		it.req, it.dupOf = req, -1
-		opID := peekOpID(req.Payload)
+		opID := devices.PeekOpID(req.Payload)
 		if j, dup := seen[opID]; dup {
 			it.dupOf = j
 			continue
@@ -222,9 +222,9 @@ func (d *Dispatcher) auditIntake(items []admitted, superseded []devices.Op, now 
 				op = machine.SupersededBy(op, it.supersededBy, now)
 			}
 			if d.audited(q.dev.Device) {
-				entries = append(entries, auditEntry(q.dev.Device, it.op, devices.AuditAccepted, now))
+				entries = append(entries, devices.NewAuditEntry(q.dev.Device, it.op, devices.AuditAccepted, now))
 				if op.Status.Terminal() {
-					entries = append(entries, endEntry(q.dev.Device, op, now))
+					entries = append(entries, devices.EndAudit(q.dev.Device, op, now))
 				}
 			}
 			if op.Status == devices.Expired {
@@ -245,14 +245,14 @@ func (d *Dispatcher) auditIntake(items []admitted, superseded []devices.Op, now 
 				op.Target = peekTarget(q.dev.Class, it.req.Payload)
 			}
 			if d.auditLog != nil {
-				entries = append(entries, endEntry(dev, op, now))
+				entries = append(entries, devices.EndAudit(dev, op, now))
 			}
 			d.alertIfSafetyCritical(dev, op)
 		}
 	}
 	for _, op := range superseded {
 		if q := d.devices[op.Device]; d.audited(q.dev.Device) {
-			entries = append(entries, endEntry(q.dev.Device, op, now))
+			entries = append(entries, devices.EndAudit(q.dev.Device, op, now))
 		}
 	}
 	d.audit(entries...)
@@ -300,7 +300,7 @@ const MaxClockSkew = 5 * time.Minute
 // (devices.Coherent), and, for a risky
 // action from a transport's backlog, that it carries issued_at.
 func (d *Dispatcher) validate(req Request, now time.Time) (devices.Op, *deviceQueue, *devices.Result) {
-	opID := peekOpID(req.Payload)
+	opID := devices.PeekOpID(req.Payload)
 	fail := func(reason devices.Reason, detail string) (devices.Op, *deviceQueue, *devices.Result) {
 		if opID == "" {
 			opID = d.newOpID()
@@ -408,22 +408,6 @@ func (d *Dispatcher) validate(req Request, now time.Time) (devices.Op, *deviceQu
 
 func reject(device, opID string, reason devices.Reason, detail string, now time.Time) devices.Result {
 	return devices.Result{OpID: opID, Device: device, Status: devices.Rejected, Reason: reason, Detail: detail, At: now}
-}
-
-// peekOpID returns a valid op_id from a JSON payload, so that even a
-// rejection carries the caller's op_id where one can be read.
-func peekOpID(payload []byte) string {
-	if len(payload) > devices.MaxPayloadBytes || len(payload) == 0 {
-		return ""
-	}
-	// A map, not a struct: encoding/json matches struct fields without
-	// regard to case, and "OP_ID" is not the reserved key.
-	var v map[string]json.RawMessage
-	var id string
-	if json.Unmarshal(payload, &v) != nil || json.Unmarshal(v[devices.KeyOpID], &id) != nil || devices.ValidOpID(id) != nil {
-		return ""
-	}
-	return id
 }
 
 func quote(s string) string {

@@ -212,7 +212,7 @@ func (d *Dispatcher) resume(pending []devices.Op) {
 			dev = q.dev.Device
 		}
 		if known && d.audited(dev) {
-			d.audit(endEntry(dev, op, now))
+			d.audit(devices.EndAudit(dev, op, now))
 		}
 		switch {
 		case op.Status == devices.Failed, op.Status == devices.Expired:

@@ -55,43 +55,12 @@ func (d *Dispatcher) audit(entries ...devices.AuditEntry) {
 	}
 }
 
-// auditEntry returns an entry about op, at now.
-func auditEntry(dev devices.Device, op devices.Op, ev devices.AuditEvent, now time.Time) devices.AuditEntry {
-	return devices.AuditEntry{
-		At:        now,
-		Event:     ev,
-		OpID:      op.OpID,
-		Device:    op.Device,
-		Principal: op.Principal,
-		Action:    devices.Action(dev, op.Target),
-	}
-}
-
-// checkEntry returns the audit entry of one check before attempt n of op.
-func checkEntry(dev devices.Device, op devices.Op, check string, passed bool, detail string, now time.Time) devices.AuditEntry {
-	e := auditEntry(dev, op, devices.AuditCheck, now)
-	e.Attempt, e.Check, e.Passed, e.Detail = op.Attempts+1, check, passed, detail
-	return e
-}
-
-// endEntry returns the audit entry of op's outcome (its status, reason
-// and detail), or of its rejection.
-func endEntry(dev devices.Device, op devices.Op, now time.Time) devices.AuditEntry {
-	ev := devices.AuditEnded
-	if op.Status == devices.Rejected {
-		ev = devices.AuditRejected
-	}
-	e := auditEntry(dev, op, ev, now)
-	e.Attempt, e.Status, e.Reason, e.Detail = op.Attempts, op.Status, op.Reason, op.Detail
-	return e
-}
-
 // alertIfSafetyCritical announces op's outcome, a failure, expiry or
 // refusal of a command to a safety-critical device, on
 // <prefix>/notifications (and so to every notify service) and logs it at
 // ERROR: a lock that did not lock must reach a person.
 func (d *Dispatcher) alertIfSafetyCritical(dev devices.Device, op devices.Op) {
-	if !safetyAlert(dev, op) {
+	if !devices.NotCarriedOut(dev, op) {
 		return
 	}
 	action := devices.Action(dev, op.Target)
@@ -111,23 +80,6 @@ func (d *Dispatcher) alertIfSafetyCritical(dev devices.Device, op devices.Op) {
 		Principal: op.Principal,
 		Reason:    string(op.Reason),
 	})
-}
-
-// safetyAlert reports whether op, ended, is a safety-critical command
-// not carried out, which alertIfSafetyCritical tells of: dev is
-// safety-critical, and op failed or expired, or was rejected unauthorized
-// or stale_command.
-func safetyAlert(dev devices.Device, op devices.Op) bool {
-	if !dev.SafetyCritical() {
-		return false
-	}
-	switch {
-	case op.Status == devices.Failed, op.Status == devices.Expired:
-		return true
-	case op.Status == devices.Rejected && (op.Reason == devices.ReasonUnauthorized || op.Reason == devices.ReasonStaleCommand):
-		return true
-	}
-	return false
 }
 
 // authorizedNow checks again, at the moment of a send after a fresh read,
@@ -150,7 +102,7 @@ func (q *deviceQueue) authorizedNow(t *task) bool {
 // the failed check is audited whatever the device (as refusals at intake
 // are), then t ends with detail.
 func (q *deviceQueue) refuse(t *task, op devices.Op, err error, now time.Time, detail string) {
-	q.d.audit(checkEntry(q.dev.Device, op, devices.CheckAuthorization, false, err.Error(), now))
+	q.d.audit(devices.CheckAudit(q.dev.Device, op, devices.CheckAuthorization, false, err.Error(), now))
 	q.finish(t, devices.Failed, devices.ReasonUnauthorized, detail, nil)
 }
 
@@ -195,7 +147,7 @@ func (q *deviceQueue) revalidate(ctx context.Context, t *task, strict bool, when
 	// otherwise the attempt proceeds.
 	unknown := func(detail string, seen map[string]any) (bool, bool) {
 		if d.audited(dev) {
-			d.audit(checkEntry(dev, op, devices.CheckState, !strict, detail, d.now()))
+			d.audit(devices.CheckAudit(dev, op, devices.CheckState, !strict, detail, d.now()))
 		}
 		if !strict {
 			d.log.Info("state read: unknown; the safe direction proceeds", "op_id", op.OpID, "device", op.Device, "detail", detail)
@@ -238,14 +190,14 @@ func (q *deviceQueue) revalidate(ctx context.Context, t *task, strict bool, when
 			case already:
 				d.log.Info("state read: already at the target; nothing sent", "op_id", op.OpID, "device", op.Device, "when", when)
 				if d.audited(dev) {
-					d.audit(checkEntry(dev, op, devices.CheckState, true, "already at the target "+showState(seen)+"; nothing sent", d.now()))
+					d.audit(devices.CheckAudit(dev, op, devices.CheckState, true, "already at the target "+showState(seen)+"; nothing sent", d.now()))
 				}
 				q.finish(t, devices.Succeeded, "", "", seen)
 				return false, true
 			case reading == devices.ReadingKnown:
 				d.log.Info("state read: not at the target; attempting", "op_id", op.OpID, "device", op.Device, "when", when)
 				if d.audited(dev) {
-					d.audit(checkEntry(dev, op, devices.CheckState, true, "not at the target yet: "+showState(seen), d.now()))
+					d.audit(devices.CheckAudit(dev, op, devices.CheckState, true, "not at the target yet: "+showState(seen), d.now()))
 				}
 				return true, false
 			case reading == devices.ReadingInvalid:
