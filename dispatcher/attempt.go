@@ -180,7 +180,7 @@ func (q *deviceQueue) attempt(ctx context.Context, t *task, a *machine.Attempts,
 			return false
 		}
 	}
-	prev, op := q.recordAttemptLocked(t, resend)
+	prev, op := t.RecordAttempt(resend, d.now())
 	stored := t.TakeFirstStored(resend)
 	q.mu.Unlock()
 	if !stored {
@@ -369,14 +369,8 @@ func (q *deviceQueue) recheck(t *task, op devices.Op, now time.Time) bool {
 	return true
 }
 
-// recordAttemptLocked records on t, with q.mu held, the attempt about to
-// be sent (machine.Command.RecordAttempt).
-func (q *deviceQueue) recordAttemptLocked(t *task, resend bool) (prev, op devices.Op) {
-	return t.RecordAttempt(resend, q.d.now())
-}
-
-// storeAttempt stores the op of an attempt recorded before its send; a
-// failure is logged, and the send goes on.
+// storeAttempt stores op's attempt record (before a send, or taken back
+// after one); a failure is logged, and the command goes on.
 func (q *deviceQueue) storeAttempt(op devices.Op) {
 	if err := q.d.journal.Save(op); err != nil {
 		q.d.log.Warn("store attempt", "op_id", op.OpID, "err", err)
@@ -444,9 +438,7 @@ func (q *deviceQueue) takeBack(t *task, prev devices.Op, back func(devices.Op) b
 	t.confirm = nil
 	op := t.Op
 	q.mu.Unlock()
-	if err := q.d.journal.Save(op); err != nil {
-		q.d.log.Warn("store attempt", "op_id", op.OpID, "err", err)
-	}
+	q.storeAttempt(op)
 }
 
 // awaitReconnect waits until the MQTT connection is back, the deadline

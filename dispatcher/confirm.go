@@ -114,6 +114,33 @@ func (q *deviceQueue) confirmWithin(ctx context.Context, t *task, c *confirmatio
 // sleepy device, an attempt resumed after a restart, another attribute,
 // an attempt after the first, a risky action) it changes nothing.
 func (d *Dispatcher) SendFailed(device, attribute string, err error) {
+	d.failWaiting(device, err, func(q *deviceQueue, t *task, c *confirmation) bool {
+		// Zigbee2MQTT's log line names no set: one about an earlier
+		// attempt can come late, after the Zigbee timeout, while the
+		// next waits. Only a first attempt takes it, and never a risky
+		// one, whose attempts are capped: a stale failure must not
+		// spend them.
+		_, names := c.target[attribute]
+		return t.Op.Attempts <= 1 && !devices.Risky(q.dev.Device, t.Op.Target) && (attribute == "" || names)
+	})
+}
+
+// AnswerFailed takes the device's own error answer to the set of the
+// attempt now waiting for its confirmation, matched to that set by its
+// request id (Shelly's RPC: the adapter keeps only each device's newest
+// request, so an answer to an earlier attempt never arrives here): the
+// attempt ends at once with err, and the retry policy decides on the next
+// from err's class (a permanent one ends the command permanent_error).
+// Unlike SendFailed, whose log lines name no set, it holds for every
+// attempt and for a risky action too. A sleepy device's or a resumed
+// attempt, or a device with no attempt waiting, is left as it is.
+func (d *Dispatcher) AnswerFailed(device string, err error) { d.failWaiting(device, err, nil) }
+
+// failWaiting ends with err, as a failure at the bridge, the attempt of
+// device waiting for its confirmation, if there is one, it is not a
+// sleepy device's or resumed after a restart, no failure ended it yet,
+// and takes (nil: always) accepts it.
+func (d *Dispatcher) failWaiting(device string, err error, takes func(*deviceQueue, *task, *confirmation) bool) {
 	q, ok := d.devices[device]
 	if !ok || err == nil {
 		return
@@ -124,16 +151,8 @@ func (d *Dispatcher) SendFailed(device, attribute string, err error) {
 	if t == nil || t.confirm == nil || t.Ended() || q.dev.Sleep.Sleepy {
 		return
 	}
-	if t.Op.Attempts > 1 || devices.Risky(q.dev.Device, t.Op.Target) {
-		// Zigbee2MQTT's log line names no set: one about an earlier
-		// attempt can come late, after the Zigbee timeout, while the
-		// next waits. Only a first attempt takes it, and never a risky
-		// one, whose attempts are capped: a stale failure must not
-		// spend them.
-		return
-	}
 	c := t.confirm
-	if _, names := c.target[attribute]; c.resumed || c.failure != nil || (attribute != "" && !names) {
+	if c.resumed || c.failure != nil || (takes != nil && !takes(q, t, c)) {
 		return
 	}
 	c.failure = err

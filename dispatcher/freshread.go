@@ -65,7 +65,10 @@ func (d *Dispatcher) freshReads(ctx context.Context) {
 		now := d.clock.Now()
 		var wait time.Duration
 		if sent >= FreshReadBurst {
-			slot = later(slot, now).Add(time.Second / FreshReadRate)
+			if slot.Before(now) {
+				slot = now
+			}
+			slot = slot.Add(time.Second / FreshReadRate)
 			wait = slot.Sub(now)
 		}
 		sent++
@@ -180,11 +183,4 @@ func freshReadTarget(dev devices.Device) devices.Target {
 		return devices.Target{"position": ""}
 	}
 	return devices.Target{"state": ""}
-}
-
-func later(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
 }

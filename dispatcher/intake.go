@@ -272,11 +272,9 @@ func peekTarget(c devices.Class, payload []byte) devices.Target {
 // storing anything.
 func (d *Dispatcher) answer(req Request, r devices.Result) {
 	if r.Status == devices.Rejected {
-		d.log.Info("command rejected", "op_id", r.OpID, "device", r.Device, "reason", r.Reason, "detail", r.Detail)
-	}
-	if r.Status == devices.Rejected {
 		// Every rejection is of this request; any other result answers
 		// a repeat of a command that ended, or will end, on its own.
+		d.log.Info("command rejected", "op_id", r.OpID, "device", r.Device, "reason", r.Reason, "detail", r.Detail)
 		d.rejected(r)
 	}
 	if r.Device != "" && devices.ValidID(r.Device) == nil {

@@ -181,7 +181,7 @@ func (q *deviceQueue) revalidate(ctx context.Context, t *task, strict bool, when
 		if chk.reports > looked {
 			looked = chk.reports
 			seen := maps.Clone(chk.seen)
-			reading := q.assess(op.Target, seen)
+			reading := devices.Assess(q.dev.Class, op.Target, seen) // a lock by its lock_state only
 			already := reading == devices.ReadingKnown && q.satisfied(op.Target, seen)
 			if reading != devices.ReadingNone {
 				q.mu.Unlock()
@@ -219,12 +219,6 @@ func (q *deviceQueue) revalidate(ctx context.Context, t *task, strict bool, when
 			return false, true
 		}
 	}
-}
-
-// assess says what the reports seen since a check began show about
-// target (a lock by its lock_state only: see devices.Assess).
-func (q *deviceQueue) assess(target devices.Target, seen map[string]any) devices.Reading {
-	return devices.Assess(q.dev.Class, target, seen)
 }
 
 // showState renders a reported state for a result's detail.

@@ -250,7 +250,7 @@ func (q *deviceQueue) deliverAwake(ctx context.Context, t *task, gen uint64) {
 			}
 			return
 		}
-		prev, op := q.recordAttemptLocked(t, false)
+		prev, op := t.RecordAttempt(false, d.now())
 		q.mu.Unlock()
 		q.storeAttempt(op)
 		// The lease must still run as the set leaves: the bridge may
