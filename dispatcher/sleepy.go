@@ -233,6 +233,13 @@ func (q *deviceQueue) deliverAwake(ctx context.Context, t *task, gen uint64) {
 				q.release(permit, breaker.Canceled)
 				return
 			}
+			// The read took time: the permission is checked again at
+			// the moment of the send (the TTL and the lease are, by
+			// BeforeSend).
+			if !q.authorizedNow(t) {
+				q.release(permit, breaker.Canceled)
+				return
+			}
 		}
 
 		// Record the attempt before sending (see execute), if the

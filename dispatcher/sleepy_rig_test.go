@@ -138,6 +138,8 @@ type sleepyOptions struct {
 	// onEnd and onAttempt are Options.OnEnd and OnAttempt.
 	onEnd     func(End)
 	onAttempt func(Attempt)
+	// authz is Options.Authorizer.
+	authz Authorizer
 }
 
 // startSleepy starts a dispatcher with one service "zw" (2 attempts, 5 s
@@ -185,6 +187,7 @@ func startSleepy(t *testing.T, o sleepyOptions) *sleepyRig {
 		LostDedup:   o.lostDedup,
 		OnEnd:       o.onEnd,
 		OnAttempt:   o.onAttempt,
+		Authorizer:  o.authz,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,8 @@
 package dispatcher
 
 import (
+	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -53,4 +55,36 @@ func (r *sleepyRig) unlockStillLocked() (sets int, end devices.Result) {
 		}
 	}
 	return sets, end
+}
+
+// revocable allows everything until revoked.
+type revocable struct{ revoked atomic.Bool }
+
+func (a *revocable) Authorize(string, devices.Device, devices.Target) error {
+	if a.revoked.Load() {
+		return errors.New("the tablet may no longer unlock the door")
+	}
+	return nil
+}
+
+// A permission revoked while a battery lock is read at its wake, before
+// an UNLOCK, stops the UNLOCK as it does on a lock that always listens:
+// it fails unauthorized after 0 attempts, and no set reaches the lock.
+func TestSleepyUnlockStopsWhenThePermissionIsRevokedDuringTheRead(t *testing.T) {
+	authz := &revocable{}
+	r := startSleepy(t, sleepyOptions{class: devices.Lock, authz: authz})
+	locked := map[string]any{"state": "LOCK", "lock_state": "locked"}
+	r.submit(`{"state":"UNLOCK","op_id":"unlock","ttl":"10m"}`)
+	r.status("unlock", devices.Queued) // asleep
+	r.report(locked)                   // the lock checks in: a lease begins
+	if m := r.next(); m.verb != "get" {
+		t.Fatalf("at the wake: a %s %v; want the fresh read before the unlock", m.verb, m.target)
+	}
+	authz.revoked.Store(true) // while the read is out
+	r.report(locked)          // the read's answer
+	end := r.await("the unlock's end", func(res devices.Result) bool { return res.OpID == "unlock" && res.Status.Terminal() })
+	if end.Status != devices.Failed || end.Reason != devices.ReasonUnauthorized || end.Attempts != 0 {
+		t.Errorf("unlock: %s/%s after %d attempts (%s); want failed/unauthorized after 0", end.Status, end.Reason, end.Attempts, end.Detail)
+	}
+	r.none("after the permission was revoked")
 }
