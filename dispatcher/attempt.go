@@ -128,30 +128,15 @@ func (q *deviceQueue) attempt(ctx context.Context, t *task, a *machine.Attempts,
 		q.release(permit, breaker.Canceled) // nothing went out
 		return !stop
 	}
-	// The checks before every attempt: the principal may still send it,
-	// and it is still fresh (its TTL, checked by the step and again by the
-	// read's deadline).
-	if !q.recheck(t, op, d.now()) {
+	if proceed, stop := q.checks(ctx, t, op, step.Read, step.Strict, step.When, waitUntil); !proceed {
 		q.release(permit, breaker.Canceled) // nothing went out
-		return false
+		return !stop
 	}
-	if step.Read {
-		proceed, stop := q.revalidate(ctx, t, step.Strict, step.When, waitUntil)
-		if !proceed {
-			q.release(permit, breaker.Canceled) // nothing went out
-			return !stop
-		}
-		// The read took time: the permission and the deadline (the
-		// TTL, or a retry's policy deadline) are checked again at the
-		// moment of the send.
-		if !q.authorizedNow(t) {
-			q.release(permit, breaker.Canceled)
-			return false
-		}
-		if !d.now().Before(waitUntil) {
-			q.release(permit, breaker.Canceled)
-			return true // the next step ends it
-		}
+	if step.Read && !d.now().Before(waitUntil) {
+		// The read took time: the deadline (the TTL, or a retry's
+		// policy deadline) is checked again at the moment of the send.
+		q.release(permit, breaker.Canceled)
+		return true // the next step ends it
 	}
 	q.mu.Lock()
 	end, ok, heardFirst := a.BeforeSend()
@@ -342,6 +327,29 @@ func (q *deviceQueue) awaitResumed(ctx context.Context, t *task, op devices.Op, 
 	ok, stop, _ = q.confirmWithin(ctx, t, c, left, nil, nil)
 	q.dropOvertaken(c) // no permit: nothing to resolve
 	return ok, stop
+}
+
+// checks runs the checks before a send of t (op as it stands), the same
+// for every device, in order: the principal may still send it and it is
+// fresh (recheck); with read, the fresh read of its state (revalidate,
+// strict and when as the step says, no later than until), then the
+// permission once more, at the moment of the send, since the read took
+// time (authorizedNow). proceed means send; otherwise stop means t ended
+// or ctx is done.
+func (q *deviceQueue) checks(ctx context.Context, t *task, op devices.Op, read, strict bool, when string, until time.Time) (proceed, stop bool) {
+	if !q.recheck(t, op, q.d.now()) {
+		return false, true
+	}
+	if !read {
+		return true, false
+	}
+	if proceed, stop = q.revalidate(ctx, t, strict, when, until); !proceed {
+		return false, stop
+	}
+	if !q.authorizedNow(t) {
+		return false, true
+	}
+	return true, false
 }
 
 // recheck runs the checks before attempt op.Attempts+1 that need no

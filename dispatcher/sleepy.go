@@ -224,22 +224,11 @@ func (q *deviceQueue) deliverAwake(ctx context.Context, t *task, gen uint64) {
 			q.release(permit, breaker.Canceled)
 			return
 		}
-		if !q.recheck(t, op, d.now()) {
+		// The TTL and the lease are checked again at the send, by
+		// BeforeSend.
+		if proceed, _ := q.checks(ctx, t, op, st.Read, st.Strict, st.When, op.Deadline); !proceed {
 			q.release(permit, breaker.Canceled)
 			return
-		}
-		if st.Read {
-			if proceed, _ := q.revalidate(ctx, t, st.Strict, st.When, op.Deadline); !proceed {
-				q.release(permit, breaker.Canceled)
-				return
-			}
-			// The read took time: the permission is checked again at
-			// the moment of the send (the TTL and the lease are, by
-			// BeforeSend).
-			if !q.authorizedNow(t) {
-				q.release(permit, breaker.Canceled)
-				return
-			}
 		}
 
 		// Record the attempt before sending (see execute), if the
