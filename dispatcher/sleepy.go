@@ -249,6 +249,13 @@ func (q *deviceQueue) deliverAwake(ctx context.Context, t *task, gen uint64) {
 		prev, op := t.RecordAttempt(false, d.now())
 		q.mu.Unlock()
 		q.storeAttempt(op)
+		if !permit.Current(d.now()) {
+			// The breaker changed while the attempt was stored (see
+			// attempt): nothing goes out; ask again.
+			q.unsent(t, prev)
+			q.release(permit, breaker.Canceled)
+			continue
+		}
 		// The lease must still run as the set leaves: the bridge may
 		// have said the node is asleep while the attempt was stored.
 		awake := func() bool { return dl.Sending(d.now()) }
