@@ -220,6 +220,18 @@ func (q *deviceQueue) deliverAwake(ctx context.Context, t *task, gen uint64) {
 		if stop || !ok {
 			return
 		}
+		if ready, _, _ := svc.link.Ready(d.now()); permit.Probe() && !ready {
+			// A probe's deadline runs from now: it must not be spent
+			// waiting for the link (see attempt). Give the place back,
+			// wait, then ask again.
+			q.release(permit, breaker.Canceled)
+			if ready, _ := q.awaitLink(ctx, t, st.Until); !ready {
+				return
+			}
+			if permit, ok, stop = q.admit(ctx, t, st.Until); stop || !ok {
+				return
+			}
+		}
 		if ready, _ := q.awaitLink(ctx, t, st.Until); !ready {
 			q.release(permit, breaker.Canceled)
 			return

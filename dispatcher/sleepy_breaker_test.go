@@ -36,3 +36,36 @@ func TestSleepySetIsNotSentWhenTheBreakerOpensWhileItsAttemptIsStored(t *testing
 	}
 	r.none("after the breaker opened")
 }
+
+// A half-open breaker's probe taken by a sleepy device's delivery is given
+// back while the bridge's state is unknown (just after a reconnect), as a
+// listening device's is: its deadline runs from its admission, and spent
+// waiting for the link it would count as a failure and open the breaker
+// again. Once the bridge says it is up, the set goes out as the probe, and
+// its confirmation closes the breaker.
+func TestSleepyDeliveryGivesTheProbeBackWhileTheLinkIsUnknown(t *testing.T) {
+	r := startSleepy(t, sleepyOptions{breaker: &breaker.Options{FailureThreshold: 1, OpenFor: func(int) time.Duration { return time.Minute }, ProbeTimeout: 2 * time.Second}})
+	r.d.BridgeState("zw", false, false) // offline: open
+	r.d.BridgeState("zw", true, false)  // back: half-open, a probe decides
+	r.d.Session()                       // a new MQTT session: the bridge's state is unknown again
+	b := r.d.services["zw"].breaker
+	r.submit(`{"current_heating_setpoint":21,"op_id":"warm"}`)
+	r.status("warm", devices.Queued)
+	// The wake: a node status (a live report would be the bridge talking,
+	// which closes a half-open breaker by itself).
+	r.d.NodeStatus("radiator", devices.NodeAwake, false)
+	r.eventually("the probe given back while the link is unknown", func() bool {
+		s := b.Snapshot(r.clock.Now())
+		return s.Counts.Allowed >= 1 && s.Counts.Canceled >= 1 && s.Probes == 0
+	})
+	r.clock.Advance(3 * time.Second) // past a probe's deadline: none is out
+	r.d.BridgeState("zw", true, false)
+	if m := r.next(); m.verb != "set" {
+		t.Fatalf("once the bridge is up: a %s %v; want the set", m.verb, m.target)
+	}
+	r.report(map[string]any{"current_heating_setpoint": 21.0})
+	r.status("warm", devices.Succeeded)
+	if s := b.Snapshot(r.clock.Now()); s.State != breaker.Closed || s.Counts.Expired != 0 {
+		t.Errorf("breaker %s with %d probes expired; want closed by the set's confirmation, none expired", s.State, s.Counts.Expired)
+	}
+}
