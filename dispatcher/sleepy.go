@@ -330,6 +330,15 @@ func (q *deviceQueue) deliverAwake(ctx context.Context, t *task, gen uint64) {
 			return
 		}
 		d.log.Info("attempt", "op_id", op.OpID, "device", op.Device, "attempt", op.Attempts, "outcome", "sent", "awake_until", until)
+		if permit.Probe() {
+			// A probe has no outcome after its deadline: the wait ends
+			// before it, so that its verdict reaches the breaker first
+			// (see attempt).
+			left := permit.Deadline().Sub(d.now())
+			if by := d.now().Add(left - min(probeVerdictLead, left/10)); by.Before(until) {
+				until = by
+			}
+		}
 		switch q.verify(ctx, t, c, permit, until, p.AttemptTimeout, sleeps) {
 		case verifyConfirmed, verifyStop:
 			return

@@ -69,3 +69,46 @@ func TestSleepyDeliveryGivesTheProbeBackWhileTheLinkIsUnknown(t *testing.T) {
 		t.Errorf("breaker %s with %d probes expired; want closed by the set's confirmation, none expired", s.State, s.Counts.Expired)
 	}
 }
+
+// A sleepy device's set sent as a half-open breaker's probe waits for its
+// confirmation no later than just before the probe's deadline, as a
+// listening device's does: the breaker hears the delivery's verdict (here
+// a silent device, which says nothing of the service) before its own
+// deadline would count the probe failed and open it again.
+func TestSleepyProbeVerdictComesBeforeTheProbesDeadline(t *testing.T) {
+	r := startSleepy(t, sleepyOptions{breaker: &breaker.Options{FailureThreshold: 1, OpenFor: func(int) time.Duration { return time.Minute }, ProbeTimeout: 6 * time.Second}})
+	r.d.BridgeState("zw", false, false) // offline: open
+	r.d.BridgeState("zw", true, false)  // back: half-open, a probe decides
+	b := r.d.services["zw"].breaker
+	entered, release := make(chan struct{}), make(chan struct{})
+	r.journal.mu.Lock()
+	r.journal.hold = func(op devices.Op) {
+		if op.OpID == "warm" && op.Attempts == 1 && op.Status == devices.Accepted {
+			close(entered)
+			<-release
+		}
+	}
+	r.journal.mu.Unlock()
+	r.submit(`{"current_heating_setpoint":21,"op_id":"warm"}`)
+	r.status("warm", devices.Queued)
+	admitted := r.clock.Now()
+	r.d.NodeStatus("radiator", devices.NodeAwake, false) // the wake; the probe is admitted now
+	waitClosed(t, entered, "the attempt of warm to be stored")
+	r.clock.Advance(3 * time.Second) // a slow synced write: half the probe's time is gone
+	close(release)
+	if m := r.next(); m.verb != "set" {
+		t.Fatalf("after the store: a %s %v; want the set", m.verb, m.target)
+	}
+	// The device stays silent. Time moves to just before the probe's
+	// deadline: the delivery's wait must be over by then.
+	r.waiting()
+	r.clock.Advance(admitted.Add(6 * time.Second).Add(-time.Nanosecond).Sub(r.clock.Now()))
+	r.eventually("the probe's verdict before its deadline", func() bool {
+		s := b.Snapshot(r.clock.Now())
+		return s.Probes == 0 && s.Counts.Ignored >= 1
+	})
+	r.clock.Advance(time.Second) // past the deadline: nothing is left to expire
+	if s := b.Snapshot(r.clock.Now()); s.Counts.Expired != 0 || s.State == breaker.Open {
+		t.Errorf("breaker %s with %d probes expired; want none expired, not open again", s.State, s.Counts.Expired)
+	}
+}
