@@ -99,7 +99,10 @@ func (d *Dispatcher) freshReads(ctx context.Context) {
 		q.mu.Lock()
 		q.m.FreshReadSent()
 		q.mu.Unlock()
-		if err := q.svc.Bridge.Read(ctx, q.dev.Device, freshReadTarget(q.dev.Device)); err != nil {
+		readCtx, cancel := context.WithTimeout(ctx, q.svc.bound)
+		err := q.svc.Bridge.Read(readCtx, q.dev.Device, freshReadTarget(q.dev.Device))
+		cancel()
+		if err != nil {
 			if ctx.Err() != nil {
 				return false
 			}

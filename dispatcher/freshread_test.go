@@ -131,3 +131,33 @@ func TestAFreshReadWaitsForTheDeviceItselfToSayOnlineWhereEachHasAWill(t *testin
 	d.Availability("c_gate", true)
 	next("c_gate")
 }
+
+// boundedBridge tells, for each read, whether its context has a deadline.
+type boundedBridge struct {
+	*scriptedBridge
+	bounded chan bool
+}
+
+func (b boundedBridge) Read(ctx context.Context, d devices.Device, target devices.Target) error {
+	_, ok := ctx.Deadline()
+	b.bounded <- ok
+	return b.scriptedBridge.Read(ctx, d, target)
+}
+
+// The fresh read after the start is bounded like every other read: a
+// bridge that never takes it cannot hold up the reads of the devices
+// after it for ever.
+func TestFreshReadAfterTheStartHasADeadline(t *testing.T) {
+	bounded := make(chan bool, 4)
+	startSleepy(t, sleepyOptions{awake: true, class: devices.Lock, bridge: func(b *scriptedBridge) Bridge {
+		return boundedBridge{scriptedBridge: b, bounded: bounded}
+	}})
+	select {
+	case ok := <-bounded:
+		if !ok {
+			t.Error("the fresh read after the start had no deadline")
+		}
+	case <-timeAfter():
+		t.Fatal("no fresh read after the start")
+	}
+}
