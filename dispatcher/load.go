@@ -19,6 +19,10 @@ type ServiceLoad struct {
 	// RetryTokens is how many retries the service's retry budget allows
 	// now (retry.Budget.Tokens); +Inf without a budget.
 	RetryTokens float64
+	// Witnessed counts the attempts that timed out in the service's
+	// silence and wait for the answer of the witness read out now
+	// (service.Silence): their verdict for the breaker is not given yet.
+	Witnessed int
 }
 
 // Load returns what waits on each service that takes commands or
@@ -37,6 +41,9 @@ func (d *Dispatcher) Load() []ServiceLoad {
 		l := ServiceLoad{Service: name, Notify: s.Notifier != nil, RetryTokens: s.Budget.Tokens(now)}
 		if s.breaker != nil {
 			l.Held = int(s.breaker.Held.Load())
+		}
+		if s.silence != nil {
+			l.Witnessed = s.silence.Waiting()
 		}
 		at[name] = len(out)
 		out = append(out, l)

@@ -70,6 +70,17 @@ func (s *Silence[W]) HeardFrom(w W) {
 	}
 }
 
+// Waiting returns how many timed-out attempts wait for the answer of the
+// witness read out now; 0 when none is out.
+func (s *Silence[W]) Waiting() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.out {
+		return 0
+	}
+	return len(s.waiting)
+}
+
 // Ask is a witness read to make, for the attempts that wait for its
 // answer (Silence.TimedOut).
 type Ask[W comparable] struct {

@@ -49,8 +49,14 @@ func TestOneWitnessReadDecidesEveryTimeoutWhileItIsOut(t *testing.T) {
 	default:
 		t.Fatal("a live report did not close News")
 	}
+	if n := s.Waiting(); n != 2 {
+		t.Errorf("Waiting() = %d with the read out, want 2", n)
+	}
 	if n := ask.Answer(breaker.Ignored, t0); n != 2 {
 		t.Errorf("Answer decided %d attempts, want 2", n)
+	}
+	if n := s.Waiting(); n != 0 {
+		t.Errorf("Waiting() = %d once answered, want 0", n)
 	}
 }
 

@@ -450,7 +450,8 @@ func TestTwoDeadBulbsNeverOpenTheZigbeeBreaker(t *testing.T) {
 // drag moves a slider on device: n commands, one a second, each
 // superseding the last, each checked to reach the device (none may end
 // first, as a breaker_open would), then 10 s more for the last attempts
-// to time out.
+// to time out. Time moves on only once no witness read is out (see
+// step): its answer comes from a simulated device, in real time.
 func (h *harness) drag(device string, n int) {
 	h.t.Helper()
 	for i := range n {
@@ -472,9 +473,26 @@ func (h *harness) drag(device string, n int) {
 				h.t.Fatalf("%s: not sent", opID)
 			}
 		}
-		h.clock.Advance(time.Second)
+		h.step()
 	}
 	for range 10 { // the last attempts time out
-		h.clock.Advance(time.Second)
+		h.step()
 	}
+}
+
+// step moves the clock a second on, then waits until no attempt waits
+// for a witness read's answer: the read goes to a simulated device, which
+// answers in real time, and a clock moved past the witness timeout first
+// would take a talking bridge for a silent one.
+func (h *harness) step() {
+	h.t.Helper()
+	h.clock.Advance(time.Second)
+	h.eventually("the witness reads answered", func() bool {
+		for _, l := range h.d.disp.Load() {
+			if l.Witnessed > 0 {
+				return false
+			}
+		}
+		return true
+	})
 }
