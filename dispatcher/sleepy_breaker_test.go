@@ -14,15 +14,7 @@ import (
 // attempt is taken back and the command fails breaker_open, nothing sent.
 func TestSleepySetIsNotSentWhenTheBreakerOpensWhileItsAttemptIsStored(t *testing.T) {
 	r := startSleepy(t, sleepyOptions{breaker: &breaker.Options{FailureThreshold: 5, OpenFor: func(int) time.Duration { return time.Minute }}})
-	entered, release := make(chan struct{}), make(chan struct{})
-	r.journal.mu.Lock()
-	r.journal.hold = func(op devices.Op) {
-		if op.OpID == "warm" && op.Attempts == 1 && op.Status == devices.Accepted {
-			close(entered)
-			<-release
-		}
-	}
-	r.journal.mu.Unlock()
+	entered, release := r.holdFirstAttempt("warm")
 
 	r.submit(`{"current_heating_setpoint":21,"op_id":"warm"}`)
 	r.status("warm", devices.Queued)
@@ -80,15 +72,7 @@ func TestSleepyProbeVerdictComesBeforeTheProbesDeadline(t *testing.T) {
 	r.d.BridgeState("zw", false, false) // offline: open
 	r.d.BridgeState("zw", true, false)  // back: half-open, a probe decides
 	b := r.d.services["zw"].breaker
-	entered, release := make(chan struct{}), make(chan struct{})
-	r.journal.mu.Lock()
-	r.journal.hold = func(op devices.Op) {
-		if op.OpID == "warm" && op.Attempts == 1 && op.Status == devices.Accepted {
-			close(entered)
-			<-release
-		}
-	}
-	r.journal.mu.Unlock()
+	entered, release := r.holdFirstAttempt("warm")
 	r.submit(`{"current_heating_setpoint":21,"op_id":"warm"}`)
 	r.status("warm", devices.Queued)
 	admitted := r.clock.Now()

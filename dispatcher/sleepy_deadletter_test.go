@@ -19,15 +19,7 @@ import (
 // superseded, stored with one attempt, and never filed as a dead letter.
 func TestSupersededBeforeItsSendIsADeadLetter(t *testing.T) {
 	r := startSleepy(t, sleepyOptions{})
-	entered, release := make(chan struct{}), make(chan struct{})
-	r.journal.mu.Lock()
-	r.journal.hold = func(op devices.Op) {
-		if op.OpID == "old" && op.Attempts == 1 && op.Status == devices.Accepted {
-			close(entered)
-			<-release
-		}
-	}
-	r.journal.mu.Unlock()
+	entered, release := r.holdFirstAttempt("old")
 
 	r.submit(`{"current_heating_setpoint":22,"op_id":"old"}`)
 	r.status("old", devices.Accepted)

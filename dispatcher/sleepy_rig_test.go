@@ -304,6 +304,22 @@ func (r *sleepyRig) settled() {
 	}
 }
 
+// holdFirstAttempt makes the store of opID's first attempt (recorded
+// before its send, still accepted) wait: entered is closed when it
+// begins, and it goes on once the test closes release.
+func (r *sleepyRig) holdFirstAttempt(opID string) (entered, release chan struct{}) {
+	entered, release = make(chan struct{}), make(chan struct{})
+	r.journal.mu.Lock()
+	r.journal.hold = func(op devices.Op) {
+		if op.OpID == opID && op.Attempts == 1 && op.Status == devices.Accepted {
+			close(entered)
+			<-release
+		}
+	}
+	r.journal.mu.Unlock()
+	return entered, release
+}
+
 // timeAfter is the rig's failure deadline: rigWait from now.
 func timeAfter() <-chan time.Time { return time.After(rigWait) }
 
