@@ -215,13 +215,14 @@ func (m *Metrics) BuildInfo(version, revision, goVersion string) {
 // ServiceLoad is what waits on one service at a scrape (WatchLoad).
 type ServiceLoad struct {
 	Service string
-	// Commands: the service takes commands (a bridge); Pending, Sleepy
-	// and Held are exported for it only.
+	// Commands: the service takes commands (a bridge); Pending, Sleepy,
+	// Held and Witnessed are exported for it only.
 	Commands bool
 	// Pending counts the commands accepted and not ended; Sleepy, of
 	// them, those to sleepy devices; Held, those waiting for the
-	// service's open breaker.
-	Pending, Sleepy, Held int
+	// service's open breaker. Witnessed counts the attempts that timed
+	// out in the service's silence and wait for a witness read's answer.
+	Pending, Sleepy, Held, Witnessed int
 	// RetryTokens is how many retries the service's retry budget allows
 	// now; not exported when infinite (no budget).
 	RetryTokens float64
@@ -229,8 +230,8 @@ type ServiceLoad struct {
 
 // WatchLoad exports, from load called at each scrape,
 // hearth_queue_depth, hearth_sleepy_commands_pending,
-// hearth_breaker_held_commands and hearth_retry_budget_tokens, each by
-// service. load must be quick and safe for concurrent use. Call it once.
+// hearth_breaker_held_commands, hearth_breaker_witness_waiting and
+// hearth_retry_budget_tokens, each by service. load must be quick and safe for concurrent use. Call it once.
 func (m *Metrics) WatchLoad(load func() []ServiceLoad) {
 	m.reg.MustRegister(loadCollector(load))
 }
@@ -242,6 +243,8 @@ var (
 		"Commands accepted and not ended for sleepy (battery) devices, per service: most wait for the device's next wake.", []string{"service"}, nil)
 	heldDesc = prometheus.NewDesc("hearth_breaker_held_commands",
 		"Commands waiting for their service's open circuit breaker to let them through (breaker.hold), per service.", []string{"service"}, nil)
+	witnessDesc = prometheus.NewDesc("hearth_breaker_witness_waiting",
+		"Attempts that timed out in their service's silence, waiting for a witness read (another device of the service asked for its state) to say whether the service is talking, per service.", []string{"service"}, nil)
 	tokensDesc = prometheus.NewDesc("hearth_retry_budget_tokens",
 		"Retries the service's retry budget allows now: max(min_retries, ratio × first attempts in the window) less the retries in it.", []string{"service"}, nil)
 )
@@ -252,6 +255,7 @@ func (loadCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- queueDepthDesc
 	ch <- sleepyDesc
 	ch <- heldDesc
+	ch <- witnessDesc
 	ch <- tokensDesc
 }
 
@@ -261,6 +265,7 @@ func (f loadCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(queueDepthDesc, prometheus.GaugeValue, float64(l.Pending), l.Service)
 			ch <- prometheus.MustNewConstMetric(sleepyDesc, prometheus.GaugeValue, float64(l.Sleepy), l.Service)
 			ch <- prometheus.MustNewConstMetric(heldDesc, prometheus.GaugeValue, float64(l.Held), l.Service)
+			ch <- prometheus.MustNewConstMetric(witnessDesc, prometheus.GaugeValue, float64(l.Witnessed), l.Service)
 		}
 		if !math.IsInf(l.RetryTokens, 0) && !math.IsNaN(l.RetryTokens) {
 			ch <- prometheus.MustNewConstMetric(tokensDesc, prometheus.GaugeValue, l.RetryTokens, l.Service)

@@ -58,7 +58,7 @@ func TestWatchLoadExportsEachServicesLoad(t *testing.T) {
 	m := NewMetrics()
 	m.WatchLoad(func() []ServiceLoad {
 		return []ServiceLoad{
-			{Service: "zigbee", Commands: true, Pending: 4, Sleepy: 1, Held: 2, RetryTokens: 2.5},
+			{Service: "zigbee", Commands: true, Pending: 4, Sleepy: 1, Held: 2, Witnessed: 3, RetryTokens: 2.5},
 			{Service: "alerts", RetryTokens: 3},
 			{Service: "zwave", Commands: true, RetryTokens: math.Inf(1)},
 		}
@@ -68,6 +68,10 @@ func TestWatchLoadExportsEachServicesLoad(t *testing.T) {
 # TYPE hearth_breaker_held_commands gauge
 hearth_breaker_held_commands{service="zigbee"} 2
 hearth_breaker_held_commands{service="zwave"} 0
+# HELP hearth_breaker_witness_waiting Attempts that timed out in their service's silence, waiting for a witness read (another device of the service asked for its state) to say whether the service is talking, per service.
+# TYPE hearth_breaker_witness_waiting gauge
+hearth_breaker_witness_waiting{service="zigbee"} 3
+hearth_breaker_witness_waiting{service="zwave"} 0
 # HELP hearth_queue_depth Commands accepted and not ended, per service: waiting their turn in their device's queue or being attempted.
 # TYPE hearth_queue_depth gauge
 hearth_queue_depth{service="zigbee"} 4
@@ -82,7 +86,7 @@ hearth_sleepy_commands_pending{service="zigbee"} 1
 hearth_sleepy_commands_pending{service="zwave"} 0
 `
 	if err := testutil.GatherAndCompare(m.reg, strings.NewReader(want),
-		"hearth_queue_depth", "hearth_sleepy_commands_pending", "hearth_breaker_held_commands", "hearth_retry_budget_tokens"); err != nil {
+		"hearth_queue_depth", "hearth_sleepy_commands_pending", "hearth_breaker_held_commands", "hearth_breaker_witness_waiting", "hearth_retry_budget_tokens"); err != nil {
 		t.Error(err)
 	}
 }

@@ -63,7 +63,7 @@ func (c *commandMetrics) watch(disp *dispatcher.Dispatcher, mqttUp func() bool) 
 		out := make([]health.ServiceLoad, len(loads))
 		for i, l := range loads {
 			out[i] = health.ServiceLoad{Service: l.Service, Commands: !l.Notify, Pending: l.Pending,
-				Sleepy: l.Sleepy, Held: l.Held, RetryTokens: l.RetryTokens}
+				Sleepy: l.Sleepy, Held: l.Held, Witnessed: l.Witnessed, RetryTokens: l.RetryTokens}
 		}
 		return out
 	})
