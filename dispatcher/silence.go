@@ -59,17 +59,17 @@ func (q *deviceQueue) failUnlessTalking(ctx context.Context, permit *breaker.Per
 		q.release(permit, breaker.Failure)
 	case ask != nil:
 		d := q.d
-		d.workers.Go(func() { d.askWitness(ctx, svc, q, ask, heard) })
+		d.workers.Go(func() { d.askWitness(ctx, svc, q, ask) })
 	}
 }
 
 // askWitness asks up to maxWitnesses of ask's candidates (the best
 // witnesses of svc, not known offline) for their state on suspect's
 // behalf, waits up to the witness timeout for any live report of svc
-// (ask.News closed, or its heard count moved from heard), and answers
+// (ask.News closed, or its heard count moved from ask.Heard), and answers
 // for the waiting permits: ignored if the service talked, failed if not
 // (or if no read could be asked), canceled if ctx ended.
-func (d *Dispatcher) askWitness(ctx context.Context, svc *Service, suspect *deviceQueue, ask *service.Ask[*deviceQueue], heard uint64) {
+func (d *Dispatcher) askWitness(ctx context.Context, svc *Service, suspect *deviceQueue, ask *service.Ask[*deviceQueue]) {
 	timeout := svc.witnessTimeout()
 	timer := d.clock.NewTimer(timeout)
 	defer timer.Stop()
@@ -102,7 +102,7 @@ func (d *Dispatcher) askWitness(ctx context.Context, svc *Service, suspect *devi
 		switch {
 		case ctx.Err() != nil:
 			outcome = breaker.Canceled
-		case svc.link.Heard.Load() != heard:
+		case svc.link.Heard.Load() != ask.Heard:
 			outcome = breaker.Ignored
 		}
 	}

@@ -90,10 +90,11 @@ type Ask[W comparable] struct {
 	Candidates []W
 	// News is closed at the service's next live report.
 	News <-chan struct{}
+	// Heard is the service's count of live reports when the attempt
+	// timed out: a count moved since says the service talked.
+	Heard uint64
 
-	s     *Silence[W]
-	heard uint64
-	news  chan struct{}
+	s *Silence[W]
 }
 
 // TimedOut takes permit, of suspect's attempt that timed out with no live
@@ -127,7 +128,7 @@ func (s *Silence[W]) TimedOut(permit *breaker.Permit, suspect W, heard uint64) (
 	s.out, s.silent = true, false
 	s.waiting = append(s.waiting, permit)
 	s.news = make(chan struct{})
-	return false, &Ask[W]{Candidates: candidates, News: s.news, s: s, heard: heard, news: s.news}
+	return false, &Ask[W]{Candidates: candidates, News: s.news, Heard: heard, s: s}
 }
 
 // candidatesLocked returns the witnesses that may be asked, best first;
@@ -159,11 +160,11 @@ func (a *Ask[W]) Answer(outcome breaker.Outcome, now time.Time) int {
 	permits := s.waiting
 	s.waiting, s.out = nil, false
 	clear(s.suspects)
-	if s.news == a.news {
+	if s.news == a.News {
 		s.news = nil
 	}
 	if outcome == breaker.Failure {
-		s.silent, s.silentAt = true, a.heard
+		s.silent, s.silentAt = true, a.Heard
 	}
 	s.mu.Unlock()
 	for _, p := range permits {
